@@ -1,0 +1,81 @@
+#include "apps/common.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace lmsim::app {
+
+void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
+  cmd.add_option("--model", o.model, "model preset name or model JSON file")->required();
+  cmd.add_option("--system", o.system, "system preset name or system JSON file")->required();
+  auto* d = cmd.add_option("--devices", o.devices, "number of devices (default: product of the degrees)");
+  if (need_devices) d->required();
+  cmd.add_option("--seq", o.seq, "sequence length (default 4096)");
+  cmd.add_option("--global-batch", o.global_batch, "global batch size in sequences (default 32)");
+  cmd.add_option("--micro-batch", o.micro_batch, "micro-batch size (default 1)");
+  cmd.add_option("--params", o.params_file, "θ file written by `lmsim calibrate` (default: the system's defaults)");
+  cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
+  cmd.add_option("--stack", o.platform_stack,
+                 "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused) or npu (MindSpeed BF16, fused, SP)")
+      ->check(CLI::IsMember({"gpu", "npu"}));
+  cmd.add_flag("--json", o.json, "machine-readable output on stdout");
+}
+
+Resolved resolve(const RunOptions& o) {
+  Resolved r;
+  r.model = io::resolve_model(o.model);
+  r.system = io::resolve_system(o.system, &r.params);
+  if (!o.platform_stack.empty()) {
+    const std::string f = io::data_dir() + "/lmsimbench/" +
+                          (o.platform_stack == "gpu" ? "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu" : "qwen3_0.6b_4k") +
+                          "/training_settings.json";
+    r.settings = io::settings_from_json(io::parse_json_file(f), f);
+  } else if (r.system.peak_flops_bf16 <= 0) {
+    r.settings.precision = Precision::fp16;
+  }
+  if (!o.settings_file.empty())
+    r.settings = io::settings_from_json(io::parse_json_file(o.settings_file), o.settings_file, "", r.settings);
+  if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
+    throw io::InputError("command line", 0, "", "sizes must be positive");
+  if (o.seq) r.settings.seq_length = o.seq;
+  if (o.global_batch) r.settings.global_batch_size = o.global_batch;
+  if (o.micro_batch) r.settings.micro_batch_size = o.micro_batch;
+  if (auto why = validate(r.settings); !why.empty()) throw io::InputError("command line", 0, "", why);
+  if (r.system.peak_flops(r.settings.precision) <= 0)
+    throw io::InputError(o.system, 0, "peak_tflops", std::string("system has no ") + to_string(r.settings.precision) +
+                                                         " throughput; choose another precision in --settings");
+  if (!o.params_file.empty()) r.params = io::load_params(o.params_file, r.params);
+  if (auto why = validate(r.params); !why.empty()) throw io::InputError(o.params_file, 0, "", why);
+  return r;
+}
+
+std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> w(header.size());
+  for (std::size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  std::string out;
+  auto line = [&](const std::vector<std::string>& r) {
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const std::string& c = i < r.size() ? r[i] : std::string();
+      out += c + std::string(w[i] - c.size() + (i + 1 < w.size() ? 2 : 0), ' ');
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += '\n';
+  };
+  line(header);
+  std::vector<std::string> sep;
+  for (auto x : w) sep.push_back(std::string(x, '-'));
+  line(sep);
+  for (const auto& r : rows) line(r);
+  return out;
+}
+
+std::string fmt(double v, int prec) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+std::string gib(double bytes) { return fmt(bytes / 1073741824.0, 2); }
+
+}  // namespace lmsim::app

@@ -1,0 +1,43 @@
+// lmsim/apps/common.hpp — helpers shared by the CLI's subcommands: output, tables, run options.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "io/io.hpp"
+
+namespace lmsim::app {
+
+// Options that fill TrainingSettings and θ for predict / search.
+struct RunOptions {
+  std::string model, system, params_file, settings_file, platform_stack;
+  int devices = 0;
+  std::int64_t seq = 0, global_batch = 0, micro_batch = 0;
+  bool json = false;
+};
+void add_run_options(CLI::App& cmd, RunOptions& o, bool need_strategy_devices);
+
+struct Resolved {
+  Model model;
+  System system;
+  TrainingSettings settings;
+  PlatformParams params;
+};
+Resolved resolve(const RunOptions& o);
+
+// Prints rows as an aligned text table.
+std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+std::string fmt(double v, int prec = 3);
+std::string gib(double bytes);
+
+void register_models(CLI::App& app);
+void register_dataset(CLI::App& app);
+void register_predict(CLI::App& app);
+void register_calibrate(CLI::App& app);
+void register_search(CLI::App& app);
+void register_evaluate(CLI::App& app);
+
+}  // namespace lmsim::app

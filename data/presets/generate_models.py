@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Regenerates models.json from the public model-card facts in model_architectures.csv (the LM-SimBench
+models) plus the reference models below. Run: python3 generate_models.py ARCH_CSV > models.json"""
+import csv, json, re, sys
+
+def num(s):
+    m = re.match(r"\s*(\d+)", s or "")
+    return int(m.group(1)) if m else 0
+
+# Published totals (model cards / release notes), in parameters; active = per token for MoE.
+CARD = {
+    "Qwen1.5-1.8B": 1.84e9, "Qwen1.5-4B": 3.95e9, "Qwen2-1.5B": 1.54e9, "Qwen2.5-0.5B": 0.49e9,
+    "Qwen2.5-3B": 3.09e9, "Qwen2.5-7B": 7.61e9, "Qwen2.5-14B": 14.7e9, "Qwen2.5-32B": 32.5e9,
+    "Qwen2.5-72B": 72.7e9, "Qwen3-0.6B": 0.6e9, "Qwen3-1.7B": 1.7e9, "Qwen3-8B": 8.2e9,
+    "Qwen3-30B-A3B": 30.5e9, "Mistral-7B": 7.24e9, "Phi-3.5-mini-instruct": 3.82e9,
+    "Phi-3.5-MoE-instruct": 41.9e9, "Gemma-2-9B": 9.24e9, "Gemma-2-27B": 27.2e9, "GLM-4-9B": 9.4e9,
+    "InternLM2.5-1.8B": 1.89e9, "InternLM2.5-7B": 7.74e9, "InternLM2.5-20B": 19.86e9,
+    "InternLM3-8B-instruct": 8.8e9,
+}
+ACTIVE = {"Qwen3-30B-A3B": 3.3e9, "Phi-3.5-MoE-instruct": 6.6e9}
+RENAME = {"Mistral-7B (v0.1 / v0.3)": "Mistral-7B"}
+
+models = []
+with open(sys.argv[1]) as f:
+    for r in csv.DictReader(f):
+        name = RENAME.get(r["model"], r["model"])
+        act = r["activation"].lower()
+        m = {
+            "name": name,
+            "hidden_size": num(r["hidden_size"]),
+            "num_layers": num(r["num_hidden_layers"]),
+            "num_attention_heads": num(r["num_attention_heads"]),
+            "num_kv_heads": num(r["num_key_value_heads"]),
+            "head_dim": num(r["head_dim"]),
+            "ffn_hidden_size": num(r["intermediate_size"]),
+            "vocab_size": num(r["vocab_size"]),
+            "tied_embeddings": r["tie_word_embeddings"].strip().lower().startswith("true"),
+            "activation": "geglu" if "gelu" in act else "swiglu",
+            "norm": "layernorm" if r["norm"].lower().startswith("layernorm") else "rmsnorm",
+            "qkv_bias": r["qkv_bias"].strip().lower().startswith("true"),
+            "qk_norm": "qk-norm" in r["special_features"].lower(),
+            "post_norms": "pre+post" in r["norm"].lower(),
+        }
+        if num(r["num_experts"]):
+            m["moe"] = {"num_experts": num(r["num_experts"]), "experts_per_token": num(r["num_experts_per_tok"]),
+                        "moe_ffn_hidden_size": num(r["moe_intermediate_size"])}
+        m["card_total_params"] = CARD[name]
+        if name in ACTIVE:
+            m["card_active_params"] = ACTIVE[name]
+        m["source"] = "model_architectures.csv: " + r["verified_source"][:160]
+        models.append(m)
+
+models += [
+    {"name": "Llama-3-8B", "hidden_size": 4096, "num_layers": 32, "num_attention_heads": 32, "num_kv_heads": 8,
+     "head_dim": 128, "ffn_hidden_size": 14336, "vocab_size": 128256, "tied_embeddings": False,
+     "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
+     "card_total_params": 8.03e9, "source": "Meta Llama 3 model card / config.json"},
+    {"name": "Llama-3-70B", "hidden_size": 8192, "num_layers": 80, "num_attention_heads": 64, "num_kv_heads": 8,
+     "head_dim": 128, "ffn_hidden_size": 28672, "vocab_size": 128256, "tied_embeddings": False,
+     "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
+     "card_total_params": 70.6e9, "source": "Meta Llama 3 model card / config.json"},
+    {"name": "Llama-3.1-405B", "hidden_size": 16384, "num_layers": 126, "num_attention_heads": 128,
+     "num_kv_heads": 8, "head_dim": 128, "ffn_hidden_size": 53248, "vocab_size": 128256, "tied_embeddings": False,
+     "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
+     "card_total_params": 405.9e9, "source": "Meta Llama 3.1 model card / config.json"},
+    {"name": "GPT-3-175B", "hidden_size": 12288, "num_layers": 96, "num_attention_heads": 96, "num_kv_heads": 96,
+     "head_dim": 128, "ffn_hidden_size": 49152, "vocab_size": 50257, "tied_embeddings": True,
+     "activation": "gelu", "norm": "layernorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
+     "card_total_params": 175e9, "source": "Brown et al. 2020, Table 2.1"},
+    {"name": "DeepSeek-V3", "hidden_size": 7168, "num_layers": 61, "num_attention_heads": 128, "num_kv_heads": 128,
+     "head_dim": 128, "ffn_hidden_size": 18432, "vocab_size": 129280, "tied_embeddings": False,
+     "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
+     "moe": {"num_experts": 256, "experts_per_token": 8, "moe_ffn_hidden_size": 2048, "num_shared_experts": 1,
+             "first_dense_layers": 3, "moe_layer_frequency": 1},
+     "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128},
+     "card_total_params": 671e9, "card_active_params": 37e9,
+     "source": "DeepSeek-V3 technical report / config.json (main model, without the MTP module)"},
+]
+json.dump({"models": models}, sys.stdout, indent=1)
+print()

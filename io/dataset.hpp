@@ -1,0 +1,104 @@
+// lmsim/io/dataset.hpp — reader for the LM-SimBench dataset layout (arXiv 2611.14285, Appendix C.4).
+//
+// Owns: discovering measured collections under a root (the manifest when present, else the folders), mapping a
+// model setting (`qwen15_1.8b_8k`, `internlm25_1point8b_32k`, `internlm25_20b_32k_16p`) to a model and sequence
+// length, reading each view with units converted once here (ms -> s, MB -> bytes), and validating everything
+// (rank ids, duplicates, configuration names, degrees vs device count). Optional views may be absent.
+//
+// Peak memory: `peak_memory.csv` has one row per (configuration, rank). When only the maximum over ranks is
+// known (the paper's tables), the row's rank_id is the literal `max`; such a run has no per-rank values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "simulator/simulator.hpp"
+
+namespace lmsim::io {
+
+struct StepTraceRow {
+  int rank;
+  double computing_s, communication_s, communication_not_overlapped_s, overlapped_s, free_s, stage_s, bubble_s;
+};
+struct OperatorCategoryRow {
+  int rank;
+  std::string op_category, op_type, core_type;
+  double count, total_time_us, avg_time_us, ratio_percent;
+};
+struct CommSummaryRow {
+  std::string comm_scope, comm_type, comm_group;
+  double op_count, elapsed_time_sum_s, wait_time_sum_s, link_bandwidth_gb_per_s;
+};
+struct CommEvent {
+  std::string comm_scope, comm_type, comm_group, op_name, link_type;
+  double elapsed_time_s, wait_time_s, link_transit_bytes, link_bandwidth_gb_per_s;
+};
+struct MatrixOp {
+  std::string type;
+  double duration_us;
+  std::int64_t batch, m, n, k;
+};
+struct RankFiles {
+  int rank;
+  std::vector<CommEvent> comm;
+  std::vector<MatrixOp> matrix;
+};
+struct RankValue {
+  int rank;
+  double value;
+};
+
+struct Run {
+  std::string config;
+  Strategy strategy;
+  std::optional<double> iteration_time_s;
+  std::vector<RankValue> peak_memory_bytes;     // per rank, sorted by rank; empty when only the max is known
+  std::optional<double> peak_memory_max_bytes;  // max over ranks: given, or computed from the per-rank rows
+  std::vector<StepTraceRow> step_trace;
+  std::vector<OperatorCategoryRow> op_categories;
+  std::vector<RankFiles> ranks;
+};
+
+// Matched matrix problems with a median latency (lmsim extension file `matrix_latency_summary.csv`: the paper's
+// Table 29 has no per-run attribution).
+struct MatrixSummaryRow {
+  std::int64_t batch, m, k, n;
+  double median_us;
+};
+
+struct Collection {
+  std::string directory;      // path relative to the root
+  std::string model_setting;  // e.g. qwen3_0.6b_4k
+  std::string platform;       // gpu | npu
+  std::string system;         // system preset name
+  std::string model;          // model preset name
+  int devices = 0;
+  TrainingSettings settings;
+  bool settings_recorded = false;  // false: platform defaults were assumed (no training_settings.json)
+  std::vector<Run> runs;
+  std::vector<CommSummaryRow> comm_summary;
+  std::vector<MatrixSummaryRow> matrix_summary;
+  const Run* find(const std::string& config) const;
+};
+
+struct Dataset {
+  std::string root;
+  std::vector<Collection> collections;
+  const Collection* find(const std::string& model_setting, const std::string& platform) const;
+};
+
+// Model-setting registry row (data/model_settings.csv): identifier -> model preset, sequence length, devices.
+struct ModelSetting {
+  std::string id, model;
+  std::int64_t seq_length;
+  int devices;
+};
+std::vector<ModelSetting> model_settings(const std::string& registry_csv);
+// Resolves an identifier through the registry, else by its pattern (<family>_<size>_<seq>k[_<n>p]).
+std::optional<ModelSetting> find_model_setting(const std::string& id);
+
+Dataset read_dataset(const std::string& root);
+
+}  // namespace lmsim::io

@@ -1,0 +1,211 @@
+#include "io/hdf5.hpp"
+
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "io/error.hpp"
+
+namespace lmsim::io {
+
+namespace {
+
+void check(herr_t rc, const std::string& file, const std::string& what) {
+  if (rc < 0) throw InputError(file, 0, what, "HDF5 call failed");
+}
+
+hid_t string_type() {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  return t;
+}
+
+void ensure_parents(hid_t file, const std::string& path) {
+  std::size_t pos = 1;
+  while ((pos = path.find('/', pos)) != std::string::npos) {
+    const std::string sub = path.substr(0, pos);
+    if (H5Lexists(file, sub.c_str(), H5P_DEFAULT) <= 0) {
+      hid_t g = H5Gcreate2(file, sub.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      H5Gclose(g);
+    }
+    ++pos;
+  }
+}
+
+template <class Fn>
+void write_1d(hid_t file, const std::string& fname, const std::string& path, hid_t type, std::size_t n, Fn&& data) {
+  ensure_parents(file, path);
+  hsize_t dims[1] = {static_cast<hsize_t>(n)};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t ds = H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (ds < 0) {
+    H5Sclose(space);
+    throw InputError(fname, 0, path, "cannot create dataset");
+  }
+  herr_t rc = n ? H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data()) : 0;
+  H5Dclose(ds);
+  H5Sclose(space);
+  check(rc, fname, path);
+}
+
+template <class Fn>
+void write_attr(hid_t file, const std::string& fname, const std::string& object, const std::string& name, hid_t type,
+                Fn&& data) {
+  hid_t obj = H5Oopen(file, object.c_str(), H5P_DEFAULT);
+  if (obj < 0) throw InputError(fname, 0, object, "no such object for attribute " + name);
+  hid_t space = H5Screate(H5S_SCALAR);
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  hid_t a = H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t rc = H5Awrite(a, type, data());
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Oclose(obj);
+  check(rc, fname, object + "@" + name);
+}
+
+struct ReadFile {
+  hid_t id;
+  explicit ReadFile(const std::string& f) {
+    if (!std::filesystem::exists(f)) throw InputError(f, 0, "", "HDF5 file does not exist");
+    id = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (id < 0) throw InputError(f, 0, "", "not an HDF5 file");
+  }
+  ~ReadFile() { H5Fclose(id); }
+};
+
+hid_t open_ds(hid_t f, const std::string& file, const std::string& path, std::size_t& n) {
+  if (H5Lexists(f, path.c_str(), H5P_DEFAULT) <= 0) throw InputError(file, 0, path, "no such dataset");
+  hid_t ds = H5Dopen2(f, path.c_str(), H5P_DEFAULT);
+  hid_t sp = H5Dget_space(ds);
+  hsize_t dims[1] = {0};
+  H5Sget_simple_extent_dims(sp, dims, nullptr);
+  H5Sclose(sp);
+  n = static_cast<std::size_t>(dims[0]);
+  return ds;
+}
+
+}  // namespace
+
+H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through InputError
+  tmp_ = final_ + ".tmp." + std::to_string(::getpid());
+  const auto parent = std::filesystem::path(final_).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent))
+    throw InputError(final_, 0, "", "output folder does not exist");
+  file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file_ < 0) throw InputError(final_, 0, "", "cannot create HDF5 file");
+}
+
+H5Writer::~H5Writer() {
+  if (file_ >= 0) H5Fclose(file_);
+  if (!committed_) std::remove(tmp_.c_str());
+}
+
+void H5Writer::group(const std::string& path) {
+  ensure_parents(file_, path + "/");
+}
+
+void H5Writer::write(const std::string& path, const std::vector<double>& v) {
+  write_1d(file_, final_, path, H5T_NATIVE_DOUBLE, v.size(), [&] { return v.data(); });
+}
+void H5Writer::write(const std::string& path, const std::vector<std::int64_t>& v) {
+  write_1d(file_, final_, path, H5T_NATIVE_INT64, v.size(), [&] { return v.data(); });
+}
+void H5Writer::write(const std::string& path, const std::vector<std::string>& v) {
+  std::vector<const char*> p;
+  p.reserve(v.size());
+  for (const auto& s : v) p.push_back(s.c_str());
+  hid_t t = string_type();
+  write_1d(file_, final_, path, t, v.size(), [&] { return p.data(); });
+  H5Tclose(t);
+}
+void H5Writer::attr(const std::string& object, const std::string& name, const std::string& value) {
+  hid_t t = string_type();
+  const char* p = value.c_str();
+  write_attr(file_, final_, object, name, t, [&] { return &p; });
+  H5Tclose(t);
+}
+void H5Writer::attr(const std::string& object, const std::string& name, double value) {
+  write_attr(file_, final_, object, name, H5T_NATIVE_DOUBLE, [&] { return &value; });
+}
+void H5Writer::attr(const std::string& object, const std::string& name, std::int64_t value) {
+  write_attr(file_, final_, object, name, H5T_NATIVE_INT64, [&] { return &value; });
+}
+
+void H5Writer::commit() {
+  if (H5Fclose(file_) < 0) {
+    file_ = -1;
+    throw InputError(final_, 0, "", "closing the HDF5 file failed");
+  }
+  file_ = -1;
+  std::error_code ec;
+  std::filesystem::rename(tmp_, final_, ec);
+  if (ec) throw InputError(final_, 0, "", "cannot rename the finished file into place: " + ec.message());
+  committed_ = true;
+}
+
+std::vector<double> h5_read_doubles(const std::string& file, const std::string& path) {
+  ReadFile f(file);
+  std::size_t n = 0;
+  hid_t ds = open_ds(f.id, file, path, n);
+  std::vector<double> v(n);
+  if (n) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Dclose(ds);
+  return v;
+}
+std::vector<std::int64_t> h5_read_ints(const std::string& file, const std::string& path) {
+  ReadFile f(file);
+  std::size_t n = 0;
+  hid_t ds = open_ds(f.id, file, path, n);
+  std::vector<std::int64_t> v(n);
+  if (n) H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Dclose(ds);
+  return v;
+}
+std::vector<std::string> h5_read_strings(const std::string& file, const std::string& path) {
+  ReadFile f(file);
+  std::size_t n = 0;
+  hid_t ds = open_ds(f.id, file, path, n);
+  std::vector<char*> p(n, nullptr);
+  hid_t t = string_type();
+  if (n) H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data());
+  std::vector<std::string> v;
+  for (char* s : p) {
+    v.emplace_back(s ? s : "");
+    H5free_memory(s);
+  }
+  H5Tclose(t);
+  H5Dclose(ds);
+  return v;
+}
+std::string h5_read_string_attr(const std::string& file, const std::string& object, const std::string& name) {
+  ReadFile f(file);
+  hid_t a = H5Aopen_by_name(f.id, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  if (a < 0) throw InputError(file, 0, object + "@" + name, "no such attribute");
+  hid_t t = string_type();
+  char* p = nullptr;
+  H5Aread(a, t, &p);
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  H5Tclose(t);
+  H5Aclose(a);
+  return s;
+}
+double h5_read_double_attr(const std::string& file, const std::string& object, const std::string& name) {
+  ReadFile f(file);
+  hid_t a = H5Aopen_by_name(f.id, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  if (a < 0) throw InputError(file, 0, object + "@" + name, "no such attribute");
+  double v = 0;
+  H5Aread(a, H5T_NATIVE_DOUBLE, &v);
+  H5Aclose(a);
+  return v;
+}
+bool h5_exists(const std::string& file, const std::string& path) {
+  ReadFile f(file);
+  return H5Lexists(f.id, path.c_str(), H5P_DEFAULT) > 0;
+}
+
+}  // namespace lmsim::io

@@ -1,0 +1,380 @@
+#include "io/specs.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "io/csv.hpp"
+#include "io/error.hpp"
+
+#ifndef LMSIM_DATA_DIR
+#define LMSIM_DATA_DIR "data"
+#endif
+
+namespace lmsim::io {
+
+namespace {
+
+// Reads one JSON object strictly: every key must be consumed, each with the right type and range.
+class Obj {
+ public:
+  Obj(const Json& j, std::string file, std::string path) : j_(j), file_(std::move(file)), path_(std::move(path)) {
+    if (!j_.is_object()) throw InputError(file_, 0, path_.empty() ? "(top level)" : path_, "expected a JSON object");
+  }
+  ~Obj() = default;
+  std::string where(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  const Json& raw(const std::string& key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    if (it == j_.end()) throw InputError(file_, 0, where(key), "required key is missing");
+    return *it;
+  }
+  double number(const std::string& key, double lo, double hi) {
+    const Json& v = raw(key);
+    if (!v.is_number()) throw InputError(file_, 0, where(key), "expected a number, got " + v.dump());
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi)
+      throw InputError(file_, 0, where(key),
+                       "value " + v.dump() + " is outside [" + fmt(lo) + ", " + fmt(hi) + "]");
+    return d;
+  }
+  double number_or(const std::string& key, double lo, double hi, double dflt) {
+    return has(key) ? number(key, lo, hi) : dflt;
+  }
+  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
+    const Json& v = raw(key);
+    if (!v.is_number_integer()) throw InputError(file_, 0, where(key), "expected an integer, got " + v.dump());
+    const std::int64_t i = v.get<std::int64_t>();
+    if (i < lo || i > hi)
+      throw InputError(file_, 0, where(key),
+                       "value " + v.dump() + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return i;
+  }
+  std::int64_t integer_or(const std::string& key, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
+    return has(key) ? integer(key, lo, hi) : dflt;
+  }
+  bool boolean(const std::string& key) {
+    const Json& v = raw(key);
+    if (!v.is_boolean()) throw InputError(file_, 0, where(key), "expected true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+  bool boolean_or(const std::string& key, bool dflt) { return has(key) ? boolean(key) : dflt; }
+  std::string str(const std::string& key) {
+    const Json& v = raw(key);
+    if (!v.is_string()) throw InputError(file_, 0, where(key), "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  std::string str_or(const std::string& key, const std::string& dflt) { return has(key) ? str(key) : dflt; }
+  template <class E>
+  E choice(const std::string& key, std::initializer_list<std::pair<const char*, E>> options, E dflt) {
+    if (!has(key)) return dflt;
+    const std::string v = str(key);
+    std::string list;
+    for (const auto& [n, e] : options) {
+      if (v == n) return e;
+      list += std::string(list.empty() ? "" : ", ") + n;
+    }
+    throw InputError(file_, 0, where(key), "'" + v + "' is not one of " + list);
+  }
+  Obj sub(const std::string& key) { return Obj(raw(key), file_, where(key)); }
+  void finish() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key())) throw InputError(file_, 0, where(it.key()), "unknown key");
+  }
+  void mark(const std::string& key) { seen_.insert(key); }
+  const std::string& file() const { return file_; }
+
+ private:
+  static std::string fmt(double v) {
+    std::string s = std::to_string(v);
+    return s;
+  }
+  const Json& j_;
+  std::string file_, path_;
+  std::set<std::string> seen_;
+};
+
+constexpr std::int64_t kBig = 1LL << 40;
+constexpr double kGiB = 1073741824.0;
+
+}  // namespace
+
+Model model_from_json(const Json& j, const std::string& file, const std::string& path) {
+  Obj o(j, file, path);
+  Model m;
+  m.name = o.str("name");
+  m.hidden_size = o.integer("hidden_size", 1, 1 << 20);
+  m.num_layers = o.integer("num_layers", 1, 4096);
+  m.num_attention_heads = o.integer("num_attention_heads", 1, 4096);
+  m.num_kv_heads = o.integer_or("num_kv_heads", 1, 4096, m.num_attention_heads);
+  m.head_dim = o.integer_or("head_dim", 1, 1 << 16, m.hidden_size / m.num_attention_heads);
+  m.ffn_hidden_size = o.integer("ffn_hidden_size", 0, 1 << 22);
+  m.vocab_size = o.integer("vocab_size", 1, 1 << 24);
+  m.tied_embeddings = o.boolean_or("tied_embeddings", false);
+  m.activation = o.choice<Activation>(
+      "activation", {{"swiglu", Activation::swiglu}, {"geglu", Activation::geglu}, {"gelu", Activation::gelu}},
+      Activation::swiglu);
+  m.norm = o.choice<Norm>("norm", {{"rmsnorm", Norm::rmsnorm}, {"layernorm", Norm::layernorm}}, Norm::rmsnorm);
+  m.qkv_bias = o.boolean_or("qkv_bias", false);
+  m.qk_norm = o.boolean_or("qk_norm", false);
+  m.post_norms = o.boolean_or("post_norms", false);
+  if (o.has("moe")) {
+    Obj e = o.sub("moe");
+    m.num_experts = e.integer("num_experts", 1, 65536);
+    m.experts_per_token = e.integer("experts_per_token", 1, 65536);
+    m.moe_ffn_hidden_size = e.integer("moe_ffn_hidden_size", 1, 1 << 22);
+    m.num_shared_experts = e.integer_or("num_shared_experts", 0, 64, 0);
+    m.first_dense_layers = e.integer_or("first_dense_layers", 0, 4096, 0);
+    m.moe_layer_frequency = e.integer_or("moe_layer_frequency", 1, 4096, 1);
+    e.finish();
+  }
+  if (o.has("mla")) {
+    Obj a = o.sub("mla");
+    m.q_lora_rank = a.integer_or("q_lora_rank", 0, 1 << 16, 0);
+    m.kv_lora_rank = a.integer("kv_lora_rank", 1, 1 << 16);
+    m.qk_rope_head_dim = a.integer("qk_rope_head_dim", 1, 1 << 12);
+    m.v_head_dim = a.integer("v_head_dim", 1, 1 << 12);
+    a.finish();
+  }
+  // Informational keys of presets.
+  o.mark("card_total_params");
+  o.mark("card_active_params");
+  o.mark("source");
+  o.finish();
+  if (auto why = validate(m); !why.empty()) throw InputError(file, 0, path.empty() ? "(model)" : path, why);
+  return m;
+}
+
+Json to_json(const Model& m) {
+  Json j;
+  j["name"] = m.name;
+  j["hidden_size"] = m.hidden_size;
+  j["num_layers"] = m.num_layers;
+  j["num_attention_heads"] = m.num_attention_heads;
+  j["num_kv_heads"] = m.num_kv_heads;
+  j["head_dim"] = m.head_dim;
+  j["ffn_hidden_size"] = m.ffn_hidden_size;
+  j["vocab_size"] = m.vocab_size;
+  j["tied_embeddings"] = m.tied_embeddings;
+  j["activation"] = to_string(m.activation);
+  j["norm"] = to_string(m.norm);
+  j["qkv_bias"] = m.qkv_bias;
+  j["qk_norm"] = m.qk_norm;
+  j["post_norms"] = m.post_norms;
+  if (m.is_moe())
+    j["moe"] = {{"num_experts", m.num_experts},
+                {"experts_per_token", m.experts_per_token},
+                {"moe_ffn_hidden_size", m.moe_ffn_hidden_size},
+                {"num_shared_experts", m.num_shared_experts},
+                {"first_dense_layers", m.first_dense_layers},
+                {"moe_layer_frequency", m.moe_layer_frequency}};
+  if (m.is_mla())
+    j["mla"] = {{"q_lora_rank", m.q_lora_rank},
+                {"kv_lora_rank", m.kv_lora_rank},
+                {"qk_rope_head_dim", m.qk_rope_head_dim},
+                {"v_head_dim", m.v_head_dim}};
+  return j;
+}
+
+namespace {
+Link link_from(Obj o) {
+  Link l;
+  l.bandwidth_bytes_per_s = o.number("bandwidth_gb_per_s", 1e-3, 1e6) * 1e9;
+  l.latency_s = o.number("latency_us", 0, 1e6) * 1e-6;
+  o.finish();
+  return l;
+}
+Json link_json(const Link& l) {
+  return Json{{"bandwidth_gb_per_s", l.bandwidth_bytes_per_s / 1e9}, {"latency_us", l.latency_s * 1e6}};
+}
+}  // namespace
+
+System system_from_json(const Json& j, const std::string& file, const std::string& path, PlatformParams* defaults) {
+  Obj o(j, file, path);
+  System s;
+  s.name = o.str("name");
+  s.device = o.str_or("device", s.name);
+  s.devices_per_node = static_cast<int>(o.integer("devices_per_node", 1, 1024));
+  Obj f = o.sub("peak_tflops");
+  s.peak_flops_fp16 = f.number_or("fp16", 0, 1e6, 0) * 1e12;
+  s.peak_flops_bf16 = f.number_or("bf16", 0, 1e6, 0) * 1e12;
+  s.peak_flops_fp8 = f.number_or("fp8", 0, 1e6, 0) * 1e12;
+  f.finish();
+  s.hbm_capacity_bytes = o.number("hbm_capacity_gib", 1e-3, 1e6) * kGiB;
+  s.hbm_bandwidth_bytes_per_s = o.number("hbm_bandwidth_gb_per_s", 1e-3, 1e7) * 1e9;
+  s.intra_node = link_from(o.sub("intra_node"));
+  s.inter_node = link_from(o.sub("inter_node"));
+  if (o.has("default_params")) {
+    const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
+    if (defaults) *defaults = d;
+  }
+  o.mark("source");
+  o.finish();
+  if (auto why = validate(s); !why.empty()) throw InputError(file, 0, path.empty() ? "(system)" : path, why);
+  return s;
+}
+
+Json to_json(const System& s) {
+  Json j;
+  j["name"] = s.name;
+  j["device"] = s.device;
+  j["devices_per_node"] = s.devices_per_node;
+  j["peak_tflops"] = {{"fp16", s.peak_flops_fp16 / 1e12}, {"bf16", s.peak_flops_bf16 / 1e12},
+                      {"fp8", s.peak_flops_fp8 / 1e12}};
+  j["hbm_capacity_gib"] = s.hbm_capacity_bytes / kGiB;
+  j["hbm_bandwidth_gb_per_s"] = s.hbm_bandwidth_bytes_per_s / 1e9;
+  j["intra_node"] = link_json(s.intra_node);
+  j["inter_node"] = link_json(s.inter_node);
+  return j;
+}
+
+TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path,
+                                    const TrainingSettings& base) {
+  Obj o(j, file, path);
+  TrainingSettings t = base;
+  t.seq_length = o.integer_or("seq_length", 1, 1 << 24, t.seq_length);
+  t.global_batch_size = o.integer_or("global_batch_size", 1, 1 << 30, t.global_batch_size);
+  t.micro_batch_size = o.integer_or("micro_batch_size", 1, 1 << 30, t.micro_batch_size);
+  t.precision = o.choice<Precision>(
+      "precision", {{"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}}, t.precision);
+  t.distributed_optimizer = o.boolean_or("distributed_optimizer", t.distributed_optimizer);
+  t.flash_attention = o.boolean_or("flash_attention", t.flash_attention);
+  t.fused_kernels = o.boolean_or("fused_kernels", t.fused_kernels);
+  t.sequence_parallel = o.boolean_or("sequence_parallel", t.sequence_parallel);
+  t.dropout = o.boolean_or("dropout", t.dropout);
+  t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
+  o.mark("note");
+  o.finish();
+  if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
+  return t;
+}
+
+Json to_json(const TrainingSettings& t) {
+  return Json{{"seq_length", t.seq_length},
+              {"global_batch_size", t.global_batch_size},
+              {"micro_batch_size", t.micro_batch_size},
+              {"precision", to_string(t.precision)},
+              {"distributed_optimizer", t.distributed_optimizer},
+              {"flash_attention", t.flash_attention},
+              {"fused_kernels", t.fused_kernels},
+              {"sequence_parallel", t.sequence_parallel},
+              {"dropout", t.dropout},
+              {"moe_load_imbalance", t.moe_load_imbalance}};
+}
+
+PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path,
+                                const PlatformParams& base) {
+  Obj o(j, file, path);
+  PlatformParams p = base;
+  for (std::size_t i = 0; i < kNumParams; ++i) {
+    const ParamInfo& info = param_table()[i];
+    if (o.has(info.name)) set(p, i, o.number(info.name, info.lower, info.upper));
+  }
+  o.finish();
+  return p;
+}
+
+Json to_json(const PlatformParams& p) {
+  Json j;
+  for (std::size_t i = 0; i < kNumParams; ++i) j[param_table()[i].name] = get(p, i);
+  return j;
+}
+
+Json parse_json_file(const std::string& file) {
+  const std::string text = read_file(file);
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    long line = 1;
+    for (std::size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n' ? 1 : 0;
+    throw InputError(file, line, "", std::string("malformed JSON: ") + e.what());
+  }
+}
+
+std::string data_dir() {
+  if (const char* env = std::getenv("LMSIM_DATA_DIR"); env && *env) return env;
+  return LMSIM_DATA_DIR;
+}
+
+Presets load_presets(const std::string& dir) {
+  Presets p;
+  const std::string mf = dir + "/presets/models.json";
+  const Json mj = parse_json_file(mf);
+  if (!mj.contains("models") || !mj["models"].is_array()) throw InputError(mf, 0, "models", "expected an array");
+  for (std::size_t i = 0; i < mj["models"].size(); ++i) {
+    const Json& e = mj["models"][i];
+    const std::string where = "models[" + std::to_string(i) + "]";
+    ModelPreset mp;
+    mp.model = model_from_json(e, mf, where);
+    if (e.contains("card_total_params") && e["card_total_params"].is_number())
+      mp.card_total_params = e["card_total_params"].get<double>();
+    if (e.contains("card_active_params") && e["card_active_params"].is_number())
+      mp.card_active_params = e["card_active_params"].get<double>();
+    if (e.contains("source") && e["source"].is_string()) mp.source = e["source"].get<std::string>();
+    p.models.push_back(std::move(mp));
+  }
+  const std::string sf = dir + "/presets/systems.json";
+  const Json sj = parse_json_file(sf);
+  if (!sj.contains("systems") || !sj["systems"].is_array()) throw InputError(sf, 0, "systems", "expected an array");
+  for (std::size_t i = 0; i < sj["systems"].size(); ++i) {
+    const Json& e = sj["systems"][i];
+    SystemPreset sp;
+    sp.system = system_from_json(e, sf, "systems[" + std::to_string(i) + "]", &sp.default_params);
+    if (e.contains("source") && e["source"].is_string()) sp.source = e["source"].get<std::string>();
+    p.systems.push_back(std::move(sp));
+  }
+  return p;
+}
+
+const Presets& presets() {
+  static const Presets p = load_presets(data_dir());
+  return p;
+}
+
+const ModelPreset* Presets::find_model(const std::string& name) const {
+  for (const auto& m : models)
+    if (m.model.name == name) return &m;
+  return nullptr;
+}
+const SystemPreset* Presets::find_system(const std::string& name) const {
+  for (const auto& s : systems)
+    if (s.system.name == name) return &s;
+  return nullptr;
+}
+
+Model resolve_model(const std::string& name) {
+  if (const ModelPreset* mp = presets().find_model(name)) return mp->model;
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name))
+    return model_from_json(parse_json_file(name), name);
+  std::string list;
+  for (const auto& m : presets().models) list += (list.empty() ? "" : ", ") + m.model.name;
+  throw InputError("--model", 0, "", "unknown model '" + name + "' (not a preset, not a .json file). Presets: " + list);
+}
+
+System resolve_system(const std::string& name, PlatformParams* defaults) {
+  if (const SystemPreset* sp = presets().find_system(name)) {
+    if (defaults) *defaults = sp->default_params;
+    return sp->system;
+  }
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name))
+    return system_from_json(parse_json_file(name), name, "", defaults);
+  std::string list;
+  for (const auto& s : presets().systems) list += (list.empty() ? "" : ", ") + s.system.name;
+  throw InputError("--system", 0, "", "unknown system '" + name + "' (not a preset, not a .json file). Presets: " + list);
+}
+
+PlatformParams load_params(const std::string& file, const PlatformParams& base) {
+  const Json j = parse_json_file(file);
+  if (j.is_object() && j.contains("params")) return params_from_json(j["params"], file, "params", base);
+  return params_from_json(j, file, "", base);
+}
+
+Strategy parse_strategy(const std::string& name, const std::string& source) {
+  ParseResult r = parse_config_name(name);
+  if (!r.strategy) throw InputError(source, 0, "optimization_config", r.error);
+  return *r.strategy;
+}
+
+}  // namespace lmsim::io

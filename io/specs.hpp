@@ -1,0 +1,69 @@
+// lmsim/io/specs.hpp — JSON specs for models, systems, training settings and platform parameters, and presets.
+//
+// Owns: strict JSON <-> value-type conversion (unknown keys, missing keys, wrong types, negative / NaN / absurd
+// values are InputErrors naming the file and the JSON path of the field), the preset registry under
+// <data>/presets/, and where the data folder is.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "simulator/simulator.hpp"
+
+namespace lmsim::io {
+
+using Json = nlohmann::ordered_json;
+
+// A model preset also carries the model card's published totals, for checking the parameter count.
+struct ModelPreset {
+  Model model;
+  double card_total_params = 0;   // 0: not published
+  double card_active_params = 0;
+  std::string source;
+};
+struct SystemPreset {
+  System system;
+  PlatformParams default_params;
+  std::string source;
+};
+
+Model model_from_json(const Json& j, const std::string& file, const std::string& path = "");
+Json to_json(const Model& m);
+System system_from_json(const Json& j, const std::string& file, const std::string& path = "",
+                        PlatformParams* defaults = nullptr);
+Json to_json(const System& s);
+TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path = "",
+                                    const TrainingSettings& base = {});
+Json to_json(const TrainingSettings& t);
+PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path = "",
+                                const PlatformParams& base = {});
+Json to_json(const PlatformParams& p);
+
+Json parse_json_file(const std::string& file);
+
+// The folder with presets and bundled data: $LMSIM_DATA_DIR, else the source tree's data/ at build time.
+std::string data_dir();
+
+struct Presets {
+  std::vector<ModelPreset> models;
+  std::vector<SystemPreset> systems;
+  const ModelPreset* find_model(const std::string& name) const;
+  const SystemPreset* find_system(const std::string& name) const;
+};
+const Presets& presets();  // loaded once from data_dir()/presets
+Presets load_presets(const std::string& dir);
+
+// A model or system given as a preset name or a path to a JSON file; unknown names list what exists.
+Model resolve_model(const std::string& name_or_file);
+System resolve_system(const std::string& name_or_file, PlatformParams* defaults = nullptr);
+// θ from a params.json written by `lmsim calibrate` (or a bare object of parameters).
+PlatformParams load_params(const std::string& file, const PlatformParams& base = {});
+
+// Parses a configuration name or throws InputError naming `source` and the field.
+Strategy parse_strategy(const std::string& name, const std::string& source = "--strategy");
+
+}  // namespace lmsim::io

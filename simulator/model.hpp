@@ -1,0 +1,84 @@
+// lmsim/simulator/model.hpp — the model M of a simulation instance x = (M, P, N).
+//
+// Owns: the architecture description of a decoder-only transformer (dense or MoE, MHA/GQA/MQA/MLA) and the
+// parameter counts that follow from it. Pure value type; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lmsim {
+
+enum class Activation { swiglu, geglu, gelu };
+enum class Norm { rmsnorm, layernorm };
+
+const char* to_string(Activation a);
+const char* to_string(Norm n);
+
+struct Model {
+  std::string name;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_kv_heads = 0;  // = num_attention_heads for MHA, 1 for MQA
+  std::int64_t head_dim = 0;      // may differ from hidden_size / num_attention_heads (Qwen3, Gemma-2)
+  std::int64_t ffn_hidden_size = 0;
+  std::int64_t vocab_size = 0;
+  bool tied_embeddings = false;
+  Activation activation = Activation::swiglu;
+  Norm norm = Norm::rmsnorm;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  bool post_norms = false;  // Gemma-2 style extra norms after attention and MLP
+
+  // Mixture of experts: 0 experts = dense.
+  std::int64_t num_experts = 0;
+  std::int64_t experts_per_token = 0;
+  std::int64_t moe_ffn_hidden_size = 0;
+  std::int64_t num_shared_experts = 0;      // each of moe_ffn_hidden_size width
+  std::int64_t first_dense_layers = 0;      // leading layers that keep a dense MLP (DeepSeek-V3: 3)
+  std::int64_t moe_layer_frequency = 1;     // after the dense prefix, every n-th layer is MoE
+
+  // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on. head_dim is then the
+  // non-rotary query/key head dimension.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+
+  bool is_moe() const { return num_experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  bool is_gated() const { return activation != Activation::gelu; }
+  bool layer_is_moe(std::int64_t layer) const {
+    return is_moe() && layer >= first_dense_layers &&
+           (layer - first_dense_layers) % moe_layer_frequency == 0;
+  }
+  std::int64_t num_moe_layers() const;
+};
+
+// Parameter counts of one transformer layer's parts (no parallel sharding applied).
+struct LayerParams {
+  double attention = 0;      // projections, biases, q/k norms
+  double mlp_dense = 0;      // dense MLP (for dense layers)
+  double router = 0;         // MoE router
+  double expert = 0;         // one routed expert
+  double shared_experts = 0; // all shared experts together
+  double norms = 0;          // the layer's norms
+};
+
+LayerParams layer_params(const Model& m);
+
+struct ParamCount {
+  double total = 0;           // every parameter stored (embedding counted once if tied)
+  double non_embedding = 0;   // total minus input embedding and output head
+  double active_per_token = 0;  // parameters touched by one token (MoE: top-k experts only)
+  double embedding = 0;       // input embedding (vocab x hidden)
+  double output_head = 0;     // 0 when tied
+};
+
+ParamCount count_params(const Model& m);
+
+// Structural sanity of a spec; returns an empty string when valid, else the offending field and why.
+std::string validate(const Model& m);
+
+}  // namespace lmsim

@@ -1,0 +1,51 @@
+#include "simulator/params.hpp"
+
+#include <cmath>
+
+namespace lmsim {
+
+const std::array<ParamInfo, kNumParams>& param_table() {
+  static const std::array<ParamInfo, kNumParams> table = {{
+      {"matmul_efficiency", "fraction", 0.05, 1.0, &PlatformParams::matmul_efficiency,
+       "fraction of peak dense FLOP/s reached by a large GEMM"},
+      {"matmul_half_dim", "elements", 1.0, 4096.0, &PlatformParams::matmul_half_dim,
+       "GEMM efficiency is matmul_efficiency * d / (d + matmul_half_dim), d the smallest of m, n, k"},
+      {"vector_bandwidth_efficiency", "fraction", 0.02, 1.0, &PlatformParams::vector_bandwidth_efficiency,
+       "fraction of HBM bandwidth reached by memory-bound kernels (norms, softmax, rotary, optimizer, ...)"},
+      {"kernel_launch_us", "us", 0.0, 200.0, &PlatformParams::kernel_launch_us,
+       "fixed time per kernel: launch and host-side dispatch"},
+      {"intra_node_bandwidth_efficiency", "fraction", 0.02, 1.0, &PlatformParams::intra_node_bandwidth_efficiency,
+       "fraction of the intra-node link bandwidth a ring collective reaches"},
+      {"intra_node_latency_us", "us", 0.0, 500.0, &PlatformParams::intra_node_latency_us,
+       "latency of one ring step / point-to-point message inside a node"},
+      {"inter_node_bandwidth_efficiency", "fraction", 0.02, 1.0, &PlatformParams::inter_node_bandwidth_efficiency,
+       "fraction of the inter-node bandwidth a collective reaches"},
+      {"inter_node_latency_us", "us", 0.0, 1000.0, &PlatformParams::inter_node_latency_us,
+       "latency of one ring step / message across nodes"},
+      {"dp_overlap", "fraction", 0.0, 1.0, &PlatformParams::dp_overlap,
+       "fraction of data-parallel gradient reduction / parameter gather hidden behind backward compute"},
+      {"runtime_memory_gib", "GiB", 0.0, 16.0, &PlatformParams::runtime_memory_gib,
+       "constant per-device memory outside tensors: runtime context, workspaces, communicator buffers"},
+      {"runtime_memory_fraction", "fraction", 0.0, 0.5, &PlatformParams::runtime_memory_fraction,
+       "allocator caching and fragmentation, as a fraction of the bytes the model allocates"},
+      {"attention_score_bytes", "bytes/element", 0.0, 16.0, &PlatformParams::attention_score_bytes,
+       "bytes stored per s x s attention-score element when attention is not flash (Korthikanti et al.: 5)"},
+  }};
+  return table;
+}
+
+double get(const PlatformParams& p, std::size_t i) { return p.*(param_table()[i].field); }
+void set(PlatformParams& p, std::size_t i, double v) { p.*(param_table()[i].field) = v; }
+
+std::string validate(const PlatformParams& p) {
+  for (const auto& info : param_table()) {
+    const double v = p.*(info.field);
+    if (!std::isfinite(v)) return std::string(info.name) + " is not finite";
+    if (v < info.lower || v > info.upper)
+      return std::string(info.name) + " = " + std::to_string(v) + " is outside [" + std::to_string(info.lower) +
+             ", " + std::to_string(info.upper) + "]";
+  }
+  return {};
+}
+
+}  // namespace lmsim

@@ -1,0 +1,48 @@
+// lmsim/simulator/params.hpp — the platform parameters θ of S_θ(x).
+//
+// Owns: the few physically meaningful, bounded parameters that calibration fits per platform, their units,
+// bounds and documentation (one table, `param_table()`), and index-based access for optimizers.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+
+namespace lmsim {
+
+struct PlatformParams {
+  double matmul_efficiency = 0.70;              // fraction of peak FLOP/s a large GEMM reaches
+  double matmul_half_dim = 64;                  // smallest GEMM dimension at which efficiency halves
+  double vector_bandwidth_efficiency = 0.70;    // fraction of HBM bandwidth a memory-bound kernel reaches
+  double kernel_launch_us = 8;                  // fixed cost of one kernel (launch + host dispatch), µs
+  double intra_node_bandwidth_efficiency = 0.70;  // fraction of the intra-node link bandwidth a ring reaches
+  double intra_node_latency_us = 10;            // per-step latency of an intra-node collective, µs
+  double inter_node_bandwidth_efficiency = 0.70;
+  double inter_node_latency_us = 25;
+  double dp_overlap = 0.5;                      // fraction of data-parallel gradient traffic hidden by backward
+  double runtime_memory_gib = 0.5;              // per-device constant: context, workspaces, communicator buffers
+  double runtime_memory_fraction = 0.05;        // allocator caching / fragmentation, fraction of allocated bytes
+  double attention_score_bytes = 5;             // bytes kept per materialised attention-score element
+
+  bool operator==(const PlatformParams&) const = default;
+};
+
+struct ParamInfo {
+  const char* name;
+  const char* unit;
+  double lower;
+  double upper;
+  double PlatformParams::*field;
+  const char* doc;
+};
+
+constexpr std::size_t kNumParams = 12;
+const std::array<ParamInfo, kNumParams>& param_table();
+
+// Index i of the table; used by calibration to map a flat vector onto θ.
+double get(const PlatformParams& p, std::size_t i);
+void set(PlatformParams& p, std::size_t i, double v);
+// Empty when every field is finite and inside its bounds, else names the first field that is not.
+std::string validate(const PlatformParams& p);
+
+}  // namespace lmsim

@@ -1,0 +1,129 @@
+// lmsim/simulator/simulate.hpp — S_θ(M, P, N): iteration time, per-rank peak memory and their breakdowns.
+//
+// Owns: the public entry point `simulate()` and its result types, the per-rank view of the result, and the
+// on-request diagnostics (GEMM problems and collectives in the dataset's own shapes). The hot path allocates
+// nothing; diagnostics allocate and are produced only when asked for.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "simulator/model.hpp"
+#include "simulator/params.hpp"
+#include "simulator/strategy.hpp"
+#include "simulator/system.hpp"
+
+namespace lmsim {
+
+constexpr int kMaxStages = 128;
+
+// One pipeline stage (every rank with that pipeline coordinate behaves the same in this model).
+struct StageResult {
+  int first_layer;
+  int num_layers;
+  // Time of one micro-batch through this stage (all virtual chunks), seconds.
+  double forward_compute_s;
+  double backward_compute_s;
+  double recompute_s;
+  double tp_comm_s;          // tensor-parallel collectives, exposed (Megatron does not overlap them)
+  double cp_comm_exposed_s;  // ring-attention KV exchange not hidden by attention compute
+  double cp_comm_overlapped_s;
+  double ep_comm_s;          // MoE all-to-all dispatch and combine
+  double pp_comm_s;          // point-to-point activation / gradient transfers
+  double per_microbatch_s;
+  // Once per iteration, seconds.
+  double dp_comm_exposed_s;
+  double dp_comm_overlapped_s;
+  double optimizer_s;
+  // Memory of one rank of this stage, bytes.
+  double weight_bytes;
+  double gradient_bytes;
+  double optimizer_bytes;
+  double activation_bytes;   // stored activations of all in-flight micro-batches
+  double transient_bytes;    // the largest short-lived buffer: logits / loss or a recomputed layer
+  double runtime_bytes;      // runtime constant + allocator overhead
+  double peak_bytes;
+  double inflight_microbatches;
+};
+
+struct Breakdown {  // iteration level, seconds, along the critical (slowest) stage
+  double compute_s = 0;
+  double recompute_s = 0;
+  double tp_comm_s = 0;
+  double cp_comm_exposed_s = 0;
+  double cp_comm_overlapped_s = 0;
+  double ep_comm_s = 0;
+  double pp_comm_s = 0;
+  double dp_comm_exposed_s = 0;
+  double dp_comm_overlapped_s = 0;
+  double bubble_s = 0;
+  double optimizer_s = 0;
+};
+
+struct Prediction {
+  Rejection rejection = Rejection::ok;  // not ok: nothing else is set
+  double iteration_time_s = 0;
+  double max_peak_memory_bytes = 0;
+  double capacity_bytes = 0;
+  bool feasible = false;  // the paper's Eq. 6: peak <= capacity on every device
+  int peak_stage = 0;
+  int critical_stage = 0;
+  std::int64_t num_micro_batches = 0;
+  Breakdown breakdown;
+  int num_stages = 0;
+  std::array<StageResult, kMaxStages> stages;  // only [0, num_stages) are written
+
+  bool ok() const { return rejection == Rejection::ok; }
+};
+
+struct SimOptions {
+  ValidityOptions validity;
+  double memory_margin_bytes = 0;  // capacity reduction before the feasibility check
+};
+
+Prediction simulate(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
+                    const PlatformParams& p, const SimOptions& o = {});
+
+// Megatron rank order: tensor fastest, then context, then data (expert inside data), then pipeline.
+struct RankCoord {
+  int tp, cp, dp, pp;
+};
+RankCoord rank_coord(const Strategy& s, int rank);
+// Peak memory of every rank of the job, bytes, index = global rank.
+std::vector<double> per_rank_peak_memory(const Prediction& pr, const Strategy& s);
+
+// Diagnostics, produced on request only.
+struct GemmRecord {
+  std::string name;   // qkv, scores, pv, out, fc1, fc2, router, expert_fc1, ..., lm_head
+  int stage;
+  std::int64_t batch, m, n, k;
+  Precision dtype;
+  double count;       // calls per iteration on one rank of the stage (forward + backward)
+  double predicted_us;  // per call
+};
+struct CollectiveRecord {
+  std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
+  std::string group;      // tp, cp, ep, dp, pp, embedding
+  int stage;
+  int group_size;
+  double bytes;           // per call
+  double count;           // calls per iteration
+  double predicted_ms;    // per call
+};
+std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,
+                                         const TrainingSettings& t, const PlatformParams& p);
+std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strategy& s, const System& sys,
+                                                     const TrainingSettings& t, const PlatformParams& p);
+
+// Activation bytes of one transformer layer for one micro-batch on one rank (the generalised
+// Korthikanti et al. 2022 formula; see execution.hpp). Exposed for tests and docs.
+struct LayerActivation {
+  double stored_bytes;  // kept from forward to backward
+  double live_bytes;    // extra bytes alive while this layer's backward runs (recomputed activations)
+};
+LayerActivation layer_activation(const Model& m, const Strategy& s, const TrainingSettings& t,
+                                 const PlatformParams& p, bool moe_layer);
+
+}  // namespace lmsim

@@ -1,0 +1,192 @@
+#include "simulator/strategy.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <vector>
+
+namespace lmsim {
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::string validate(const TrainingSettings& t) {
+  if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return "seq_length must be in [1, 16777216]";
+  if (t.global_batch_size <= 0 || t.global_batch_size > (1LL << 30)) return "global_batch_size must be positive";
+  if (t.micro_batch_size <= 0 || t.micro_batch_size > t.global_batch_size)
+    return "micro_batch_size must be in [1, global_batch_size]";
+  if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0)) return "moe_load_imbalance must be in [1, 64]";
+  return {};
+}
+
+std::string config_name(const Strategy& s) {
+  std::string n = "dp" + std::to_string(s.data_parallel) + "-tp" + std::to_string(s.tensor_parallel) + "-pp" +
+                  std::to_string(s.pipeline_parallel) + "-cp" + std::to_string(s.context_parallel);
+  if (s.expert_parallel != 1) n += "-ep" + std::to_string(s.expert_parallel);
+  n += s.recompute == Recompute::full ? "-RC" : s.recompute == Recompute::selective ? "-selRC" : "-noRC";
+  if (s.micro_batch_size != 0) n += "-mbs" + std::to_string(s.micro_batch_size);
+  if (s.virtual_pipeline != 1) n += "-vpp" + std::to_string(s.virtual_pipeline);
+  if (s.sequence_parallel) n += *s.sequence_parallel ? "-sp" : "-nosp";
+  if (s.distributed_optimizer) n += *s.distributed_optimizer ? "-do" : "-nodo";
+  return n;
+}
+
+namespace {
+
+// Parses `<prefix><positive integer>` with no sign, no leading zero and no trailing characters.
+std::optional<long long> degree(std::string_view tok, std::string_view prefix) {
+  if (tok.size() <= prefix.size() || tok.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::string_view digits = tok.substr(prefix.size());
+  if (digits[0] == '0') return std::nullopt;
+  long long v = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || p != digits.data() + digits.size() || v <= 0 || v > (1LL << 20)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+ParseResult parse_config_name(const std::string& name) {
+  ParseResult r;
+  std::vector<std::string_view> toks;
+  std::string_view rest(name);
+  while (true) {
+    auto pos = rest.find('-');
+    toks.push_back(rest.substr(0, pos));
+    if (pos == std::string_view::npos) break;
+    rest.remove_prefix(pos + 1);
+  }
+  auto fail = [&](const std::string& why) {
+    r.error = "configuration '" + name + "': " + why;
+    return r;
+  };
+  if (toks.size() < 5) return fail("expected dp<d>-tp<t>-pp<p>-cp<c>[-ep<e>]-<RC|noRC|selRC>");
+  Strategy s;
+  const char* prefixes[4] = {"dp", "tp", "pp", "cp"};
+  int* fields[4] = {&s.data_parallel, &s.tensor_parallel, &s.pipeline_parallel, &s.context_parallel};
+  for (int i = 0; i < 4; ++i) {
+    auto v = degree(toks[static_cast<std::size_t>(i)], prefixes[i]);
+    if (!v) return fail("field " + std::to_string(i + 1) + " '" + std::string(toks[static_cast<std::size_t>(i)]) +
+                        "' is not " + prefixes[i] + "<positive integer>");
+    *fields[i] = static_cast<int>(*v);
+  }
+  std::size_t i = 4;
+  if (auto v = degree(toks[i], "ep")) {
+    if (*v == 1) return fail("ep1 is written by omitting the ep field");
+    s.expert_parallel = static_cast<int>(*v);
+    ++i;
+  }
+  if (i >= toks.size()) return fail("missing recompute field (RC, noRC or selRC)");
+  if (toks[i] == "RC") s.recompute = Recompute::full;
+  else if (toks[i] == "noRC") s.recompute = Recompute::none;
+  else if (toks[i] == "selRC") s.recompute = Recompute::selective;
+  else return fail("recompute field '" + std::string(toks[i]) + "' is not RC, noRC or selRC");
+  ++i;
+  // Extension tokens, each at most once, in canonical order.
+  int stage = 0;
+  for (; i < toks.size(); ++i) {
+    std::string_view t = toks[i];
+    if (auto v = degree(t, "mbs"); v && stage < 1) { s.micro_batch_size = *v; stage = 1; }
+    else if (auto w = degree(t, "vpp"); w && stage < 2) {
+      if (*w == 1) return fail("vpp1 is written by omitting the vpp field");
+      s.virtual_pipeline = static_cast<int>(*w); stage = 2;
+    }
+    else if ((t == "sp" || t == "nosp") && stage < 3) { s.sequence_parallel = (t == "sp"); stage = 3; }
+    else if ((t == "do" || t == "nodo") && stage < 4) { s.distributed_optimizer = (t == "do"); stage = 4; }
+    else return fail("unexpected or repeated field '" + std::string(t) + "'");
+  }
+  r.strategy = s;
+  return r;
+}
+
+ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
+  ResolvedStrategy r{s, s.micro_batch_size > 0 ? s.micro_batch_size : t.micro_batch_size, 0,
+                     s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
+                     s.distributed_optimizer.value_or(t.distributed_optimizer)};
+  const std::int64_t per_step = static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size;
+  r.num_micro_batches = per_step > 0 ? t.global_batch_size / per_step : 0;
+  return r;
+}
+
+const char* to_string(Rejection r) {
+  switch (r) {
+    case Rejection::ok: return "ok";
+    case Rejection::heads_not_divisible_by_tp: return "heads_not_divisible_by_tp";
+    case Rejection::kv_heads_not_divisible_by_tp: return "kv_heads_not_divisible_by_tp";
+    case Rejection::layers_not_divisible_by_pp_vpp: return "layers_not_divisible_by_pp_vpp";
+    case Rejection::sequence_not_divisible_by_cp: return "sequence_not_divisible_by_2cp";
+    case Rejection::sequence_not_divisible_by_tp: return "sequence_not_divisible_by_tp_under_sp";
+    case Rejection::experts_not_divisible_by_ep: return "experts_not_divisible_by_ep";
+    case Rejection::ep_not_dividing_dp_cp: return "ep_not_dividing_dp_cp";
+    case Rejection::ep_without_experts: return "ep_without_experts";
+    case Rejection::batch_not_divisible: return "global_batch_not_divisible_by_dp_mbs";
+    case Rejection::vpp_needs_pipeline: return "vpp_needs_pp_and_microbatches";
+    case Rejection::tp_crosses_node: return "tp_crosses_node";
+    case Rejection::degree_out_of_range: return "degree_out_of_range";
+    case Rejection::count_: break;
+  }
+  return "?";
+}
+
+const char* describe(Rejection r) {
+  switch (r) {
+    case Rejection::ok: return "valid";
+    case Rejection::heads_not_divisible_by_tp: return "attention heads are not divisible by tensor_parallel";
+    case Rejection::kv_heads_not_divisible_by_tp: return "KV heads are not divisible by tensor_parallel";
+    case Rejection::layers_not_divisible_by_pp_vpp:
+      return "layers are not divisible by pipeline_parallel x virtual_pipeline";
+    case Rejection::sequence_not_divisible_by_cp: return "sequence length is not divisible by 2 x context_parallel";
+    case Rejection::sequence_not_divisible_by_tp:
+      return "sequence length / context_parallel is not divisible by tensor_parallel (sequence parallel)";
+    case Rejection::experts_not_divisible_by_ep: return "experts are not divisible by expert_parallel";
+    case Rejection::ep_not_dividing_dp_cp: return "expert_parallel does not divide data_parallel x context_parallel";
+    case Rejection::ep_without_experts: return "expert_parallel > 1 on a dense model";
+    case Rejection::batch_not_divisible:
+      return "global batch is not divisible by data_parallel x micro_batch_size";
+    case Rejection::vpp_needs_pipeline:
+      return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel";
+    case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
+    case Rejection::degree_out_of_range: return "a parallel degree is outside [1, 65536] or pp > 128";
+    case Rejection::count_: break;
+  }
+  return "?";
+}
+
+Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o) {
+  const int degrees[6] = {s.data_parallel, s.tensor_parallel, s.pipeline_parallel, s.context_parallel,
+                          s.expert_parallel, s.virtual_pipeline};
+  for (int d : degrees)
+    if (d < 1 || d > 65536) return Rejection::degree_out_of_range;
+  if (s.pipeline_parallel > 128 || s.micro_batch_size < 0) return Rejection::degree_out_of_range;
+  const ResolvedStrategy r = resolve(s, t);
+  if (m.num_attention_heads % s.tensor_parallel != 0) return Rejection::heads_not_divisible_by_tp;
+  if (!m.is_mla() && m.num_kv_heads % s.tensor_parallel != 0) return Rejection::kv_heads_not_divisible_by_tp;
+  const std::int64_t chunks = static_cast<std::int64_t>(s.pipeline_parallel) * s.virtual_pipeline;
+  if (o.allow_uneven_layers && s.virtual_pipeline == 1) {
+    if (m.num_layers < s.pipeline_parallel) return Rejection::layers_not_divisible_by_pp_vpp;
+  } else if (m.num_layers % chunks != 0) {
+    return Rejection::layers_not_divisible_by_pp_vpp;
+  }
+  if (t.seq_length % (s.context_parallel > 1 ? 2 * s.context_parallel : 1) != 0)
+    return Rejection::sequence_not_divisible_by_cp;
+  if (r.sequence_parallel && (t.seq_length / s.context_parallel) % s.tensor_parallel != 0)
+    return Rejection::sequence_not_divisible_by_tp;
+  if (s.expert_parallel > 1 && !m.is_moe()) return Rejection::ep_without_experts;
+  if (m.is_moe() && m.num_experts % s.expert_parallel != 0) return Rejection::experts_not_divisible_by_ep;
+  if ((s.data_parallel * s.context_parallel) % s.expert_parallel != 0) return Rejection::ep_not_dividing_dp_cp;
+  if (t.global_batch_size % (static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size) != 0)
+    return Rejection::batch_not_divisible;
+  if (s.virtual_pipeline > 1 &&
+      (s.pipeline_parallel == 1 || r.num_micro_batches % s.pipeline_parallel != 0))
+    return Rejection::vpp_needs_pipeline;
+  if (!o.allow_cross_node_tp && s.tensor_parallel > o.devices_per_node) return Rejection::tp_crosses_node;
+  return Rejection::ok;
+}
+
+}  // namespace lmsim

@@ -1,0 +1,100 @@
+// lmsim/simulator/strategy.hpp — the parallel strategy P of x = (M, P, N) and the training settings it runs under.
+//
+// Owns: parallel degrees and execution options (Megatron-LM spelling), the dataset's configuration names
+// (`dp2-tp4-pp1-cp1-RC`, `dp1-tp2-pp2-cp1-ep4-noRC`) and their extended, round-tripping form, and the validity
+// rules that say whether a strategy can run a model at all.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "simulator/model.hpp"
+#include "simulator/system.hpp"
+
+namespace lmsim {
+
+enum class Recompute { none, selective, full };
+const char* to_string(Recompute r);
+
+// Settings of a training run that are not parallel degrees: what a measured collection was run with.
+struct TrainingSettings {
+  std::int64_t seq_length = 4096;
+  std::int64_t global_batch_size = 32;
+  std::int64_t micro_batch_size = 1;
+  Precision precision = Precision::bf16;
+  bool distributed_optimizer = true;
+  bool flash_attention = true;    // false: s x s attention scores are materialised and stored
+  bool fused_kernels = true;      // fused norm / rotary / softmax / cross-entropy kernels
+  bool sequence_parallel = false; // default for tp > 1
+  bool dropout = false;           // attention and hidden dropout active (masks stored)
+  double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
+};
+
+std::string validate(const TrainingSettings& t);
+
+struct Strategy {
+  int data_parallel = 1;
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  int context_parallel = 1;
+  int expert_parallel = 1;
+  int virtual_pipeline = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
+  Recompute recompute = Recompute::none;
+  std::int64_t micro_batch_size = 0;  // 0: from the training settings
+  std::optional<bool> sequence_parallel;
+  std::optional<bool> distributed_optimizer;
+
+  int devices() const { return data_parallel * tensor_parallel * pipeline_parallel * context_parallel; }
+  bool operator==(const Strategy&) const = default;
+};
+
+// The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
+// `-mbs<N>`, `-vpp<N>`, `-sp|-nosp`, `-do|-nodo`. Recompute: `RC` full, `noRC` none, `selRC` selective.
+std::string config_name(const Strategy& s);
+
+struct ParseResult {
+  std::optional<Strategy> strategy;
+  std::string error;  // names the offending token when strategy is empty
+};
+ParseResult parse_config_name(const std::string& name);
+
+// Effective options after applying the settings' defaults.
+struct ResolvedStrategy {
+  Strategy s;
+  std::int64_t micro_batch_size;
+  std::int64_t num_micro_batches;  // per pipeline, per iteration
+  bool sequence_parallel;
+  bool distributed_optimizer;
+};
+ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
+
+// Why a strategy cannot run a model; `ok` when it can. Counted per reason by the search.
+enum class Rejection {
+  ok,
+  heads_not_divisible_by_tp,
+  kv_heads_not_divisible_by_tp,
+  layers_not_divisible_by_pp_vpp,
+  sequence_not_divisible_by_cp,
+  sequence_not_divisible_by_tp,
+  experts_not_divisible_by_ep,
+  ep_not_dividing_dp_cp,
+  ep_without_experts,
+  batch_not_divisible,
+  vpp_needs_pipeline,
+  tp_crosses_node,
+  degree_out_of_range,
+  count_,  // number of reasons
+};
+const char* to_string(Rejection r);
+const char* describe(Rejection r);
+
+struct ValidityOptions {
+  int devices_per_node = 8;
+  bool allow_cross_node_tp = false;
+  bool allow_uneven_layers = false;  // pp may leave stages one layer apart (first stages get the extra layers)
+};
+
+Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o);
+
+}  // namespace lmsim
