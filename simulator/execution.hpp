@@ -33,7 +33,8 @@ struct Ctx {
   double b, s, s_local, tokens;  // micro-batch, full and per-CP-rank sequence, local tokens b*s_local
   double h, a, g, d, f, vocab_padded;
   double tp, cp, ep, dp, pp, vpp;
-  double sp_div;  // t when sequence parallel, else 1: divides the activations outside the TP region
+  double sp_div;      // t when sequence parallel, else 1: divides the work outside the TP region
+  double sp_act_div;  // the same for the activations saved outside the TP region
   double peak_flops, hbm_bw;
   LinkUse tp_link, cp_link, ep_link, dp_link, pp_link;
 };
@@ -42,12 +43,17 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
              const PlatformParams& p);
 
 // ---------------------------------------------------------------- D: cost estimators
-// GEMM: FLOPs at a size-dependent efficiency plus one kernel launch.
-inline double gemm_time_s(const Ctx& c, double batch, double m, double n, double k) {
+// GEMM kernel: FLOPs at a size-dependent efficiency, eff = e_max · d / (d + d_half) with d the smallest of
+// m, n, k (thin problems under-fill the matrix units and are bandwidth-bound).
+inline double gemm_kernel_s(double peak_flops, const PlatformParams& p, double batch, double m, double n, double k) {
   const double flops = 2.0 * batch * m * n * k;
   const double dmin = std::min({m, n, k});
-  const double eff = c.p->matmul_efficiency * dmin / (dmin + c.p->matmul_half_dim);
-  return flops / (c.peak_flops * eff) + c.p->kernel_launch_us * 1e-6;
+  const double eff = p.matmul_efficiency * dmin / (dmin + p.matmul_half_dim);
+  return flops / (peak_flops * eff);
+}
+// A GEMM in the schedule: its kernel plus one launch.
+inline double gemm_time_s(const Ctx& c, double batch, double m, double n, double k) {
+  return gemm_kernel_s(c.peak_flops, *c.p, batch, m, n, k) + c.p->kernel_launch_us * 1e-6;
 }
 // Memory-bound kernels: bytes over the fitted fraction of HBM bandwidth, plus their launches.
 inline double vector_time_s(const Ctx& c, double bytes, double kernels) {
@@ -83,6 +89,9 @@ constexpr double kLayerKernelsUnfused = 24, kLayerKernelsFused = 12, kMoeExtraKe
 // Bytes an Adam step moves per locally owned parameter: fp32 grad read, master/m/v read+write, 16-bit
 // param written, grad-norm read.
 constexpr double kOptimizerBytesPerParam = 38;
+// Bytes per logit element alive at the loss: 16-bit logits (2), fp32 softmax kept for backward (4), 16-bit
+// logit gradient (2).
+constexpr double kLogitBytesPerElement = 8;
 
 struct Gemm {
   const char* name;

@@ -16,12 +16,10 @@ const std::array<ParamInfo, kNumParams>& param_table() {
        "fixed time per kernel: launch and host-side dispatch"},
       {"intra_node_bandwidth_efficiency", "fraction", 0.02, 1.0, &PlatformParams::intra_node_bandwidth_efficiency,
        "fraction of the intra-node link bandwidth a ring collective reaches"},
-      {"intra_node_latency_us", "us", 0.0, 500.0, &PlatformParams::intra_node_latency_us,
-       "latency of one ring step / point-to-point message inside a node"},
       {"inter_node_bandwidth_efficiency", "fraction", 0.02, 1.0, &PlatformParams::inter_node_bandwidth_efficiency,
        "fraction of the inter-node bandwidth a collective reaches"},
-      {"inter_node_latency_us", "us", 0.0, 1000.0, &PlatformParams::inter_node_latency_us,
-       "latency of one ring step / message across nodes"},
+      {"collective_latency_us", "us", 0.0, 500.0, &PlatformParams::collective_latency_us,
+       "software latency of one ring step or point-to-point message, added to the link's nominal latency"},
       {"dp_overlap", "fraction", 0.0, 1.0, &PlatformParams::dp_overlap,
        "fraction of data-parallel gradient reduction / parameter gather hidden behind backward compute"},
       {"runtime_memory_gib", "GiB", 0.0, 16.0, &PlatformParams::runtime_memory_gib,
@@ -30,6 +28,8 @@ const std::array<ParamInfo, kNumParams>& param_table() {
        "allocator caching and fragmentation, as a fraction of the bytes the model allocates"},
       {"attention_score_bytes", "bytes/element", 0.0, 16.0, &PlatformParams::attention_score_bytes,
        "bytes stored per s x s attention-score element when attention is not flash (Korthikanti et al.: 5)"},
+      {"optimizer_bytes_per_param", "bytes", 0.0, 24.0, &PlatformParams::optimizer_bytes_per_param,
+       "fp32 master weights + optimizer moments per owned parameter (mixed-precision Adam: 4 + 4 + 4 = 12)"},
   }};
   return table;
 }

@@ -13,9 +13,9 @@ namespace {
 LinkUse use_link(const System& sys, const PlatformParams& p, bool crosses_node) {
   if (crosses_node)
     return {sys.inter_node.bandwidth_bytes_per_s * p.inter_node_bandwidth_efficiency,
-            sys.inter_node.latency_s + p.inter_node_latency_us * 1e-6};
+            sys.inter_node.latency_s + p.collective_latency_us * 1e-6};
   return {sys.intra_node.bandwidth_bytes_per_s * p.intra_node_bandwidth_efficiency,
-          sys.intra_node.latency_s + p.intra_node_latency_us * 1e-6};
+          sys.intra_node.latency_s + p.collective_latency_us * 1e-6};
 }
 }  // namespace
 
@@ -46,6 +46,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   const double pad = 128.0 * c.tp;
   c.vocab_padded = std::ceil(static_cast<double>(m.vocab_size) / pad) * pad;
   c.sp_div = c.r.sequence_parallel ? c.tp : 1.0;
+  c.sp_act_div = t.sp_shards_saved_activations ? c.sp_div : 1.0;
   c.peak_flops = sys.peak_flops(t.precision);
   c.hbm_bw = sys.hbm_bandwidth_bytes_per_s;
   // Rank order tp, cp, dp (ep inside dp), pp: a group crosses a node when its span of consecutive ranks does.
@@ -126,12 +127,12 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
     const double rows = S * topk * c.t.moe_load_imbalance;
     inside += rows * (2 * fm * gate + 2 * fm);
     inside += static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + 2 * fm);
-    a.outside += 2 * rows * h * 2 * t + S * static_cast<double>(m.num_experts) * 4 * t;  // permuted, router
+    a.outside += 2 * rows * h * 2 + S * static_cast<double>(m.num_experts) * 4;  // permuted tokens, router
   }
   a.inside = inside / t;
-  a.outside /= c.sp_div;
+  a.outside /= c.sp_act_div;
   if (!c.t.flash_attention) a.scores = c.p->attention_score_bytes * c.b * c.a / t * c.s_local * c.s;
-  a.checkpoint = 2 * S * h / c.sp_div;  // full recompute keeps each layer's input
+  a.checkpoint = 2 * S * h / c.sp_act_div;  // full recompute keeps each layer's input
   return a;
 }
 
@@ -148,8 +149,13 @@ LayerActivation layer_activation_from(const Ctx& c, bool moe) {
 
 // Time of one layer's passes for one micro-batch.
 struct LayerTime {
-  double fwd_compute, bwd_compute, recompute, tp_fwd, tp_bwd, cp_fwd, cp_bwd, attn_fwd, ep_fwd, ep_bwd;
+  double fwd_compute, bwd_compute, recompute, tp_fwd, tp_bwd, tp_bwd_overlapped, cp_fwd, cp_bwd, attn_fwd, ep_fwd,
+      ep_bwd;
 };
+
+bool is_attention_core(const char* name) {
+  return (name[0] == 's' && name[1] == 'c') || (name[0] == 'p' && name[1] == 'v');  // "scores", "pv"
+}
 
 LayerTime layer_time(const Ctx& c, bool moe) {
   LayerTime lt{};
@@ -157,9 +163,13 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   visit_layer_gemms(c, moe, [&](const Gemm& g) {
     const double tm = g.multiplicity * gemm_time_s(c, g.batch, g.m, g.n, g.k);
     gemm += tm;
-    if (g.name[0] == 's' && g.name[1] == 'c') attn += tm;  // "scores"
-    if (g.name[0] == 'p' && g.name[1] == 'v') attn += tm;
+    if (is_attention_core(g.name)) attn += tm;
   });
+  // Megatron-LM overlaps backward tensor-parallel communication with the linear layers' backward GEMMs (the
+  // input-gradient all-reduce / reduce-scatter runs under the weight-gradient GEMM; with sequence parallelism
+  // the input re-gather runs under the input-gradient GEMM): backward TP traffic is hidden up to the
+  // duration of the backward linear GEMMs (twice their forward time).
+  const double tp_bwd_window = 2 * (gemm - attn);
   const VectorWork v = layer_vector_work(c, moe);
   const double score_fwd = vector_time_s(c, v.score_fwd_bytes, 0);
   const double score_bwd = vector_time_s(c, v.score_bwd_bytes, 0);
@@ -173,6 +183,8 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     *fwd += k.fwd * one;
     *bwd += k.bwd * one;
   });
+  lt.tp_bwd_overlapped = std::min(lt.tp_bwd, tp_bwd_window);
+  lt.tp_bwd -= lt.tp_bwd_overlapped;
   const double cp_fwd_exposed = std::max(0.0, lt.cp_fwd - lt.attn_fwd);
   switch (c.r.s.recompute) {
     case Recompute::none: break;
@@ -274,7 +286,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const double act = c.tokens * c.h * 2;
   const double p2p = pp > 1 ? collective_time_s(c, Prim::send_recv, c.pp_link, 2, act / c.sp_div) : 0;
   const double dp_group = c.dp * c.cp, edp_group = c.dp * c.cp / c.ep;
-  const double logits_bytes = 6 * c.tokens * c.vocab_padded / c.tp;  // 16-bit logits + fp32 copy / softmax
+  // Loss peak on the last stage: 16-bit logits, their fp32 softmax kept for backward, 16-bit logit gradient.
+  const double logits_bytes = kLogitBytesPerElement * c.tokens * c.vocab_padded / c.tp;
+  const double grad_bytes_per_param = t.fp32_gradients ? 4.0 : 2.0;
   const double weight_bytes_per_param = t.precision == Precision::fp8 ? 3.0 : 2.0;
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
 
@@ -293,6 +307,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.backward_compute_s = nd * dense_t.bwd_compute + nm * moe_t.bwd_compute + e.bwd;
     st.recompute_s = nd * dense_t.recompute + nm * moe_t.recompute;
     st.tp_comm_s = nd * (dense_t.tp_fwd + dense_t.tp_bwd) + nm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd;
+    st.tp_comm_overlapped_s = nd * dense_t.tp_bwd_overlapped + nm * moe_t.tp_bwd_overlapped;
     const double cp_comm = nd * (dense_t.cp_fwd + dense_t.cp_bwd) + nm * (moe_t.cp_fwd + moe_t.cp_bwd);
     const double attn = (nd * dense_t.attn_fwd + nm * moe_t.attn_fwd) * 3;  // forward + backward (2x)
     st.cp_comm_exposed_s = std::max(0.0, cp_comm - attn);
@@ -311,10 +326,10 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     if (is_last) dense_params += c.h + ((!m.tied_embeddings || pp > 1) ? head : 0.0);
     const double params = dense_params + expert_params;
     st.weight_bytes = weight_bytes_per_param * params;
-    st.gradient_bytes = 4 * params;  // fp32 main gradients
+    st.gradient_bytes = grad_bytes_per_param * params;
     const bool dist = c.r.distributed_optimizer;
     const double owned = dist ? dense_params / dp_group + expert_params / edp_group : params;
-    st.optimizer_bytes = 12 * owned;  // fp32 master weights, Adam m and v
+    st.optimizer_bytes = p.optimizer_bytes_per_param * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
     const double stored = nd * dense_a.stored_bytes + nm * moe_a.stored_bytes;
     st.activation_bytes = st.inflight_microbatches * stored;
@@ -329,13 +344,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // Data-parallel gradient reduction (+ parameter all-gather with the distributed optimizer).
     double dp_time = 0;
     if (dist) {
-      dp_time = collective_time_s(c, Prim::reduce_scatter, c.dp_link, dp_group, 4 * dense_params) +
+      dp_time = collective_time_s(c, Prim::reduce_scatter, c.dp_link, dp_group, grad_bytes_per_param * dense_params) +
                 collective_time_s(c, Prim::all_gather, c.dp_link, dp_group, 2 * dense_params) +
-                collective_time_s(c, Prim::reduce_scatter, c.dp_link, edp_group, 4 * expert_params) +
+                collective_time_s(c, Prim::reduce_scatter, c.dp_link, edp_group, grad_bytes_per_param * expert_params) +
                 collective_time_s(c, Prim::all_gather, c.dp_link, edp_group, 2 * expert_params);
     } else {
-      dp_time = collective_time_s(c, Prim::all_reduce, c.dp_link, dp_group, 4 * dense_params) +
-                collective_time_s(c, Prim::all_reduce, c.dp_link, edp_group, 4 * expert_params);
+      dp_time = collective_time_s(c, Prim::all_reduce, c.dp_link, dp_group, grad_bytes_per_param * dense_params) +
+                collective_time_s(c, Prim::all_reduce, c.dp_link, edp_group, grad_bytes_per_param * expert_params);
     }
     // Overlap is bounded by the last micro-batch's backward, the only compute left to hide it behind.
     st.dp_comm_overlapped_s = std::min(p.dp_overlap * dp_time, st.backward_compute_s);
@@ -371,6 +386,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   b.compute_s = mbd * (cs.forward_compute_s + cs.backward_compute_s);
   b.recompute_s = mbd * cs.recompute_s;
   b.tp_comm_s = mbd * cs.tp_comm_s;
+  b.tp_comm_overlapped_s = mbd * cs.tp_comm_overlapped_s;
   b.cp_comm_exposed_s = mbd * cs.cp_comm_exposed_s;
   b.cp_comm_overlapped_s = mbd * cs.cp_comm_overlapped_s;
   b.ep_comm_s = mbd * cs.ep_comm_s;
@@ -382,6 +398,11 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   pr.capacity_bytes = sys.hbm_capacity_bytes;
   pr.feasible = pr.max_peak_memory_bytes <= capacity;
   return pr;
+}
+
+double predict_gemm_us(const System& sys, Precision dtype, const PlatformParams& p, double batch, double m, double n,
+                       double k) {
+  return gemm_kernel_s(sys.peak_flops(dtype), p, batch, m, n, k) * 1e6;
 }
 
 RankCoord rank_coord(const Strategy& s, int rank) {

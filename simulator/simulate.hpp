@@ -27,7 +27,8 @@ struct StageResult {
   double forward_compute_s;
   double backward_compute_s;
   double recompute_s;
-  double tp_comm_s;          // tensor-parallel collectives, exposed (Megatron does not overlap them)
+  double tp_comm_s;          // tensor-parallel collectives, exposed
+  double tp_comm_overlapped_s;  // backward TP traffic hidden under the linear layers' backward GEMMs
   double cp_comm_exposed_s;  // ring-attention KV exchange not hidden by attention compute
   double cp_comm_overlapped_s;
   double ep_comm_s;          // MoE all-to-all dispatch and combine
@@ -52,6 +53,7 @@ struct Breakdown {  // iteration level, seconds, along the critical (slowest) st
   double compute_s = 0;
   double recompute_s = 0;
   double tp_comm_s = 0;
+  double tp_comm_overlapped_s = 0;
   double cp_comm_exposed_s = 0;
   double cp_comm_overlapped_s = 0;
   double ep_comm_s = 0;
@@ -116,6 +118,11 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
                                          const TrainingSettings& t, const PlatformParams& p);
 std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strategy& s, const System& sys,
                                                      const TrainingSettings& t, const PlatformParams& p);
+
+// Predicted kernel time of one GEMM (batch, m x k @ k x n), µs, without launch overhead: what a profiler's
+// matrix_operator_latency.csv reports.
+double predict_gemm_us(const System& sys, Precision dtype, const PlatformParams& p, double batch, double m, double n,
+                       double k);
 
 // Activation bytes of one transformer layer for one micro-batch on one rank (the generalised
 // Korthikanti et al. 2022 formula; see execution.hpp). Exposed for tests and docs.

@@ -1,0 +1,90 @@
+// Calibration benchmark: fits θ for both bundled platforms (jointly over Qwen3-0.6B and 1.7B), prints in-sample
+// and leave-one-configuration-out figures beside the LM-SimBench paper's calibrated-Calculon numbers, the
+// residual of every configuration, parameters on bounds, and the wall time.
+//   calibration_bench [--dataset DIR] [--no-cv] [--residuals]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "calibration/calibrate.hpp"
+#include "io/io.hpp"
+
+using namespace lmsim;
+
+namespace {
+struct PaperRow {
+  const char* platform;
+  double time_mape_06, time_mape_17, mem_mape_lo, mem_mape_hi;
+};
+// LM-SimBench Table (calibrated Calculon, in-sample): time MAPE per model; per-rank peak-memory MAPE range.
+const PaperRow kPaper[] = {{"gpu", 10.28, 11.22, 12.55, 15.99}, {"npu", 10.19, 7.97, 12.55, 15.99}};
+
+void print_report(const char* label, const calib::Report& r) {
+  std::printf("  %-22s time MAPE %6.2f %%  sMAPE %6.2f %%  R2 %6.3f  MAE %6.3f s  max APE %6.2f %% | memory MAPE %6.2f %%  rho %6.3f | top-1 strata %d/%zu\n",
+              label, r.time_mape_pct, r.time_smape_pct, r.time_r2, r.time_mae_s, r.time_max_ape_pct, r.memory_mape_pct,
+              r.memory_spearman, r.top1_strata_hits, r.strata.size());
+  for (const auto& m : r.models)
+    std::printf("      %-24s time rho %6.3f  tau_b %6.3f  top-1 %s (regret %5.2f %%)  memory rho %6.3f\n", m.name.c_str(),
+                m.time_spearman, m.time_kendall, m.top1_hit > 0 ? "hit " : "miss", m.top1_regret_pct, m.memory_spearman);
+  for (const auto& s : r.strata)
+    std::printf("      %-24s n=%2zu time rho %6.3f  top-1 %s  measured best %s, predicted best %s\n", s.name.c_str(), s.n,
+                s.time_spearman, s.top1_hit > 0 ? "hit " : "miss", s.measured_best.c_str(), s.predicted_best.c_str());
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = io::data_dir() + "/lmsimbench";
+  bool cv = true, residuals = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--dataset") && i + 1 < argc) dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-cv")) cv = false;
+    else if (!std::strcmp(argv[i], "--residuals")) residuals = true;
+  }
+  const io::Dataset d = io::read_dataset(dir);
+  double total_fit_s = 0;
+  for (const auto& paper : kPaper) {
+    calib::Problem pb = calib::make_problem(d, paper.platform);
+    const auto idx = calib::all_indices(pb);
+    calib::FitOptions fo;
+    const calib::FitResult fr = calib::fit(pb, idx, fo);
+    total_fit_s += fr.wall_s;
+    std::printf("\n== platform %s (%s): %zu configurations, %zu free parameters ==\n", paper.platform,
+                pb.system.name.c_str(), idx.size(), pb.free.size());
+    std::printf("  fit: objective %.5f, %d evaluations, %.2f s; on bounds:", fr.objective, fr.evaluations, fr.wall_s);
+    for (const auto& b : fr.on_bounds) std::printf(" %s", b.c_str());
+    std::printf("%s\n  theta:", fr.on_bounds.empty() ? " none" : "");
+    for (std::size_t i = 0; i < kNumParams; ++i) std::printf(" %s=%.4g", param_table()[i].name, get(fr.params, i));
+    std::printf("\n");
+    const auto in = calib::predict(pb, idx, fr.params);
+    const calib::Report rin = calib::score(pb, in);
+    print_report("in-sample", rin);
+    std::printf("  paper (calibrated Calculon, in-sample): time MAPE %.2f %% / %.2f %% (0.6B / 1.7B), memory MAPE %.2f-%.2f %%\n",
+                paper.time_mape_06, paper.time_mape_17, paper.mem_mape_lo, paper.mem_mape_hi);
+    if (residuals) {
+      for (const auto& p : in) {
+        const auto& s = pb.samples[p.index];
+        std::printf("      %-14s %-22s time %6.2f / %6.2f s (%+6.1f %%)  mem %6.2f / %6.2f GiB (%+6.1f %%)\n",
+                    s.model_setting.c_str(), s.config.c_str(), p.time_s, s.time_s, 100 * (p.time_s / s.time_s - 1),
+                    p.mem_max_bytes / 1073741824.0, s.mem_max_bytes / 1073741824.0,
+                    100 * (p.mem_max_bytes / s.mem_max_bytes - 1));
+      }
+    }
+    if (cv) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const calib::CvResult cr = calib::cross_validate(pb, idx, {calib::CvKind::loo, 0}, fo);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      print_report("leave-one-config-out", cr.report);
+      std::printf("  (LOO: %zu folds, %.1f s)\n", cr.folds.size(), s);
+      if (residuals)
+        for (const auto& p : cr.out_of_sample) {
+          const auto& smp = pb.samples[p.index];
+          std::printf("      LOO %-14s %-22s time %+6.1f %%  mem %+6.1f %%\n", smp.model_setting.c_str(), smp.config.c_str(),
+                      100 * (p.time_s / smp.time_s - 1), 100 * (p.mem_max_bytes / smp.mem_max_bytes - 1));
+        }
+    }
+  }
+  std::printf("\nboth platforms calibrated in %.2f s (target <= 10 s)\n", total_fit_s);
+  return 0;
+}

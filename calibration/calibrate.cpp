@@ -1,0 +1,405 @@
+#include "calibration/calibrate.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlopt.hpp>
+#include <random>
+#include <set>
+
+#include "calibration/metrics.hpp"
+#include "io/error.hpp"
+#include "io/specs.hpp"
+
+namespace lmsim::calib {
+
+Problem make_problem(const io::Dataset& d, const std::string& which, const std::vector<std::string>& models) {
+  Problem pb;
+  pb.platform = which;
+  bool found_system = false;
+  for (const auto& c : d.collections) {
+    if (c.platform != which && c.system != which) continue;
+    if (!models.empty() && std::find(models.begin(), models.end(), c.model_setting) == models.end() &&
+        std::find(models.begin(), models.end(), c.model) == models.end())
+      continue;
+    const io::SystemPreset* sp = io::presets().find_system(c.system);
+    if (!found_system) {
+      pb.system = sp->system;
+      pb.start = sp->default_params;
+      found_system = true;
+    } else if (pb.system.name != c.system) {
+      throw io::InputError(d.root + "/" + c.directory, 0, "system",
+                           "platform '" + which + "' mixes systems " + pb.system.name + " and " + c.system +
+                               ": calibrate one system at a time (--system)");
+    }
+    const Model& model = io::presets().find_model(c.model)->model;
+    for (const auto& r : c.runs) {
+      if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;
+      Sample s;
+      s.model_setting = c.model_setting;
+      s.config = r.config;
+      s.model = model;
+      s.strategy = r.strategy;
+      s.settings = c.settings;
+      s.time_s = r.iteration_time_s.value_or(0);
+      s.mem_max_bytes = r.peak_memory_max_bytes.value_or(0);
+      s.mem_rank_bytes = r.peak_memory_bytes;
+      pb.samples.push_back(std::move(s));
+    }
+    for (const auto& m : c.matrix_summary)
+      pb.matrix.push_back({c.model_setting, c.settings.precision, static_cast<double>(m.batch),
+                           static_cast<double>(m.m), static_cast<double>(m.n), static_cast<double>(m.k), m.median_us});
+  }
+  if (pb.samples.empty())
+    throw io::InputError(d.root, 0, "platform",
+                         "no measured runs match platform/system '" + which + "'" +
+                             (models.empty() ? std::string() : " and the requested models"));
+  // Parameters the data can identify: inter-node ones only if some group crosses a node, score bytes only if
+  // some collection stores attention scores.
+  bool crosses = false, scores = false;
+  for (const auto& s : pb.samples) {
+    crosses |= s.strategy.devices() > pb.system.devices_per_node;
+    scores |= !s.settings.flash_attention;
+  }
+  for (std::size_t i = 0; i < kNumParams; ++i) {
+    const std::string n = param_table()[i].name;
+    if (!crosses && n == "inter_node_bandwidth_efficiency") continue;
+    if (!scores && n == "attention_score_bytes") continue;
+    pb.free.push_back(i);
+  }
+  return pb;
+}
+
+std::vector<std::size_t> all_indices(const Problem& pb) {
+  std::vector<std::size_t> v(pb.samples.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = i;
+  return v;
+}
+
+std::vector<std::size_t> select(const Problem& pb, const std::vector<std::string>& configs) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < pb.samples.size(); ++i) {
+    const Sample& s = pb.samples[i];
+    for (const auto& c : configs)
+      if (c == s.config || c == s.model_setting + ":" + s.config) {
+        out.push_back(i);
+        break;
+      }
+  }
+  return out;
+}
+
+namespace {
+
+SimOptions sim_options(const Problem& pb) {
+  SimOptions o;
+  o.validity = {pb.system.devices_per_node, true, true};
+  return o;
+}
+
+double sq_log(double pred, double meas) {
+  if (!(pred > 0) || !std::isfinite(pred)) return 100.0;  // keeps the optimizer away from invalid regions
+  const double l = std::log(pred / meas);
+  return l * l;
+}
+
+}  // namespace
+
+double objective(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p) {
+  const SimOptions so = sim_options(pb);
+  double t_err = 0, m_err = 0, t_n = 0, m_n = 0;
+  const long n = static_cast<long>(idx.size());
+#pragma omp parallel for reduction(+ : t_err, m_err, t_n, m_n) schedule(static) if (n >= 64)
+  for (long j = 0; j < n; ++j) {
+    const Sample& s = pb.samples[idx[static_cast<std::size_t>(j)]];
+    const Prediction pr = simulate(s.model, s.strategy, pb.system, s.settings, p, so);
+    if (!pr.ok()) {
+      t_err += 100;
+      t_n += 1;
+      continue;
+    }
+    if (s.time_s > 0) {
+      t_err += sq_log(pr.iteration_time_s, s.time_s);
+      t_n += 1;
+    }
+    if (!s.mem_rank_bytes.empty()) {
+      double e = 0;
+      for (const auto& rv : s.mem_rank_bytes)
+        e += sq_log(pr.stages[static_cast<std::size_t>(rank_coord(s.strategy, rv.rank).pp)].peak_bytes, rv.value);
+      m_err += e / static_cast<double>(s.mem_rank_bytes.size());
+      m_n += 1;
+    } else if (s.mem_max_bytes > 0) {
+      m_err += sq_log(pr.max_peak_memory_bytes, s.mem_max_bytes);
+      m_n += 1;
+    }
+  }
+  double j = 0;
+  if (t_n > 0) j += pb.weights.time * t_err / t_n;
+  if (m_n > 0) j += pb.weights.memory * m_err / m_n;
+  if (pb.weights.matrix > 0 && !pb.matrix.empty()) {
+    double x = 0;
+    for (const auto& m : pb.matrix) x += sq_log(predict_gemm_us(pb.system, m.dtype, p, m.batch, m.m, m.n, m.k), m.median_us);
+    j += pb.weights.matrix * x / static_cast<double>(pb.matrix.size());
+  }
+  return j;
+}
+
+FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const FitOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (train.empty()) throw io::InputError("calibration", 0, "calibrate-on", "no configurations to fit on");
+  const auto& table = param_table();
+  const std::size_t k = pb.free.size();
+  FitResult r;
+  r.train = train;
+  struct Ctx {
+    const Problem* pb;
+    const std::vector<std::size_t>* idx;
+    int evals;
+  } ctx{&pb, &train, 0};
+  auto to_params = [&](const std::vector<double>& u) {
+    PlatformParams p = pb.start;
+    for (std::size_t i = 0; i < k; ++i) {
+      const ParamInfo& info = table[pb.free[i]];
+      set(p, pb.free[i], info.lower + std::clamp(u[i], 0.0, 1.0) * (info.upper - info.lower));
+    }
+    return p;
+  };
+  auto to_unit = [&](const PlatformParams& p) {
+    std::vector<double> u(k);
+    for (std::size_t i = 0; i < k; ++i) {
+      const ParamInfo& info = table[pb.free[i]];
+      u[i] = std::clamp((get(p, pb.free[i]) - info.lower) / (info.upper - info.lower), 0.0, 1.0);
+    }
+    return u;
+  };
+  struct Fn {
+    Ctx* c;
+    decltype(to_params)* tp;
+  } fn{&ctx, &to_params};
+  auto f = [](const std::vector<double>& u, std::vector<double>&, void* data) {
+    Fn* fp = static_cast<Fn*>(data);
+    ++fp->c->evals;
+    return objective(*fp->c->pb, *fp->c->idx, (*fp->tp)(u));
+  };
+  auto algorithm = [](const std::string& name) {
+    static const std::map<std::string, nlopt::algorithm> algs = {
+        {"GN_CRS2_LM", nlopt::GN_CRS2_LM},   {"GN_ISRES", nlopt::GN_ISRES},  {"GN_DIRECT_L", nlopt::GN_DIRECT_L},
+        {"GN_ESCH", nlopt::GN_ESCH},         {"LN_BOBYQA", nlopt::LN_BOBYQA}, {"LN_SBPLX", nlopt::LN_SBPLX},
+        {"LN_NELDERMEAD", nlopt::LN_NELDERMEAD}, {"LN_COBYLA", nlopt::LN_COBYLA}};
+    auto it = algs.find(name);
+    if (it == algs.end()) throw io::InputError("calibration", 0, "algorithm", "unknown NLopt algorithm '" + name + "'");
+    return it->second;
+  };
+  const std::vector<double> lo(k, 0.0), hi(k, 1.0);
+  nlopt::srand(o.seed);
+  std::vector<double> best_u = to_unit(pb.start);
+  double best = objective(pb, train, pb.start);
+  if (k > 0 && o.global_evals > 0) {
+    nlopt::opt g(algorithm(o.global_algorithm), static_cast<unsigned>(k));
+    g.set_lower_bounds(lo);
+    g.set_upper_bounds(hi);
+    g.set_min_objective(f, &fn);
+    g.set_maxeval(o.global_evals);
+    g.set_ftol_rel(o.ftol_rel);
+    std::vector<double> u = best_u;
+    double val = 0;
+    try {
+      g.optimize(u, val);
+    } catch (const nlopt::roundoff_limited&) {
+    } catch (const nlopt::forced_stop&) {
+    }
+    val = objective(pb, train, to_params(u));
+    if (val < best) {
+      best = val;
+      best_u = u;
+    }
+  }
+  std::mt19937 rng(o.seed);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::vector<std::vector<double>> starts = {best_u, to_unit(pb.start)};
+  for (int s = 2; s < o.starts; ++s) {
+    std::vector<double> u(k);
+    for (auto& x : u) x = uni(rng);
+    starts.push_back(u);
+  }
+  for (int s = 0; s < o.starts && k > 0 && o.local_evals > 0; ++s) {
+    nlopt::opt l(algorithm(o.local_algorithm), static_cast<unsigned>(k));
+    l.set_lower_bounds(lo);
+    l.set_upper_bounds(hi);
+    l.set_min_objective(f, &fn);
+    l.set_maxeval(o.local_evals);
+    l.set_ftol_rel(o.ftol_rel);
+    l.set_xtol_rel(1e-8);
+    std::vector<double> u = starts[static_cast<std::size_t>(s)];
+    double val = 0;
+    try {
+      l.optimize(u, val);
+    } catch (const nlopt::roundoff_limited&) {
+    } catch (const nlopt::forced_stop&) {
+    } catch (const std::invalid_argument&) {
+    }
+    val = objective(pb, train, to_params(u));
+    if (val < best) {
+      best = val;
+      best_u = u;
+    }
+  }
+  r.params = to_params(best_u);
+  r.objective = best;
+  r.evaluations = ctx.evals;
+  for (std::size_t i = 0; i < k; ++i)
+    if (best_u[i] < 1e-3 || best_u[i] > 1 - 1e-3) r.on_bounds.push_back(table[pb.free[i]].name);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<SamplePrediction> predict(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p) {
+  const SimOptions so = sim_options(pb);
+  std::vector<SamplePrediction> out;
+  for (auto i : idx) {
+    const Sample& s = pb.samples[i];
+    const Prediction pr = simulate(s.model, s.strategy, pb.system, s.settings, p, so);
+    out.push_back({i, pr.iteration_time_s, pr.max_peak_memory_bytes, per_rank_peak_memory(pr, s.strategy), pr.feasible});
+  }
+  return out;
+}
+
+namespace {
+StratumReport stratum(const Problem& pb, const std::string& name, const std::vector<const SamplePrediction*>& ps) {
+  StratumReport st;
+  st.name = name;
+  std::vector<double> pt, mt, pm, mm;
+  std::vector<std::string> cfg;
+  for (const auto* p : ps) {
+    const Sample& s = pb.samples[p->index];
+    if (s.time_s > 0) {
+      pt.push_back(p->time_s);
+      mt.push_back(s.time_s);
+      cfg.push_back(s.config);
+    }
+    if (s.mem_max_bytes > 0) {
+      pm.push_back(p->mem_max_bytes);
+      mm.push_back(s.mem_max_bytes);
+    }
+  }
+  st.n = pt.size();
+  if (!pt.empty()) {
+    st.time_spearman = metrics::spearman(pt, mt);
+    st.time_kendall = metrics::kendall_tau_b(pt, mt);
+    st.top1_hit = metrics::top1_hit(pt, mt);
+    st.top1_regret_pct = metrics::regret_at_k_pct(pt, mt, 1);
+    st.predicted_best = cfg[metrics::top_k(pt, 1)[0]];
+    st.measured_best = cfg[metrics::top_k(mt, 1)[0]];
+  }
+  st.memory_spearman = metrics::spearman(pm, mm);
+  return st;
+}
+}  // namespace
+
+Report score(const Problem& pb, const std::vector<SamplePrediction>& preds) {
+  Report r;
+  std::vector<double> pt, mt, pm, mm, prank, mrank;
+  std::vector<bool> pf, mf;
+  std::map<std::string, std::vector<const SamplePrediction*>> by_model, by_stratum;
+  for (const auto& p : preds) {
+    const Sample& s = pb.samples[p.index];
+    if (s.time_s > 0) {
+      pt.push_back(p.time_s);
+      mt.push_back(s.time_s);
+    }
+    if (s.mem_max_bytes > 0) {
+      pm.push_back(p.mem_max_bytes);
+      mm.push_back(s.mem_max_bytes);
+    }
+    for (const auto& rv : s.mem_rank_bytes) {
+      prank.push_back(p.mem_rank_bytes[static_cast<std::size_t>(rv.rank)]);
+      mrank.push_back(rv.value);
+    }
+    pf.push_back(p.feasible);
+    mf.push_back(true);  // every measured run completed: it fitted on the device
+    by_model[s.model_setting].push_back(&p);
+    by_stratum[s.model_setting + "/" + (s.recompute() ? "RC" : "noRC")].push_back(&p);
+  }
+  r.n_time = pt.size();
+  r.n_memory = pm.size();
+  r.time_mae_s = metrics::mae(pt, mt);
+  r.time_smape_pct = metrics::smape_pct(pt, mt);
+  r.time_r2 = metrics::r2(pt, mt);
+  r.time_mape_pct = metrics::mape_pct(pt, mt);
+  for (std::size_t i = 0; i < pt.size(); ++i) r.time_max_ape_pct = std::max(r.time_max_ape_pct, 100 * std::fabs(pt[i] / mt[i] - 1));
+  r.memory_mape_pct = metrics::mape_pct(pm, mm);
+  r.memory_smape_pct = metrics::smape_pct(pm, mm);
+  r.memory_rank_mape_pct = prank.empty() ? std::nan("") : metrics::mape_pct(prank, mrank);
+  r.memory_spearman = metrics::spearman(pm, mm);
+  r.feasible_agreement = metrics::feasible_agreement(pf, mf);
+  r.min_model_time_spearman = r.min_model_memory_spearman = 1.0;
+  for (const auto& [name, ps] : by_model) {
+    r.models.push_back(stratum(pb, name, ps));
+    r.min_model_time_spearman = std::min(r.min_model_time_spearman, r.models.back().time_spearman);
+    r.min_model_memory_spearman = std::min(r.min_model_memory_spearman, r.models.back().memory_spearman);
+  }
+  for (const auto& [name, ps] : by_stratum) {
+    r.strata.push_back(stratum(pb, name, ps));
+    r.top1_strata_hits += r.strata.back().top1_hit > 0 ? 1 : 0;
+  }
+  return r;
+}
+
+CvSpec parse_cv(const std::string& text) {
+  CvSpec cv;
+  if (text.empty() || text == "none") return cv;
+  if (text == "loo") {
+    cv.kind = CvKind::loo;
+  } else if (text == "leave-one-model-out") {
+    cv.kind = CvKind::leave_one_model_out;
+  } else if (text.rfind("kfold=", 0) == 0) {
+    cv.kind = CvKind::kfold;
+    double k = 0;
+    const std::string ks = text.substr(6);
+    char* end = nullptr;
+    k = std::strtod(ks.c_str(), &end);
+    if (ks.empty() || *end || k < 2 || k > 1000 || k != std::floor(k))
+      throw io::InputError("--cv", 0, "cv", "'" + text + "': K must be an integer in [2, 1000]");
+    cv.k = static_cast<int>(k);
+  } else {
+    throw io::InputError("--cv", 0, "cv", "'" + text + "' is not loo, kfold=K or leave-one-model-out");
+  }
+  return cv;
+}
+
+CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, const CvSpec& cv, const FitOptions& o) {
+  CvResult res;
+  std::vector<std::vector<std::size_t>> tests;
+  if (cv.kind == CvKind::loo) {
+    for (auto i : idx) tests.push_back({i});
+  } else if (cv.kind == CvKind::kfold) {
+    // Deterministic interleaved folds over the given order.
+    tests.resize(static_cast<std::size_t>(std::min<int>(cv.k, static_cast<int>(idx.size()))));
+    for (std::size_t j = 0; j < idx.size(); ++j) tests[j % tests.size()].push_back(idx[j]);
+  } else if (cv.kind == CvKind::leave_one_model_out) {
+    std::map<std::string, std::vector<std::size_t>> by;
+    for (auto i : idx) by[pb.samples[i].model_setting].push_back(i);
+    if (by.size() < 2) throw io::InputError("--cv", 0, "cv", "leave-one-model-out needs at least two model settings");
+    for (auto& [_, v] : by) tests.push_back(v);
+  } else {
+    return res;
+  }
+  for (const auto& test : tests) {
+    const std::set<std::size_t> ts(test.begin(), test.end());
+    std::vector<std::size_t> train;
+    for (auto i : idx)
+      if (!ts.count(i)) train.push_back(i);
+    FitResult fr = fit(pb, train, o);
+    for (auto& p : predict(pb, test, fr.params)) res.out_of_sample.push_back(std::move(p));
+    res.folds.push_back(std::move(fr));
+    res.test_sets.push_back(test);
+  }
+  std::sort(res.out_of_sample.begin(), res.out_of_sample.end(),
+            [](const SamplePrediction& a, const SamplePrediction& b) { return a.index < b.index; });
+  res.report = score(pb, res.out_of_sample);
+  return res;
+}
+
+}  // namespace lmsim::calib

@@ -1,0 +1,126 @@
+// lmsim/calibration/calibrate.hpp — fitting θ to measured runs, scoring predictions, cross-validation.
+//
+// Owns: turning measured collections into calibration samples, the objective (squared log-ratio errors of
+// iteration time, peak memory — per rank where the data has ranks, else the configuration maximum — and
+// optionally matrix-kernel latency), the bounded, seeded, deterministic NLopt fit (global stage, then local
+// polish from several starts), accuracy reports, and leave-one-out / k-fold / leave-one-model-out CV. Fold fits
+// never see their test configurations.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/dataset.hpp"
+#include "simulator/simulator.hpp"
+
+namespace lmsim::calib {
+
+struct Sample {
+  std::string model_setting, config;
+  Model model;
+  Strategy strategy;
+  TrainingSettings settings;
+  double time_s = 0;          // 0: not measured
+  double mem_max_bytes = 0;   // 0: not measured
+  std::vector<io::RankValue> mem_rank_bytes;  // empty when only the maximum is known
+  bool recompute() const { return strategy.recompute != Recompute::none; }
+};
+
+struct MatrixSample {
+  std::string model_setting;
+  Precision dtype;
+  double batch, m, n, k, median_us;
+};
+
+struct Weights {
+  double time = 1.0;
+  double memory = 1.0;
+  double matrix = 0.0;  // matrix-kernel latency terms are off unless asked for
+};
+
+struct Problem {
+  std::string platform;  // gpu | npu | the system name
+  System system;
+  PlatformParams start;  // the system preset's defaults
+  std::vector<Sample> samples;
+  std::vector<MatrixSample> matrix;
+  Weights weights;
+  std::vector<std::size_t> free;  // indices into param_table() that are fitted; the rest stay at `start`
+};
+
+// Samples of one platform (`gpu`/`npu`) or system name, restricted to `models` (model settings or model names;
+// empty = all). Throws io::InputError when nothing matches.
+Problem make_problem(const io::Dataset& d, const std::string& platform_or_system,
+                     const std::vector<std::string>& models = {});
+
+struct FitOptions {
+  unsigned seed = 20261129;
+  int global_evals = 6000;
+  int local_evals = 3000;
+  int starts = 4;  // local polishes: from the global optimum, the preset defaults and random points
+  double ftol_rel = 1e-9;
+  std::string global_algorithm = "GN_CRS2_LM";
+  std::string local_algorithm = "LN_BOBYQA";
+};
+
+struct FitResult {
+  PlatformParams params;
+  double objective = 0;
+  int evaluations = 0;
+  double wall_s = 0;
+  std::vector<std::string> on_bounds;  // fitted parameters within 0.1 % of a bound
+  std::vector<std::size_t> train;
+};
+
+double objective(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p);
+FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const FitOptions& o);
+
+struct SamplePrediction {
+  std::size_t index;
+  double time_s;
+  double mem_max_bytes;
+  std::vector<double> mem_rank_bytes;  // every rank of the job
+  bool feasible;
+};
+std::vector<SamplePrediction> predict(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p);
+
+struct StratumReport {
+  std::string name;  // <model_setting>, or <model_setting>/<RC|noRC>
+  std::size_t n = 0;
+  double time_spearman = 0, time_kendall = 0, top1_hit = 0, top1_regret_pct = 0, memory_spearman = 0;
+  std::string measured_best, predicted_best;
+};
+
+struct Report {
+  std::size_t n_time = 0, n_memory = 0;
+  double time_mae_s = 0, time_smape_pct = 0, time_r2 = 0, time_mape_pct = 0, time_max_ape_pct = 0;
+  double memory_mape_pct = 0, memory_smape_pct = 0, memory_rank_mape_pct = 0, memory_spearman = 0;
+  double feasible_agreement = 0;
+  std::vector<StratumReport> models, strata;
+  int top1_strata_hits = 0;
+  double min_model_time_spearman = 0, min_model_memory_spearman = 0;
+};
+Report score(const Problem& pb, const std::vector<SamplePrediction>& preds);
+
+enum class CvKind { none, loo, kfold, leave_one_model_out };
+struct CvSpec {
+  CvKind kind = CvKind::none;
+  int k = 5;
+};
+CvSpec parse_cv(const std::string& text);  // loo | kfold=K | leave-one-model-out; throws io::InputError
+
+struct CvResult {
+  std::vector<SamplePrediction> out_of_sample;
+  Report report;
+  std::vector<FitResult> folds;
+  std::vector<std::vector<std::size_t>> test_sets;
+};
+CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, const CvSpec& cv, const FitOptions& o);
+
+std::vector<std::size_t> all_indices(const Problem& pb);
+// Indices whose configuration name is in `configs` (exact names, or `model_setting:config`).
+std::vector<std::size_t> select(const Problem& pb, const std::vector<std::string>& configs);
+
+}  // namespace lmsim::calib
