@@ -1,4 +1,299 @@
+// `lmsim calibrate`: fit θ for one platform from measured runs, report in-sample / held-out / CV accuracy,
+// write params.json with provenance and optionally an HDF5 report.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
 #include "apps/common.hpp"
+#include "calibration/calibrate.hpp"
+#include "calibration/metrics.hpp"
+
 namespace lmsim::app {
-void register_calibrate(CLI::App&) {}
+
+io::Json report_json(const calib::Report& r) {
+  auto num = [](double v) { return std::isfinite(v) ? io::Json(v) : io::Json(nullptr); };
+  io::Json j{{"n_time", r.n_time},
+             {"n_memory", r.n_memory},
+             {"time_mae_s", num(r.time_mae_s)},
+             {"time_smape_pct", num(r.time_smape_pct)},
+             {"time_r2", num(r.time_r2)},
+             {"time_mape_pct", num(r.time_mape_pct)},
+             {"time_max_ape_pct", num(r.time_max_ape_pct)},
+             {"time_spearman", num(r.min_model_time_spearman)},
+             {"memory_mape_pct", num(r.memory_mape_pct)},
+             {"memory_smape_pct", num(r.memory_smape_pct)},
+             {"memory_rank_mape_pct", num(r.memory_rank_mape_pct)},
+             {"memory_spearman", num(r.min_model_memory_spearman)},
+             {"memory_spearman_pooled", num(r.memory_spearman)},
+             {"feasible_agreement", num(r.feasible_agreement)},
+             {"top1_strata_hits", r.top1_strata_hits},
+             {"strata", r.strata.size()}};
+  io::Json models = io::Json::array(), strata = io::Json::array();
+  auto st = [&](const calib::StratumReport& s) {
+    return io::Json{{"name", s.name},
+                    {"n", s.n},
+                    {"time_spearman", num(s.time_spearman)},
+                    {"time_kendall_tau_b", num(s.time_kendall)},
+                    {"top1_hit", s.top1_hit > 0},
+                    {"top1_regret_pct", num(s.top1_regret_pct)},
+                    {"memory_spearman", num(s.memory_spearman)},
+                    {"measured_best", s.measured_best},
+                    {"predicted_best", s.predicted_best}};
+  };
+  for (const auto& m : r.models) models.push_back(st(m));
+  for (const auto& s : r.strata) strata.push_back(st(s));
+  j["per_model"] = models;
+  j["per_stratum"] = strata;
+  return j;
+}
+
+std::string report_line(const std::string& label, const calib::Report& r) {
+  return table({"set", "n", "time MAPE %", "sMAPE %", "R2", "MAE s", "min model rho", "memory MAPE %", "min mem rho",
+                "top-1 strata"},
+               {{label, std::to_string(r.n_time), fmt(r.time_mape_pct, 2), fmt(r.time_smape_pct, 2), fmt(r.time_r2, 3),
+                 fmt(r.time_mae_s, 3), fmt(r.min_model_time_spearman, 3), fmt(r.memory_mape_pct, 2),
+                 fmt(r.min_model_memory_spearman, 3),
+                 std::to_string(r.top1_strata_hits) + "/" + std::to_string(r.strata.size())}});
+}
+
+namespace {
+
+struct CalOpts {
+  std::string dataset, platform, system, out, report, cv, params_start;
+  std::vector<std::string> models, calibrate_on, test_on;
+  bool json = false, coverage = false;
+  calib::FitOptions fit;
+  calib::Weights weights;
+} co;
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+io::Json provenance(const io::Dataset& d, const calib::Problem& pb, const calib::FitResult& fr) {
+  io::Json files = io::Json::array();
+  for (const auto& c : d.collections) {
+    if (c.platform != pb.platform && c.system != pb.platform) continue;
+    for (const char* f : {"step_time_summary.csv", "peak_memory.csv", "training_settings.json"}) {
+      const std::string path = d.root + "/" + c.directory + "/" + f;
+      if (!std::filesystem::exists(path)) continue;
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(io::read_file(path))));
+      files.push_back({{"path", path}, {"fnv1a64", hex}});
+    }
+  }
+  io::Json used = io::Json::array();
+  for (auto i : fr.train) used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
+  io::Json free = io::Json::array();
+  for (auto i : pb.free) free.push_back(param_table()[i].name);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return io::Json{{"lmsim_version", LMSIM_VERSION_STRING},
+                  {"created", date},
+                  {"platform", pb.platform},
+                  {"system", pb.system.name},
+                  {"dataset", d.root},
+                  {"files", files},
+                  {"configurations", used},
+                  {"free_parameters", free},
+                  {"algorithm", {{"global", co.fit.global_algorithm}, {"local", co.fit.local_algorithm},
+                                 {"global_evals", co.fit.global_evals}, {"local_evals", co.fit.local_evals},
+                                 {"starts", co.fit.starts}, {"seed", co.fit.seed}, {"ftol_rel", co.fit.ftol_rel}}},
+                  {"objective", {{"form", "weighted mean squared log-ratio of time, peak memory (per rank where "
+                                          "available, else the maximum) and matrix-kernel latency"},
+                                 {"weights", {{"time", pb.weights.time}, {"memory", pb.weights.memory},
+                                              {"matrix", pb.weights.matrix}}},
+                                 {"value", fr.objective}}},
+                  {"evaluations", fr.evaluations},
+                  {"wall_s", fr.wall_s},
+                  {"on_bounds", fr.on_bounds}};
+}
+
+void write_h5(const std::string& file, const calib::Problem& pb, const calib::FitResult& fr,
+              const std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>>& sets,
+              const io::Json& prov) {
+  io::H5Writer w(file);
+  w.group("/params");
+  for (std::size_t i = 0; i < kNumParams; ++i) w.attr("/params", param_table()[i].name, get(fr.params, i));
+  w.attr("/", "provenance_json", prov.dump());
+  w.attr("/", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+  for (const auto& [name, preds] : sets) {
+    std::vector<std::string> ms, cfg;
+    std::vector<double> pt, mt, pm, mm;
+    for (const auto& p : preds) {
+      const auto& s = pb.samples[p.index];
+      ms.push_back(s.model_setting);
+      cfg.push_back(s.config);
+      pt.push_back(p.time_s);
+      mt.push_back(s.time_s > 0 ? s.time_s : std::nan(""));
+      pm.push_back(p.mem_max_bytes);
+      mm.push_back(s.mem_max_bytes > 0 ? s.mem_max_bytes : std::nan(""));
+    }
+    const std::string g = "/" + name;
+    w.write(g + "/model_setting", ms);
+    w.write(g + "/optimization_config", cfg);
+    w.write(g + "/predicted_time_s", pt);
+    w.write(g + "/measured_time_s", mt);
+    w.write(g + "/predicted_peak_memory_bytes", pm);
+    w.write(g + "/measured_peak_memory_bytes", mm);
+    const calib::Report r = calib::score(pb, preds);
+    w.attr(g, "report_json", report_json(r).dump());
+    w.attr(g, "time_mape_pct", r.time_mape_pct);
+    w.attr(g, "memory_mape_pct", r.memory_mape_pct);
+  }
+  w.commit();
+}
+
+void run() {
+  if (co.platform.empty() == co.system.empty())
+    throw io::InputError("command line", 0, "--platform", "give exactly one of --platform gpu|npu and --system NAME");
+  const io::Dataset d = io::read_dataset(co.dataset);
+  calib::Problem pb = calib::make_problem(d, co.platform.empty() ? co.system : co.platform, co.models);
+  pb.weights = co.weights;
+  if (!co.params_start.empty()) pb.start = io::load_params(co.params_start, pb.start);
+  std::vector<std::size_t> train = co.calibrate_on.empty() ? calib::all_indices(pb) : calib::select(pb, co.calibrate_on);
+  std::vector<std::size_t> test = calib::select(pb, co.test_on);
+  if (!co.calibrate_on.empty() && train.size() != co.calibrate_on.size())
+    throw io::InputError("--calibrate-on", 0, "optimization_config",
+                         "some names match no measured configuration of this platform (use exact names, or "
+                         "model_setting:config)");
+  if (!co.test_on.empty() && test.size() != co.test_on.size())
+    throw io::InputError("--test-on", 0, "optimization_config", "some names match no measured configuration");
+  if (!test.empty()) {  // never fit on a test configuration
+    std::set<std::size_t> ts(test.begin(), test.end());
+    std::vector<std::size_t> kept;
+    for (auto i : train)
+      if (!ts.count(i)) kept.push_back(i);
+    train = kept;
+  }
+  const calib::CvSpec cv = calib::parse_cv(co.cv);
+  spdlog::info("calibrating {} ({}) on {} configurations, {} free parameters", pb.platform, pb.system.name, train.size(),
+               pb.free.size());
+  const calib::FitResult fr = calib::fit(pb, train, co.fit);
+  const auto in = calib::predict(pb, train, fr.params);
+  const calib::Report rin = calib::score(pb, in);
+  std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>> sets = {{"in_sample", in}};
+  io::Json out;
+  out["params"] = io::to_json(fr.params);
+  out["provenance"] = provenance(d, pb, fr);
+  io::Json rep;
+  rep["in_sample"] = report_json(rin);
+  calib::Report rtest, rcv;
+  if (!test.empty()) {
+    const auto tp = calib::predict(pb, test, fr.params);
+    rtest = calib::score(pb, tp);
+    rep["test"] = report_json(rtest);
+    sets.push_back({"test", tp});
+  }
+  calib::CvResult cr;
+  if (cv.kind != calib::CvKind::none) {
+    cr = calib::cross_validate(pb, train, cv, co.fit);
+    rep["cv"] = report_json(cr.report);
+    rep["cv"]["kind"] = co.cv;
+    rep["cv"]["folds"] = cr.folds.size();
+    sets.push_back({"cv", cr.out_of_sample});
+  }
+  io::Json coverage = io::Json::array();
+  if (co.coverage) {
+    // Calibration coverage (LM-SimBench D.3): the test set fixed, the calibration set shaped differently.
+    std::vector<std::size_t> fixed_test = test;
+    if (fixed_test.empty())
+      for (std::size_t i = 0; i < pb.samples.size(); i += 3) fixed_test.push_back(i);
+    const std::set<std::size_t> ts(fixed_test.begin(), fixed_test.end());
+    std::map<std::string, std::vector<std::size_t>> shapes;
+    for (std::size_t i = 0; i < pb.samples.size(); ++i) {
+      if (ts.count(i)) continue;
+      const Strategy& s = pb.samples[i].strategy;
+      shapes["all remaining"].push_back(i);
+      if (s.tensor_parallel == 1 || s.tensor_parallel == 8) shapes["TP endpoints (tp1, tp8)"].push_back(i);
+      if (s.pipeline_parallel == 1) shapes["pp1 only"].push_back(i);
+      if (s.recompute == Recompute::full) shapes["RC only"].push_back(i);
+      if (s.recompute == Recompute::none) shapes["noRC only"].push_back(i);
+    }
+    for (const auto& [name, idx] : shapes) {
+      if (idx.size() < 3) continue;
+      const calib::FitResult f = calib::fit(pb, idx, co.fit);
+      const calib::Report r = calib::score(pb, calib::predict(pb, fixed_test, f.params));
+      coverage.push_back({{"calibration_set", name}, {"n_calibration", idx.size()}, {"n_test", fixed_test.size()},
+                          {"test_time_mape_pct", r.time_mape_pct}, {"test_memory_mape_pct", r.memory_mape_pct},
+                          {"test_min_model_time_spearman", r.min_model_time_spearman}});
+    }
+    rep["coverage"] = coverage;
+  }
+  out["report"] = rep;
+  io::write_file_atomic(co.out, out.dump(1) + "\n");
+  if (!co.report.empty()) write_h5(co.report, pb, fr, sets, out["provenance"]);
+  if (co.json) {
+    std::cout << out.dump(1) << "\n";
+    return;
+  }
+  std::cout << "calibrated " << pb.platform << " (" << pb.system.name << ") on " << train.size()
+            << " configurations: objective " << fmt(fr.objective, 5) << ", " << fr.evaluations << " evaluations, "
+            << fmt(fr.wall_s, 2) << " s\n";
+  std::vector<std::vector<std::string>> prow;
+  for (std::size_t i = 0; i < kNumParams; ++i) {
+    const ParamInfo& info = param_table()[i];
+    const bool fitted = std::find(pb.free.begin(), pb.free.end(), i) != pb.free.end();
+    const bool bound = std::find(fr.on_bounds.begin(), fr.on_bounds.end(), info.name) != fr.on_bounds.end();
+    prow.push_back({info.name, fmt(get(fr.params, i), 4), info.unit, fmt(info.lower, 2) + " .. " + fmt(info.upper, 2),
+                    fitted ? (bound ? "fitted, ON BOUND" : "fitted") : "fixed (not identifiable from this data)"});
+  }
+  std::cout << table({"parameter", "value", "unit", "bounds", "status"}, prow) << "\n" << report_line("in-sample", rin);
+  if (!test.empty()) std::cout << report_line("test", rtest);
+  if (cv.kind != calib::CvKind::none) std::cout << report_line("cv " + co.cv, cr.report);
+  std::cout << "paper, calibrated Calculon (in-sample): time MAPE 10.28/11.22 % (V100, 0.6B/1.7B), 10.19/7.97 % "
+               "(910B3); time rho 0.853-0.950; memory MAPE 12.55-15.99 %, memory rho 0.986-0.994\n";
+  if (co.coverage) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& c : coverage)
+      rows.push_back({c["calibration_set"].get<std::string>(), std::to_string(c["n_calibration"].get<int>()),
+                      std::to_string(c["n_test"].get<int>()), fmt(c["test_time_mape_pct"].get<double>(), 2),
+                      fmt(c["test_memory_mape_pct"].get<double>(), 2)});
+    std::cout << "\ncalibration coverage (fixed test set):\n"
+              << table({"calibration set", "n_cal", "n_test", "test time MAPE %", "test memory MAPE %"}, rows);
+  }
+  std::cout << "wrote " << co.out << (co.report.empty() ? "" : " and " + co.report) << "\n";
+}
+}  // namespace
+
+void register_calibrate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("calibrate", "fit the platform parameters θ to measured runs");
+  co.dataset = io::data_dir() + "/lmsimbench";
+  cmd->add_option("--dataset", co.dataset, "dataset root in the LM-SimBench layout (default: bundled data)");
+  cmd->add_option("--platform", co.platform, "gpu or npu")->check(CLI::IsMember({"gpu", "npu"}));
+  cmd->add_option("--system", co.system, "calibrate the collections measured on this system preset instead");
+  cmd->add_option("--models", co.models, "model settings or model names to use (default: all)")->delimiter(',');
+  cmd->add_option("--calibrate-on", co.calibrate_on, "configurations to fit on (default: all not in --test-on)")
+      ->delimiter(',');
+  cmd->add_option("--test-on", co.test_on, "held-out configurations, scored and never fitted on")->delimiter(',');
+  cmd->add_option("--cv", co.cv, "cross-validation: loo, kfold=K or leave-one-model-out");
+  cmd->add_option("--out", co.out, "params.json to write")->required();
+  cmd->add_option("--report", co.report, "HDF5 report to write");
+  cmd->add_option("--start", co.params_start, "θ file to start from (default: the system preset's defaults)");
+  cmd->add_option("--seed", co.fit.seed, "random seed (same seed, same θ)");
+  cmd->add_option("--global-evals", co.fit.global_evals, "evaluations of the global stage")->check(CLI::Range(0, 10000000));
+  cmd->add_option("--local-evals", co.fit.local_evals, "evaluations of each local polish")->check(CLI::Range(0, 10000000));
+  cmd->add_option("--starts", co.fit.starts, "local polishes (multi-start)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--ftol-rel", co.fit.ftol_rel, "relative objective tolerance")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--global-algorithm", co.fit.global_algorithm, "GN_CRS2_LM, GN_ISRES, GN_DIRECT_L, GN_ESCH");
+  cmd->add_option("--local-algorithm", co.fit.local_algorithm, "LN_BOBYQA, LN_SBPLX, LN_NELDERMEAD, LN_COBYLA");
+  cmd->add_option("--weight-time", co.weights.time, "objective weight of iteration time")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--weight-memory", co.weights.memory, "objective weight of peak memory")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--weight-matrix", co.weights.matrix, "objective weight of matrix-kernel latency")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_flag("--coverage", co.coverage, "also fit on differently shaped calibration sets (LM-SimBench D.3)");
+  cmd->add_flag("--json", co.json, "machine-readable output");
+  cmd->callback(run);
+}
+
 }  // namespace lmsim::app

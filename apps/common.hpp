@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "calibration/calibrate.hpp"
 #include "io/io.hpp"
 
 namespace lmsim::app {
@@ -33,11 +34,16 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
 std::string fmt(double v, int prec = 3);
 std::string gib(double bytes);
 
+#define LMSIM_VERSION_STRING LMSIM_VERSION
+
 void register_models(CLI::App& app);
 void register_dataset(CLI::App& app);
 void register_predict(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_evaluate(CLI::App& app);
+
+io::Json report_json(const calib::Report& r);
+std::string report_line(const std::string& label, const calib::Report& r);
 
 }  // namespace lmsim::app

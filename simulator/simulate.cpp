@@ -286,6 +286,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const double act = c.tokens * c.h * 2;
   const double p2p = pp > 1 ? collective_time_s(c, Prim::send_recv, c.pp_link, 2, act / c.sp_div) : 0;
   const double dp_group = c.dp * c.cp, edp_group = c.dp * c.cp / c.ep;
+  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * c.h;
   // Loss peak on the last stage: 16-bit logits, their fp32 softmax kept for backward, 16-bit logit gradient.
   const double logits_bytes = kLogitBytesPerElement * c.tokens * c.vocab_padded / c.tp;
   const double grad_bytes_per_param = t.fp32_gradients ? 4.0 : 2.0;
@@ -318,12 +319,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
                           st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s;
 
     // Parameters held by one rank of this stage.
-    double dense_params = nd * lp.mlp_dense / c.tp + n * (lp.attention + lp.norms) / c.tp +
+    // Norm weights and the router are replicated across TP; projections are sharded.
+    double dense_params = nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) +
                           nm * (lp.router + lp.shared_experts / c.tp);
     const double expert_params = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.tp);
     const double head = c.vocab_padded * c.h / c.tp;
     if (is_first) dense_params += head;
-    if (is_last) dense_params += c.h + ((!m.tied_embeddings || pp > 1) ? head : 0.0);
+    if (is_last) dense_params += final_norm + ((!m.tied_embeddings || pp > 1) ? head : 0.0);
     const double params = dense_params + expert_params;
     st.weight_bytes = weight_bytes_per_param * params;
     st.gradient_bytes = grad_bytes_per_param * params;

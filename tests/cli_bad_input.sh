@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every bad-input class through the CLI: exit code 2, one message naming the file/field, nothing written.
+set -u
+lmsim="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+expect() {  # expect <code> <message-substring> <args...>
+  local code="$1" msg="$2"
+  shift 2
+  "$lmsim" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" != "$code" ] || ! grep -q -- "$msg" "$tmp/err" "$tmp/out"; then
+    echo "FAIL: lmsim $* -> exit $rc (want $code), stderr: $(head -c 300 "$tmp/err")"
+    fail=1
+  fi
+}
+expect 0 "lmsim" --version
+expect 0 "predict" --help
+expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
+expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
+expect 2 "recompute field" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp3-cp1-RC --stack gpu
+expect 2 "uses 8 devices" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --devices 16
+expect 2 "no bf16" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16"}')
+echo '{"params": {"matmul_efficiency": 3}}' >"$tmp/theta.json"
+expect 2 "matmul_efficiency" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --params "$tmp/theta.json"
+echo '{"params": {"matmul_efficiency": 0.5,}' >"$tmp/broken.json"
+expect 2 "broken.json:1" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --params "$tmp/broken.json"
+echo '{"name":"m","hidden_size":-4,"num_layers":2,"num_attention_heads":2,"ffn_hidden_size":8,"vocab_size":10}' >"$tmp/model.json"
+expect 2 "hidden_size" predict --model "$tmp/model.json" --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
+expect 2 "does not exist" dataset info "$tmp/none"
+expect 2 "seq" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq abc
+expect 2 "no measured runs" calibrate --platform gpu --models NoSuch --out "$tmp/p.json"
+expect 2 "match no measured" calibrate --platform gpu --test-on dp9-tp1-pp1-cp1-RC --out "$tmp/p.json"
+expect 2 "exactly one" calibrate --out "$tmp/p.json"
+[ -e "$tmp/p.json" ] && { echo "FAIL: a failed calibrate left $tmp/p.json"; fail=1; }
+ls "$tmp" | grep -q tmp && { echo "FAIL: temporary files left behind"; fail=1; }
+if [ $fail = 0 ]; then echo "cli_bad_input: all cases passed"; fi
+exit $fail

@@ -1,0 +1,101 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "calibration/calibrate.hpp"
+#include "io/io.hpp"
+
+using namespace lmsim;
+
+namespace {
+calib::Problem synthetic(const PlatformParams& truth, double noise, unsigned seed) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "npu");
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n(0.0, noise);
+  for (auto& s : pb.samples) {
+    const Prediction p = simulate(s.model, s.strategy, pb.system, s.settings, truth, SimOptions{{8, true, true}, 0});
+    s.time_s = p.iteration_time_s * std::exp(n(rng));
+    s.mem_max_bytes = p.max_peak_memory_bytes * std::exp(n(rng));
+  }
+  return pb;
+}
+PlatformParams truth() {
+  PlatformParams t;
+  t.matmul_efficiency = 0.55;
+  t.matmul_half_dim = 150;
+  t.vector_bandwidth_efficiency = 0.4;
+  t.kernel_launch_us = 30;
+  t.intra_node_bandwidth_efficiency = 0.5;
+  t.collective_latency_us = 20;
+  t.dp_overlap = 0.5;
+  t.runtime_memory_gib = 0.8;
+  t.runtime_memory_fraction = 0.05;
+  t.attention_score_bytes = 6;
+  t.optimizer_bytes_per_param = 12;
+  return t;
+}
+}  // namespace
+
+TEST(Calibration, RecoversKnownParametersFromSimulatedData) {
+  const calib::Problem pb = synthetic(truth(), 0.005, 7);
+  const calib::FitResult r = calib::fit(pb, calib::all_indices(pb), calib::FitOptions{});
+  const calib::Report rep = calib::score(pb, calib::predict(pb, calib::all_indices(pb), r.params));
+  EXPECT_LT(rep.time_mape_pct, 1.5);
+  EXPECT_LT(rep.memory_mape_pct, 1.5);
+  // Memory parameters are identified by the memory data alone.
+  EXPECT_NEAR(r.params.optimizer_bytes_per_param, 12, 1.2);
+  EXPECT_NEAR(r.params.attention_score_bytes, 6, 0.6);
+  EXPECT_NEAR(r.params.matmul_efficiency, 0.55, 0.15);
+}
+
+TEST(Calibration, SameSeedSameTheta) {
+  const calib::Problem pb = synthetic(truth(), 0.02, 3);
+  calib::FitOptions o;
+  o.global_evals = 1500;
+  o.local_evals = 800;
+  const auto a = calib::fit(pb, calib::all_indices(pb), o);
+  const auto b = calib::fit(pb, calib::all_indices(pb), o);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_EQ(a.evaluations, b.evaluations);
+}
+
+TEST(Calibration, CrossValidationNeverFitsOnItsTestConfigurations) {
+  const calib::Problem pb = synthetic(truth(), 0.02, 5);
+  calib::FitOptions o;
+  o.global_evals = 300;
+  o.local_evals = 200;
+  o.starts = 1;
+  for (const auto& cv : {calib::CvSpec{calib::CvKind::kfold, 4}, calib::CvSpec{calib::CvKind::leave_one_model_out, 0}}) {
+    const calib::CvResult r = calib::cross_validate(pb, calib::all_indices(pb), cv, o);
+    ASSERT_EQ(r.folds.size(), r.test_sets.size());
+    std::set<std::size_t> covered;
+    for (std::size_t f = 0; f < r.folds.size(); ++f) {
+      const std::set<std::size_t> train(r.folds[f].train.begin(), r.folds[f].train.end());
+      for (auto i : r.test_sets[f]) {
+        EXPECT_FALSE(train.count(i)) << "fold " << f << " fitted on test sample " << i;
+        covered.insert(i);
+      }
+    }
+    EXPECT_EQ(covered.size(), pb.samples.size());
+    EXPECT_EQ(r.out_of_sample.size(), pb.samples.size());
+  }
+}
+
+TEST(Calibration, BadInputsGiveClearErrors) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  EXPECT_THROW(calib::make_problem(d, "tpu"), io::InputError);
+  EXPECT_THROW(calib::make_problem(d, "gpu", {"NoSuchModel"}), io::InputError);
+  EXPECT_THROW(calib::parse_cv("kfold=1"), io::InputError);
+  EXPECT_THROW(calib::parse_cv("kfold=x"), io::InputError);
+  EXPECT_THROW(calib::parse_cv("bootstrap"), io::InputError);
+  EXPECT_EQ(calib::parse_cv("kfold=5").k, 5);
+  const calib::Problem pb = calib::make_problem(d, "gpu", {"qwen3_0.6b_4k"});
+  EXPECT_EQ(pb.samples.size(), 15u);
+  EXPECT_THROW(calib::fit(pb, {}, calib::FitOptions{}), io::InputError);
+  EXPECT_THROW(calib::cross_validate(pb, calib::all_indices(pb), {calib::CvKind::leave_one_model_out, 0}, {}),
+               io::InputError);
+  EXPECT_TRUE(calib::select(pb, {"dp8-tp1-pp1-cp1-RC", "qwen3_0.6b_4k:dp4-tp2-pp1-cp1-noRC"}).size() == 2);
+}

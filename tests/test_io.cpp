@@ -1,0 +1,334 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <unistd.h>
+
+#include "io/io.hpp"
+
+using namespace lmsim;
+namespace fs = std::filesystem;
+
+#ifndef LMSIM_TEST_FIXTURES
+#define LMSIM_TEST_FIXTURES "tests/fixtures"
+#endif
+
+namespace {
+const std::string kMini = std::string(LMSIM_TEST_FIXTURES) + "/mini";
+const std::string kSetting = "qwen25_0point5_32k";
+
+std::string slurp(const fs::path& p) { return io::read_file(p.string()); }
+void spit(const fs::path& p, const std::string& s) {
+  std::ofstream o(p, std::ios::binary | std::ios::trunc);
+  o << s;
+}
+
+// A private copy of the mini fixture to break.
+struct Scratch {
+  fs::path root;
+  Scratch() {
+    root = fs::temp_directory_path() / ("lmsim_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    fs::remove_all(root);
+    fs::copy(kMini, root, fs::copy_options::recursive);
+  }
+  ~Scratch() { fs::remove_all(root); }
+  fs::path file(const std::string& name) const { return root / kSetting / name; }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+// Expects read_dataset to fail with an InputError naming `file`, a line when `line` is set, and `field`.
+void expect_bad(const Scratch& s, const std::string& file, bool line, const std::string& field, const std::string& why) {
+  try {
+    io::read_dataset(s.root.string());
+    ADD_FAILURE() << "accepted: " << why;
+  } catch (const io::InputError& e) {
+    EXPECT_NE(std::string(e.file()).find(file), std::string::npos) << e.what();
+    if (line) {
+      EXPECT_GT(e.line(), 0) << e.what();
+    }
+    if (!field.empty()) {
+      EXPECT_EQ(e.field(), field) << e.what();
+    }
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what() << " (expected '" << why << "')";
+  }
+}
+}  // namespace
+
+TEST(Dataset, BundledDataHasBothQwen3SettingsOnBothPlatforms) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  ASSERT_EQ(d.collections.size(), 4u);
+  for (const char* plat : {"gpu", "npu"}) {
+    const io::Collection* a = d.find("qwen3_0.6b_4k", plat);
+    const io::Collection* b = d.find("qwen3_1.7b_4k", plat);
+    ASSERT_TRUE(a && b) << plat;
+    EXPECT_EQ(a->runs.size(), 15u);
+    EXPECT_EQ(b->runs.size(), 11u);
+    EXPECT_EQ(a->model, "Qwen3-0.6B");
+    EXPECT_TRUE(a->settings_recorded);
+    for (const auto& r : a->runs) {
+      EXPECT_TRUE(r.iteration_time_s.has_value());
+      EXPECT_TRUE(r.peak_memory_max_bytes.has_value());
+      EXPECT_TRUE(r.peak_memory_bytes.empty());  // the paper gives only the maximum over ranks
+    }
+  }
+  const io::Run* r = d.find("qwen3_0.6b_4k", "gpu")->find("dp4-tp2-pp1-cp1-noRC");
+  ASSERT_NE(r, nullptr);
+  EXPECT_DOUBLE_EQ(*r->iteration_time_s, 6.40);
+  EXPECT_NEAR(*r->peak_memory_max_bytes, 29.03 * 1073741824.0, 1.0);
+  EXPECT_EQ(d.find("qwen3_0.6b_4k", "gpu")->settings.precision, Precision::fp16);
+  EXPECT_EQ(d.find("qwen3_0.6b_4k", "npu")->settings.precision, Precision::bf16);
+  EXPECT_EQ(d.find("qwen3_1.7b_4k", "npu")->matrix_summary.size(), 10u);
+}
+
+TEST(Dataset, MiniFixtureExercisesEveryViewAndRankFile) {
+  const io::Dataset d = io::read_dataset(kMini);
+  ASSERT_EQ(d.collections.size(), 1u);
+  const io::Collection& c = d.collections[0];
+  EXPECT_EQ(c.model, "Qwen2.5-0.5B");
+  EXPECT_EQ(c.platform, "npu");
+  EXPECT_EQ(c.settings.seq_length, 32768);
+  EXPECT_EQ(c.settings.global_batch_size, 8);
+  ASSERT_EQ(c.runs.size(), 2u);
+  const io::Run& r = *c.find("dp1-tp2-pp2-cp2-RC");
+  EXPECT_DOUBLE_EQ(*r.iteration_time_s, 12.3455);
+  ASSERT_EQ(r.peak_memory_bytes.size(), 8u);
+  EXPECT_EQ(r.peak_memory_bytes[3].rank, 3);
+  EXPECT_DOUBLE_EQ(r.peak_memory_bytes[3].value, 20300.0 * 1048576.0);
+  EXPECT_DOUBLE_EQ(*r.peak_memory_max_bytes, 20700.0 * 1048576.0);
+  ASSERT_EQ(r.step_trace.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.step_trace[1].communication_not_overlapped_s, 2.4);
+  ASSERT_EQ(r.op_categories.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.op_categories[1].total_time_us, 2000000.0);
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[1].rank, 7);
+  ASSERT_EQ(r.ranks[0].comm.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.ranks[0].comm[0].link_transit_bytes, 16.0 * 1048576.0);
+  ASSERT_EQ(r.ranks[0].matrix.size(), 2u);
+  EXPECT_EQ(r.ranks[0].matrix[1].batch, 7);
+  EXPECT_TRUE(r.ranks[1].matrix.empty());  // optional file absent
+  const io::Run& m = *c.find("dp2-tp2-pp2-cp1-noRC");
+  EXPECT_TRUE(m.peak_memory_bytes.empty());
+  EXPECT_DOUBLE_EQ(*m.peak_memory_max_bytes, 30000.5 * 1048576.0);
+  EXPECT_TRUE(m.step_trace.empty());
+  ASSERT_EQ(c.comm_summary.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.comm_summary[0].elapsed_time_sum_s, 1.5005);
+}
+
+TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
+  Scratch s;
+  fs::create_directories(s.root / "processed_gpu");
+  fs::copy(s.root / kSetting, s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu"), fs::copy_options::recursive);
+  const io::Dataset d = io::read_dataset(s.root.string());
+  ASSERT_EQ(d.collections.size(), 2u);
+  const io::Collection* g = d.find(kSetting, "gpu");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->system, "v100_sxm2_32g");
+  EXPECT_NE(d.find(kSetting, "npu"), nullptr);
+}
+
+TEST(Dataset, ModelSettingIdentifiersMapToModelAndSequence) {
+  auto a = io::find_model_setting("qwen15_1.8b_8k");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->model, "Qwen1.5-1.8B");
+  EXPECT_EQ(a->seq_length, 8192);
+  auto b = io::find_model_setting("internlm25_1point8b_32k");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->model, "InternLM2.5-1.8B");
+  EXPECT_EQ(b->seq_length, 32768);
+  auto c = io::find_model_setting("internlm25_20b_32k_16p");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->devices, 16);
+  auto u = io::find_model_setting("newmodel_3b_16k_32p");  // pattern fallback
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->seq_length, 16384);
+  EXPECT_EQ(u->devices, 32);
+  EXPECT_FALSE(io::find_model_setting("not a setting"));
+}
+
+struct BadCase {
+  const char* name;
+  const char* file;
+  std::function<void(const Scratch&)> mutate;
+  bool line;
+  const char* field;
+  const char* why;
+};
+
+TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
+  auto replace = [](const fs::path& p, const std::string& from, const std::string& to) {
+    std::string s = slurp(p);
+    const auto pos = s.find(from);
+    ASSERT_NE(pos, std::string::npos) << from;
+    s.replace(pos, from.size(), to);
+    spit(p, s);
+  };
+  const std::vector<BadCase> cases = {
+      {"truncated quoted field", "operator_latency_by_category.csv",
+       [&](const Scratch& s) { replace(s.file("operator_latency_by_category.csv"), "\"2000000\",400,25.0\n", "\"2000000,4"); },
+       true, "", "unterminated"},
+      {"wrong delimiter", "step_time_summary.csv",
+       [&](const Scratch& s) { spit(s.file("step_time_summary.csv"), "optimization_config;iteration_time_ms\ndp1-tp2-pp2-cp2-RC;5\n"); },
+       true, "", "delimiter"},
+      {"duplicate header", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "iteration_time_ms", "optimization_config"); },
+       true, "optimization_config", "duplicate column"},
+      {"missing column", "peak_memory.csv",
+       [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "peak_memory_mb", "peak_mem"); }, true,
+       "peak_memory_mb", "missing"},
+      {"duplicate configuration", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp2-cp2-RC"); },
+       true, "optimization_config", "duplicate"},
+      {"non-numeric", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "12345.5", "12,345 ms"); }, true, "", "fields"},
+      {"unit suffix", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "12345.5", "12.3s"); }, true,
+       "iteration_time_ms", "not a finite number"},
+      {"NaN", "step_time_summary.csv", [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "9876", "nan"); },
+       true, "iteration_time_ms", "not a finite number"},
+      {"inf", "peak_memory.csv", [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "30000.5", "inf"); }, true,
+       "peak_memory_mb", "not a finite number"},
+      {"negative", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "9876", "-9876"); }, true, "iteration_time_ms",
+       "positive"},
+      {"zero memory", "peak_memory.csv", [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "30000.5", "0"); },
+       true, "peak_memory_mb", "positive"},
+      {"rank out of range", "peak_memory.csv",
+       [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "dp1-tp2-pp2-cp2-RC,7,", "dp1-tp2-pp2-cp2-RC,8,"); },
+       true, "rank_id", "out of range"},
+      {"duplicate rank", "peak_memory.csv",
+       [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "dp1-tp2-pp2-cp2-RC,7,", "dp1-tp2-pp2-cp2-RC,6,"); },
+       true, "rank_id", "duplicate rank"},
+      {"max mixed with ranks", "peak_memory.csv",
+       [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "dp1-tp2-pp2-cp2-RC,7,", "dp1-tp2-pp2-cp2-RC,max,"); },
+       true, "rank_id", "mixed"},
+      {"malformed configuration", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp2-tp2-pp2-noRC"); },
+       true, "optimization_config", "expected dp<d>"},
+      {"inconsistent device count", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp2-cp1-noRC"); },
+       true, "optimization_config", "devices"},
+      {"strategy impossible for the model", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp4-pp2-cp1-noRC"); },
+       false, "optimization_config", "impossible"},
+      {"ragged row", "comm_summary.csv",
+       [&](const Scratch& s) { replace(s.file("comm_summary.csv"), "300,50,80", "300,50"); }, true, "", "fields"},
+      {"empty file", "step_trace_time_summary.csv", [&](const Scratch& s) { spit(s.file("step_trace_time_summary.csv"), ""); },
+       true, "", "empty"},
+      {"rank folder out of range", "rank_9",
+       [&](const Scratch& s) { fs::rename(s.file("dp1-tp2-pp2-cp2-RC/rank_7"), s.file("dp1-tp2-pp2-cp2-RC/rank_9")); },
+       false, "rank_id", "rank_<id>"},
+      {"unknown settings key", "training_settings.json",
+       [&](const Scratch& s) { replace(s.file("training_settings.json"), "\"precision\"", "\"precisoin\""); }, false,
+       "precisoin", "unknown key"},
+      {"malformed JSON", "training_settings.json",
+       [&](const Scratch& s) { replace(s.file("training_settings.json"), "}", ""); }, true, "", "malformed JSON"},
+      {"absurd setting", "training_settings.json",
+       [&](const Scratch& s) { replace(s.file("training_settings.json"), "32768", "-4"); }, false, "seq_length",
+       "outside"},
+      {"manifest names a missing folder", "data_manifest.csv",
+       [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory\nnot_there\n"); }, true, "directory",
+       "does not exist"},
+      {"manifest bad platform", "data_manifest.csv",
+       [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory,platform\n" + kSetting + ",tpu\n"); }, true,
+       "platform", "gpu or npu"},
+      {"unknown model setting", "zzz_1b_4k",
+       [&](const Scratch& s) { fs::rename(s.root / kSetting, s.root / "zzz_1b_4k"); }, false, "model_setting", "cannot map"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Scratch s;
+    c.mutate(s);
+    expect_bad(s, c.file, c.line, c.field, c.why);
+  }
+}
+
+TEST(Dataset, ByteOrderMarkAndCrlfAreTolerated) {
+  Scratch s;
+  std::string t = slurp(s.file("step_time_summary.csv"));
+  std::string crlf;
+  for (char ch : t) crlf += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
+  spit(s.file("step_time_summary.csv"), "\xEF\xBB\xBF" + crlf);
+  const io::Dataset d = io::read_dataset(s.root.string());
+  EXPECT_DOUBLE_EQ(*d.collections[0].find("dp2-tp2-pp2-cp1-noRC")->iteration_time_s, 9.876);
+}
+
+TEST(Dataset, MissingDirectoryIsAnError) {
+  EXPECT_THROW(io::read_dataset("/nonexistent/lmsim/dataset"), io::InputError);
+}
+
+TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
+  const Model m = io::presets().find_model("DeepSeek-V3")->model;
+  const Model back = io::model_from_json(io::to_json(m), "mem");
+  EXPECT_EQ(io::to_json(back), io::to_json(m));
+  EXPECT_DOUBLE_EQ(count_params(back).total, count_params(m).total);
+  auto bad = [&](const std::string& key, const io::Json& value, const std::string& why) {
+    io::Json j = io::to_json(io::presets().find_model("Qwen3-0.6B")->model);
+    if (value.is_null()) j.erase(key);
+    else j[key] = value;
+    try {
+      io::model_from_json(j, "model.json");
+      ADD_FAILURE() << key << " accepted";
+    } catch (const io::InputError& e) {
+      EXPECT_EQ(e.file(), "model.json");
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  bad("hidden_size", nullptr, "missing");
+  bad("hidden_size", -5, "outside");
+  bad("hidden_size", "1024", "integer");
+  bad("num_layers", 1e12, "integer");
+  bad("vocab_size", 0, "outside");
+  bad("activation", "relu", "not one of");
+  bad("hidden_sise", 1024, "unknown key");
+  bad("num_kv_heads", 3, "multiple");
+}
+
+TEST(Specs, SystemSettingsAndParamsAreStrict) {
+  const System s = io::presets().find_system("h100_sxm_80g")->system;
+  const System back = io::system_from_json(io::to_json(s), "mem");
+  EXPECT_DOUBLE_EQ(back.peak_flops_fp8, s.peak_flops_fp8);
+  EXPECT_DOUBLE_EQ(back.intra_node.bandwidth_bytes_per_s, s.intra_node.bandwidth_bytes_per_s);
+  io::Json j = io::to_json(s);
+  j["hbm_capacity_gib"] = -1;
+  EXPECT_THROW(io::system_from_json(j, "sys.json"), io::InputError);
+  TrainingSettings t;
+  t.precision = Precision::fp8;
+  t.dropout = true;
+  EXPECT_EQ(io::to_json(io::settings_from_json(io::to_json(t), "mem")), io::to_json(t));
+  io::Json p = io::to_json(PlatformParams{});
+  EXPECT_EQ(io::params_from_json(p, "mem"), PlatformParams{});
+  p["matmul_efficiency"] = 1.5;  // θ outside bounds
+  EXPECT_THROW(io::params_from_json(p, "theta.json"), io::InputError);
+  EXPECT_THROW(io::resolve_model("NoSuchModel"), io::InputError);
+  EXPECT_THROW(io::resolve_system("no_such_system"), io::InputError);
+  EXPECT_THROW(io::parse_strategy("dp2-tp4"), io::InputError);
+}
+
+TEST(Hdf5, WritesAtomicallyAndReadsBack) {
+  const std::string f = (fs::temp_directory_path() / ("lmsim_h5_" + std::to_string(::getpid()) + ".h5")).string();
+  {
+    io::H5Writer w(f);
+    w.write("/a/b/values", std::vector<double>{1.5, 2.5});
+    w.write("/a/names", std::vector<std::string>{"x", "yy"});
+    w.write("/a/ints", std::vector<std::int64_t>{3, 4, 5});
+    w.attr("/a", "note", std::string("hello"));
+    w.attr("/a", "pi", 3.25);
+    EXPECT_FALSE(fs::exists(f));  // nothing at the final path before commit
+    w.commit();
+  }
+  EXPECT_EQ(io::h5_read_doubles(f, "/a/b/values"), (std::vector<double>{1.5, 2.5}));
+  EXPECT_EQ(io::h5_read_strings(f, "/a/names"), (std::vector<std::string>{"x", "yy"}));
+  EXPECT_EQ(io::h5_read_ints(f, "/a/ints").size(), 3u);
+  EXPECT_EQ(io::h5_read_string_attr(f, "/a", "note"), "hello");
+  EXPECT_DOUBLE_EQ(io::h5_read_double_attr(f, "/a", "pi"), 3.25);
+  fs::remove(f);
+  {
+    io::H5Writer w(f);
+    w.write("/x", std::vector<double>{1});
+  }  // abandoned without commit
+  EXPECT_FALSE(fs::exists(f));
+}

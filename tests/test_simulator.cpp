@@ -1,0 +1,253 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "io/specs.hpp"
+#include "simulator/simulator.hpp"
+
+using namespace lmsim;
+
+namespace {
+// GPT-style layer: a·d = h, MHA, f = 4h, GELU, LayerNorm; vocabulary a multiple of 1024 (no padding).
+Model gpt(std::int64_t h = 1024, std::int64_t layers = 8, std::int64_t heads = 16) {
+  Model m;
+  m.name = "gpt-test";
+  m.hidden_size = h;
+  m.num_layers = layers;
+  m.num_attention_heads = heads;
+  m.num_kv_heads = heads;
+  m.head_dim = h / heads;
+  m.ffn_hidden_size = 4 * h;
+  m.vocab_size = 32768;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  return m;
+}
+Strategy strat(int dp, int tp, int pp, int cp = 1, Recompute rc = Recompute::none) {
+  Strategy s;
+  s.data_parallel = dp;
+  s.tensor_parallel = tp;
+  s.pipeline_parallel = pp;
+  s.context_parallel = cp;
+  s.recompute = rc;
+  return s;
+}
+TrainingSettings settings(bool flash = false) {
+  TrainingSettings t;
+  t.seq_length = 2048;
+  t.global_batch_size = 16;
+  t.micro_batch_size = 1;
+  t.flash_attention = flash;
+  t.dropout = true;
+  return t;
+}
+const System& sys() { return io::presets().find_system("a100_sxm_80g")->system; }
+PlatformParams korthikanti() {
+  PlatformParams p;
+  p.attention_score_bytes = 5;
+  return p;
+}
+}  // namespace
+
+TEST(Simulator, ForwardGemmFlopsPerLayerMatchNarayanan) {
+  // Narayanan et al. 2021: forward FLOPs of one GPT layer = 24·b·s·h² + 4·b·s²·h.
+  const Model m = gpt();
+  const TrainingSettings t = settings();
+  const double s = 2048, h = 1024;
+  double flops = 0;
+  const auto gemms = gemm_diagnostics(m, strat(1, 1, 1), sys(), t, PlatformParams{});
+  ASSERT_FALSE(gemms.empty());
+  const double mb = 16, passes = 3;  // forward + two backward GEMMs
+  for (const auto& g : gemms)
+    if (g.name != "lm_head") flops += 2.0 * g.batch * g.m * g.n * g.k * g.count / (passes * mb * m.num_layers);
+  EXPECT_NEAR(flops, 24 * s * h * h + 4 * s * s * h, 1e-6 * flops);
+}
+
+TEST(Simulator, BytesPerParameterWithAndWithoutDistributedOptimizer) {
+  const Model m = gpt();
+  TrainingSettings t = settings();
+  const double params = count_params(m).total;
+  PlatformParams p;  // optimizer_bytes_per_param 12: fp32 master + Adam m, v
+  t.distributed_optimizer = false;
+  Prediction pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  ASSERT_TRUE(pr.ok());
+  const StageResult& a = pr.stages[0];
+  EXPECT_NEAR((a.weight_bytes + a.gradient_bytes + a.optimizer_bytes) / params, 18.0, 1e-9);
+  t.distributed_optimizer = true;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  const StageResult& b = pr.stages[0];
+  EXPECT_NEAR((b.weight_bytes + b.gradient_bytes + b.optimizer_bytes) / params, 6.0 + 12.0 / 4, 1e-9);
+}
+
+TEST(Simulator, ActivationMemoryMatchesKorthikantiLimitingCases) {
+  const Model m = gpt();
+  const TrainingSettings t = settings();
+  const double s = 2048, b = 1, h = 1024, a = 16;
+  const double paper = 34 * s * b * h + 5 * a * s * s * b;  // per layer, t = 1
+  EXPECT_NEAR(layer_activation(m, strat(1, 1, 1), t, korthikanti(), false).stored_bytes, paper, 1e-9 * paper);
+  for (int tp : {2, 4, 8}) {
+    const double no_sp = s * b * h * (10 + 24.0 / tp) + 5 * a * s * s * b / tp;
+    EXPECT_NEAR(layer_activation(m, strat(1, tp, 1), t, korthikanti(), false).stored_bytes, no_sp, 1e-9 * no_sp);
+    Strategy sp = strat(1, tp, 1);
+    sp.sequence_parallel = true;
+    EXPECT_NEAR(layer_activation(m, sp, t, korthikanti(), false).stored_bytes, paper / tp, 1e-9 * paper);
+    sp.recompute = Recompute::selective;  // selective recompute drops the s² term (Korthikanti Eq. 5)
+    EXPECT_NEAR(layer_activation(m, sp, t, korthikanti(), false).stored_bytes, 34 * s * b * h / tp, 1e-6 * paper);
+  }
+  // Flash attention stores no scores.
+  const double flash = layer_activation(m, strat(1, 1, 1), settings(true), korthikanti(), false).stored_bytes;
+  EXPECT_LT(flash, 35 * s * b * h);
+  // Full recompute keeps only the layer input, and one layer is live in backward.
+  const auto full = layer_activation(m, strat(1, 1, 1, 1, Recompute::full), t, korthikanti(), false);
+  EXPECT_DOUBLE_EQ(full.stored_bytes, 2 * s * b * h);
+  EXPECT_NEAR(full.live_bytes, paper, 1e-9 * paper);
+}
+
+TEST(Simulator, RecomputeLowersMemoryAndRaisesTime) {
+  const Model m = io::presets().find_model("Qwen3-1.7B")->model;
+  const TrainingSettings t = settings();
+  for (auto base : {strat(8, 1, 1), strat(2, 2, 2), strat(1, 4, 2)}) {
+    Strategy rc = base;
+    rc.recompute = Recompute::full;
+    Strategy sel = base;
+    sel.recompute = Recompute::selective;
+    const Prediction a = simulate(m, base, sys(), t, PlatformParams{});
+    const Prediction b = simulate(m, rc, sys(), t, PlatformParams{});
+    const Prediction c = simulate(m, sel, sys(), t, PlatformParams{});
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    EXPECT_LT(b.max_peak_memory_bytes, a.max_peak_memory_bytes) << config_name(base);
+    EXPECT_GT(b.iteration_time_s, a.iteration_time_s) << config_name(base);
+    EXPECT_LT(c.max_peak_memory_bytes, a.max_peak_memory_bytes);
+    EXPECT_LT(c.iteration_time_s, b.iteration_time_s);
+  }
+}
+
+TEST(Simulator, MoreTensorParallelLowersWeightsPerRank) {
+  const Model m = io::presets().find_model("Llama-3-8B")->model;
+  double last = 1e300;
+  for (int tp : {1, 2, 4, 8}) {
+    const Prediction p = simulate(m, strat(8 / tp, tp, 1), sys(), settings(true), PlatformParams{});
+    ASSERT_TRUE(p.ok());
+    EXPECT_LT(p.stages[0].weight_bytes, last);
+    last = p.stages[0].weight_bytes;
+  }
+}
+
+TEST(Simulator, PipelineStagesOnlyLastCarriesLogitsFirstHoldsMostActivations) {
+  const Model m = io::presets().find_model("Qwen3-0.6B")->model;
+  const Prediction p = simulate(m, strat(1, 2, 4), sys(), settings(), PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p.num_stages, 4);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(p.stages[static_cast<std::size_t>(i)].transient_bytes, 0.0) << i;
+  EXPECT_GT(p.stages[3].transient_bytes, 0.0);
+  for (int i = 1; i < 4; ++i)
+    EXPECT_GT(p.stages[0].activation_bytes, p.stages[static_cast<std::size_t>(i)].activation_bytes);
+  EXPECT_DOUBLE_EQ(p.stages[0].inflight_microbatches, 4.0);
+  EXPECT_DOUBLE_EQ(p.stages[3].inflight_microbatches, 1.0);
+  // Every rank's memory is reported, by Megatron rank order (tp fastest, pp slowest).
+  const auto mem = per_rank_peak_memory(p, strat(1, 2, 4));
+  ASSERT_EQ(mem.size(), 8u);
+  EXPECT_DOUBLE_EQ(mem[0], p.stages[0].peak_bytes);
+  EXPECT_DOUBLE_EQ(mem[1], p.stages[0].peak_bytes);
+  EXPECT_DOUBLE_EQ(mem[7], p.stages[3].peak_bytes);
+}
+
+TEST(Simulator, InterleavingShrinksTheBubbleAndAddsActivations) {
+  const Model m = io::presets().find_model("Llama-3-8B")->model;
+  TrainingSettings t = settings(true);
+  t.global_batch_size = 64;
+  Strategy a = strat(2, 1, 4);
+  Strategy b = a;
+  b.virtual_pipeline = 2;
+  const Prediction pa = simulate(m, a, sys(), t, PlatformParams{});
+  const Prediction pb = simulate(m, b, sys(), t, PlatformParams{});
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  EXPECT_LT(pb.breakdown.bubble_s, pa.breakdown.bubble_s);
+  EXPECT_GT(pb.stages[0].activation_bytes, pa.stages[0].activation_bytes);
+}
+
+TEST(Simulator, ContextParallelDividesActivationMemory) {
+  const Model m = io::presets().find_model("Llama-3-8B")->model;
+  TrainingSettings t = settings(true);
+  t.seq_length = 16384;
+  const auto a1 = layer_activation(m, strat(8, 1, 1, 1), t, PlatformParams{}, false).stored_bytes;
+  const auto a4 = layer_activation(m, strat(2, 1, 1, 4), t, PlatformParams{}, false).stored_bytes;
+  EXPECT_NEAR(a4, a1 / 4, 1e-3 * a1);
+  const Prediction p = simulate(m, strat(2, 1, 1, 4), sys(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  EXPECT_GT(p.breakdown.cp_comm_exposed_s + p.breakdown.cp_comm_overlapped_s, 0.0);
+}
+
+TEST(Simulator, MoeActiveParametersMatchTheCard) {
+  const auto* mp = io::presets().find_model("Qwen3-30B-A3B");
+  ASSERT_NE(mp, nullptr);
+  const ParamCount c = count_params(mp->model);
+  EXPECT_NEAR(c.total / 1e9, 30.5, 0.305);
+  EXPECT_NEAR(c.active_per_token / 1e9, 3.3, 0.1);
+  Strategy s = strat(4, 2, 2);
+  s.expert_parallel = 4;
+  TrainingSettings t = settings(true);
+  t.global_batch_size = 32;
+  const Prediction p = simulate(mp->model, s, sys(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  EXPECT_GT(p.breakdown.ep_comm_s, 0.0);
+  Strategy s1 = s;
+  s1.expert_parallel = 1;
+  const Prediction p1 = simulate(mp->model, s1, sys(), t, PlatformParams{});
+  EXPECT_LT(p.stages[0].weight_bytes, p1.stages[0].weight_bytes);  // EP shards the experts
+}
+
+TEST(Simulator, PresetParameterCountsMatchTheirCards) {
+  for (const auto& mp : io::presets().models) {
+    ASSERT_GT(mp.card_total_params, 0) << mp.model.name;
+    const double total = count_params(mp.model).total;
+    // within 1 %, or within the rounding of a card that publishes two significant digits (e.g. "1.7B")
+    const double digits = std::pow(10.0, std::floor(std::log10(mp.card_total_params)) - 1);
+    const double tol = std::max(0.01 * mp.card_total_params, 0.5 * digits);
+    EXPECT_NEAR(total, mp.card_total_params, tol) << mp.model.name;
+    if (mp.card_active_params > 0) {
+      EXPECT_NEAR(count_params(mp.model).active_per_token, mp.card_active_params, 0.05 * mp.card_active_params)
+          << mp.model.name;
+    }
+  }
+}
+
+TEST(Simulator, RejectsInvalidStrategiesWithAReason) {
+  const Model m = io::presets().find_model("Qwen3-0.6B")->model;
+  const Prediction p = simulate(m, strat(1, 1, 3), sys(), settings(), PlatformParams{});
+  EXPECT_FALSE(p.ok());
+  EXPECT_EQ(p.rejection, Rejection::layers_not_divisible_by_pp_vpp);
+  EXPECT_TRUE(per_rank_peak_memory(p, strat(1, 1, 3)).empty());
+}
+
+TEST(Simulator, FeasibilityFollowsCapacityAndMargin) {
+  const Model m = io::presets().find_model("Llama-3-70B")->model;
+  const Prediction small = simulate(m, strat(8, 1, 1), sys(), settings(true), PlatformParams{});
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small.feasible);  // 70B on one A100 per replica cannot fit
+  const Prediction big = simulate(m, strat(1, 8, 8), sys(), settings(true), PlatformParams{});
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(big.feasible);
+  SimOptions o;
+  o.memory_margin_bytes = big.capacity_bytes - big.max_peak_memory_bytes + 1;
+  EXPECT_FALSE(simulate(m, strat(1, 8, 8), sys(), settings(true), PlatformParams{}, o).feasible);
+}
+
+TEST(Simulator, LargeClusterConfigurationRuns) {
+  const Model m = io::presets().find_model("Llama-3-70B")->model;
+  TrainingSettings t = settings(true);
+  t.seq_length = 8192;
+  t.global_batch_size = 1024;
+  t.sequence_parallel = true;
+  Strategy s = strat(8, 8, 8, 2);
+  s.virtual_pipeline = 5;
+  const System& h100 = io::presets().find_system("h100_sxm_80g")->system;
+  const Prediction p = simulate(m, s, h100, t, io::presets().find_system("h100_sxm_80g")->default_params);
+  ASSERT_TRUE(p.ok()) << describe(p.rejection);
+  EXPECT_EQ(s.devices(), 1024);
+  EXPECT_TRUE(std::isfinite(p.iteration_time_s));
+  EXPECT_GT(p.iteration_time_s, 0.0);
+  EXPECT_EQ(per_rank_peak_memory(p, s).size(), 1024u);
+  // Cross-node groups use the slower link: DP traffic exists and costs time.
+  EXPECT_GT(p.breakdown.dp_comm_exposed_s + p.breakdown.dp_comm_overlapped_s, 0.0);
+}

@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include "simulator/simulator.hpp"
+
+using namespace lmsim;
+
+TEST(ConfigName, ParsesDatasetNames) {
+  auto r = parse_config_name("dp2-tp4-pp1-cp1-RC");
+  ASSERT_TRUE(r.strategy) << r.error;
+  EXPECT_EQ(r.strategy->data_parallel, 2);
+  EXPECT_EQ(r.strategy->tensor_parallel, 4);
+  EXPECT_EQ(r.strategy->pipeline_parallel, 1);
+  EXPECT_EQ(r.strategy->context_parallel, 1);
+  EXPECT_EQ(r.strategy->recompute, Recompute::full);
+  auto m = parse_config_name("dp1-tp2-pp2-cp1-ep4-noRC");
+  ASSERT_TRUE(m.strategy) << m.error;
+  EXPECT_EQ(m.strategy->expert_parallel, 4);
+  EXPECT_EQ(m.strategy->recompute, Recompute::none);
+  EXPECT_EQ(config_name(*m.strategy), "dp1-tp2-pp2-cp1-ep4-noRC");
+}
+
+TEST(ConfigName, ExtendedFormRoundTrips) {
+  for (const char* n : {"dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC", "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do",
+                        "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp"}) {
+    auto r = parse_config_name(n);
+    ASSERT_TRUE(r.strategy) << n << ": " << r.error;
+    EXPECT_EQ(config_name(*r.strategy), n);
+  }
+  Strategy s;
+  s.data_parallel = 3;
+  s.virtual_pipeline = 5;
+  s.micro_batch_size = 2;
+  s.sequence_parallel = true;
+  s.distributed_optimizer = false;
+  s.recompute = Recompute::selective;
+  EXPECT_EQ(parse_config_name(config_name(s)).strategy, s);
+}
+
+TEST(ConfigName, RejectsEveryMalformedForm) {
+  for (const char* n :
+       {"", "dp2", "dp2-tp4-pp1-cp1", "dp2-tp4-pp1-cp1-", "dp2-tp4-pp1-cp1-rc", "dp2-tp4-pp1-cp1-RCX", "tp4-dp2-pp1-cp1-RC",
+        "dp0-tp4-pp1-cp1-RC", "dp-1-tp4-pp1-cp1-RC", "dp02-tp4-pp1-cp1-RC", "dpx-tp4-pp1-cp1-RC", "dp2-tp4-pp1-cp1-ep1-RC",
+        "dp2-tp4-pp1-cp1-RC-mbs0", "dp2-tp4-pp1-cp1-RC-vpp1", "dp2-tp4-pp1-cp1-RC-sp-sp", "dp2-tp4-pp1-cp1-RC-sp-mbs2",
+        "dp2-tp4-pp1-cp1-RC-extra", "dp2-tp4-pp1-cp1-RC ", " dp2-tp4-pp1-cp1-RC", "dp2-tp4-pp1-cp1-noRC-RC",
+        "dp99999999999-tp4-pp1-cp1-RC", "dp2.5-tp4-pp1-cp1-RC", "dp2--tp4-pp1-cp1-RC", "dp2-tp4-pp1-cp1-ep4-ep4-RC"}) {
+    auto r = parse_config_name(n);
+    EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
+    EXPECT_FALSE(r.error.empty());
+  }
+}
+
+namespace {
+Model qwen3_06b() {
+  Model m;
+  m.name = "Qwen3-0.6B";
+  m.hidden_size = 1024;
+  m.num_layers = 28;
+  m.num_attention_heads = 16;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden_size = 3072;
+  m.vocab_size = 151936;
+  m.tied_embeddings = true;
+  m.qk_norm = true;
+  return m;
+}
+Strategy strat(int dp, int tp, int pp, int cp, Recompute rc = Recompute::none) {
+  Strategy s;
+  s.data_parallel = dp;
+  s.tensor_parallel = tp;
+  s.pipeline_parallel = pp;
+  s.context_parallel = cp;
+  s.recompute = rc;
+  return s;
+}
+}  // namespace
+
+TEST(Validity, EachRuleRejectsWithItsReason) {
+  const Model m = qwen3_06b();
+  TrainingSettings t;
+  ValidityOptions o;
+  EXPECT_EQ(check(m, strat(8, 1, 1, 1), t, o), Rejection::ok);
+  Model m3 = m;
+  m3.num_attention_heads = 12;
+  m3.num_kv_heads = 12;
+  EXPECT_EQ(check(m3, strat(1, 8, 1, 1), t, o), Rejection::heads_not_divisible_by_tp);
+  Model kv = m;
+  kv.num_kv_heads = 2;
+  EXPECT_EQ(check(kv, strat(2, 4, 1, 1), t, o), Rejection::kv_heads_not_divisible_by_tp);
+  EXPECT_EQ(check(m, strat(2, 1, 3, 1), t, o), Rejection::layers_not_divisible_by_pp_vpp);
+  Strategy v = strat(1, 1, 2, 1);
+  v.virtual_pipeline = 3;
+  EXPECT_EQ(check(m, v, t, o), Rejection::layers_not_divisible_by_pp_vpp);  // 28 % 6
+  TrainingSettings odd = t;
+  odd.seq_length = 4100;
+  EXPECT_EQ(check(m, strat(1, 1, 1, 8), odd, o), Rejection::sequence_not_divisible_by_cp);
+  TrainingSettings sp = t;
+  sp.sequence_parallel = true;
+  sp.seq_length = 4098;
+  EXPECT_EQ(check(m, strat(1, 4, 1, 1), sp, o), Rejection::sequence_not_divisible_by_tp);
+  Strategy ep = strat(4, 1, 1, 1);
+  ep.expert_parallel = 2;
+  EXPECT_EQ(check(m, ep, t, o), Rejection::ep_without_experts);
+  Model moe = m;
+  moe.num_experts = 6;
+  moe.experts_per_token = 2;
+  moe.moe_ffn_hidden_size = 512;
+  ep.expert_parallel = 4;
+  EXPECT_EQ(check(moe, ep, t, o), Rejection::experts_not_divisible_by_ep);
+  Strategy ep3 = strat(2, 1, 1, 1);
+  ep3.expert_parallel = 3;
+  moe.num_experts = 6;
+  EXPECT_EQ(check(moe, ep3, t, o), Rejection::ep_not_dividing_dp_cp);
+  EXPECT_EQ(check(m, strat(3, 1, 1, 1), t, o), Rejection::batch_not_divisible);  // 32 % 3
+  Strategy vpp1 = strat(8, 1, 1, 1);
+  vpp1.virtual_pipeline = 2;
+  EXPECT_EQ(check(m, vpp1, t, o), Rejection::vpp_needs_pipeline);
+  Model wide = m;
+  wide.num_attention_heads = 32;
+  wide.num_kv_heads = 16;
+  EXPECT_EQ(check(wide, strat(1, 16, 1, 1), t, o), Rejection::tp_crosses_node);
+  o.allow_cross_node_tp = true;
+  EXPECT_EQ(check(wide, strat(1, 16, 1, 1), t, o), Rejection::ok);
+  ValidityOptions uneven;
+  uneven.allow_uneven_layers = true;
+  EXPECT_EQ(check(m, strat(2, 1, 3, 1), TrainingSettings{.global_batch_size = 32}, uneven), Rejection::ok);
+}
