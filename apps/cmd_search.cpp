@@ -1,4 +1,322 @@
+// `lmsim search`: MPI + OpenMP sweep of a strategy space; ranking, Pareto front and feasibility counts to HDF5.
+#include <mpi.h>
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <iostream>
+
 #include "apps/common.hpp"
+#include "search/search.hpp"
+
 namespace lmsim::app {
-void register_search(CLI::App&) {}
+
+namespace {
+
+struct SearchCli {
+  std::string model, out, objective = "time", stack, settings_file, checkpoint_dir;
+  std::vector<std::string> systems, params, recompute;
+  std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
+  std::vector<std::int64_t> seq, gbs, mbs;
+  std::vector<std::string> sp, distopt;
+  std::size_t top = 20;
+  double memory_margin_gib = 0, token_budget = 1e12, checkpoint_every = 30;
+  std::uint64_t chunk = 0;
+  bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
+} sc;
+
+std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
+  std::vector<bool> out;
+  for (const auto& s : v) {
+    if (s == "on" || s == "true" || s == "1") out.push_back(true);
+    else if (s == "off" || s == "false" || s == "0") out.push_back(false);
+    else throw io::InputError("command line", 0, flag, "'" + s + "' is not on or off");
+  }
+  return out;
+}
+
+void write_results(const std::string& file, const search::Space& space, const search::SweepResult& r,
+                   const search::SweepOptions& o, const io::Json& provenance) {
+  io::H5Writer w(file);
+  auto table_of = [&](const std::string& g, const std::vector<search::Entry>& es, bool full) {
+    std::vector<std::string> names, scen, rc;
+    std::vector<std::int64_t> dp, tp, pp, cp, ep, vpp, mbs, sp, dop, idx;
+    std::vector<double> t, mem, obj, comp, recomp, tpc, cpc, epc, ppc, dpc, bub, opt;
+    for (const auto& e : es) {
+      const search::Candidate c = space.at(e.index);
+      const search::Scenario& s = space.scenarios()[c.scenario];
+      const ResolvedStrategy rs = resolve(c.strategy, s.settings);
+      names.push_back(config_name(c.strategy));
+      scen.push_back(s.label);
+      dp.push_back(c.strategy.data_parallel);
+      tp.push_back(c.strategy.tensor_parallel);
+      pp.push_back(c.strategy.pipeline_parallel);
+      cp.push_back(c.strategy.context_parallel);
+      ep.push_back(c.strategy.expert_parallel);
+      vpp.push_back(c.strategy.virtual_pipeline);
+      mbs.push_back(rs.micro_batch_size);
+      sp.push_back(rs.sequence_parallel);
+      dop.push_back(rs.distributed_optimizer);
+      rc.push_back(to_string(c.strategy.recompute));
+      idx.push_back(static_cast<std::int64_t>(e.index));
+      t.push_back(e.time_s);
+      mem.push_back(e.peak_bytes);
+      obj.push_back(e.objective);
+      if (full) {
+        SimOptions so;
+        so.validity = o.validity;
+        so.validity.devices_per_node = s.system.devices_per_node;
+        const Prediction p = simulate(space.model(), c.strategy, s.system, s.settings, s.params, so);
+        const Breakdown& b = p.breakdown;
+        comp.push_back(b.compute_s);
+        recomp.push_back(b.recompute_s);
+        tpc.push_back(b.tp_comm_s);
+        cpc.push_back(b.cp_comm_exposed_s);
+        epc.push_back(b.ep_comm_s);
+        ppc.push_back(b.pp_comm_s);
+        dpc.push_back(b.dp_comm_exposed_s);
+        bub.push_back(b.bubble_s);
+        opt.push_back(b.optimizer_s);
+      }
+    }
+    w.group(g);
+    w.write(g + "/config_name", names);
+    w.write(g + "/scenario", scen);
+    w.write(g + "/index", idx);
+    w.write(g + "/dp", dp);
+    w.write(g + "/tp", tp);
+    w.write(g + "/pp", pp);
+    w.write(g + "/cp", cp);
+    w.write(g + "/ep", ep);
+    w.write(g + "/vpp", vpp);
+    w.write(g + "/micro_batch_size", mbs);
+    w.write(g + "/sequence_parallel", sp);
+    w.write(g + "/distributed_optimizer", dop);
+    w.write(g + "/recompute", rc);
+    w.write(g + "/iteration_time_s", t);
+    w.write(g + "/max_peak_memory_bytes", mem);
+    w.write(g + "/objective", obj);
+    if (full) {
+      w.write(g + "/breakdown/compute_s", comp);
+      w.write(g + "/breakdown/recompute_s", recomp);
+      w.write(g + "/breakdown/tp_comm_s", tpc);
+      w.write(g + "/breakdown/cp_comm_exposed_s", cpc);
+      w.write(g + "/breakdown/ep_comm_s", epc);
+      w.write(g + "/breakdown/pp_comm_s", ppc);
+      w.write(g + "/breakdown/dp_comm_exposed_s", dpc);
+      w.write(g + "/breakdown/bubble_s", bub);
+      w.write(g + "/breakdown/optimizer_s", opt);
+    }
+  };
+  table_of("/ranking", r.ranking, true);
+  w.attr("/ranking", "objective", std::string(search::to_string(o.objective)));
+  table_of("/pareto", r.pareto, false);
+  std::vector<std::string> reasons;
+  std::vector<std::int64_t> counts;
+  for (std::size_t i = 0; i < search::kReasons; ++i) {
+    if (i != 0 && i != search::kExceedsMemory && r.rejections[i] == 0) continue;
+    reasons.push_back(search::reason_name(i));
+    counts.push_back(static_cast<std::int64_t>(r.rejections[i]));
+  }
+  w.write("/feasibility/reason", reasons);
+  w.write("/feasibility/count", counts);
+  if (o.write_all) {
+    std::vector<std::string> names, status;
+    std::vector<double> t, mem;
+    for (const auto& a : r.all) {
+      names.push_back(search::candidate_key(space, a.index));
+      status.push_back(search::reason_name(static_cast<std::size_t>(a.reason)));
+      t.push_back(a.time_s);
+      mem.push_back(a.peak_bytes);
+    }
+    w.write("/all/config_key", names);
+    w.write("/all/status", status);
+    w.write("/all/iteration_time_s", t);
+    w.write("/all/max_peak_memory_bytes", mem);
+  }
+  w.group("/provenance");
+  w.attr("/provenance", "json", provenance.dump());
+  w.attr("/provenance", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+  w.attr("/provenance", "ranks", static_cast<std::int64_t>(r.ranks));
+  w.attr("/provenance", "threads", static_cast<std::int64_t>(r.threads));
+  w.attr("/provenance", "wall_s", r.wall_s);
+  w.attr("/provenance", "space_size", static_cast<std::int64_t>(space.size()));
+  w.attr("/provenance", "evaluated", static_cast<std::int64_t>(r.evaluated));
+  w.commit();
+}
+
+void run() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (sc.systems.empty()) throw io::InputError("command line", 0, "--system", "at least one system is required");
+  if (!sc.params.empty() && sc.params.size() != sc.systems.size())
+    throw io::InputError("command line", 0, "--params", "give one θ file per --system, in the same order");
+  if (sc.resume && sc.write_all)
+    throw io::InputError("command line", 0, "--resume", "--write-all cannot be resumed; rerun without --resume");
+  const Model model = io::resolve_model(sc.model);
+  std::vector<search::Scenario> scen;
+  for (std::size_t si = 0; si < sc.systems.size(); ++si) {
+    RunOptions ro;
+    ro.model = sc.model;
+    ro.system = sc.systems[si];
+    ro.params_file = sc.params.empty() ? "" : sc.params[si];
+    ro.settings_file = sc.settings_file;
+    ro.platform_stack = sc.stack;
+    const Resolved base = resolve(ro);
+    for (int dev : sc.devices)
+      for (auto seq : sc.seq.empty() ? std::vector<std::int64_t>{base.settings.seq_length} : sc.seq)
+        for (auto gbs : sc.gbs.empty() ? std::vector<std::int64_t>{base.settings.global_batch_size} : sc.gbs) {
+          if (dev <= 0 || seq <= 0 || gbs <= 0) throw io::InputError("command line", 0, "--devices", "sizes must be positive");
+          search::Scenario s{base.system, base.params, base.settings, dev, ""};
+          s.settings.seq_length = seq;
+          s.settings.global_batch_size = gbs;
+          s.settings.micro_batch_size = 1;
+          s.label = base.system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
+                    std::to_string(gbs);
+          scen.push_back(s);
+        }
+  }
+  search::SpaceFilter f;
+  f.dp = sc.dp;
+  f.tp = sc.tp;
+  f.pp = sc.pp;
+  f.cp = sc.cp;
+  f.ep = sc.ep;
+  f.vpp = sc.vpp;
+  f.micro_batch = sc.mbs;
+  if (!sc.recompute.empty()) {
+    f.recompute.clear();
+    for (const auto& r : sc.recompute) {
+      if (r == "none") f.recompute.push_back(Recompute::none);
+      else if (r == "selective") f.recompute.push_back(Recompute::selective);
+      else if (r == "full") f.recompute.push_back(Recompute::full);
+      else throw io::InputError("command line", 0, "--recompute", "'" + r + "' is not none, selective or full");
+    }
+  }
+  if (!sc.sp.empty()) f.sequence_parallel = bools(sc.sp, "--sp");
+  if (!sc.distopt.empty()) f.distributed_optimizer = bools(sc.distopt, "--distributed-optimizer");
+  const search::Space space(model, scen, f);
+  if (space.size() == 0) throw io::InputError("command line", 0, "", "the restricted strategy space is empty");
+  search::SweepOptions o;
+  o.top_k = sc.top;
+  o.objective = sc.objective == "time" ? search::Objective::time
+                : sc.objective == "tokens" ? search::Objective::tokens_per_device
+                                           : search::Objective::device_hours;
+  o.token_budget = sc.token_budget;
+  o.memory_margin_bytes = sc.memory_margin_gib * 1073741824.0;
+  o.validity.allow_cross_node_tp = sc.cross_node_tp;
+  o.validity.allow_uneven_layers = sc.uneven;
+  o.chunk = sc.chunk;
+  o.write_all = sc.write_all;
+  o.checkpoint_dir = sc.checkpoint_dir.empty() && !sc.out.empty() ? sc.out + ".ckpt" : sc.checkpoint_dir;
+  o.checkpoint_every_s = sc.checkpoint_every;
+  o.resume = sc.resume;
+  o.progress = !sc.quiet && !sc.json;
+  if (rank == 0)
+    spdlog::info("search: {} over {} scenario(s), {} candidates, {} rank(s) x {} thread(s)", model.name, scen.size(),
+                 space.size(), [] { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }(), omp_get_max_threads());
+  search::install_stop_handlers();
+  const search::SweepResult r = search::sweep(space, o);
+  if (rank != 0) return;
+  if (r.interrupted) {
+    std::cerr << "lmsim: search interrupted; checkpoint in " << o.checkpoint_dir << ", continue with --resume\n";
+    throw io::InputError(sc.out, 0, "", "interrupted before completion: no result written");
+  }
+  io::Json prov{{"model", model.name},
+                {"objective", search::to_string(o.objective)},
+                {"top_k", o.top_k},
+                {"memory_margin_gib", sc.memory_margin_gib},
+                {"scenarios", io::Json::array()}};
+  for (const auto& s : scen)
+    prov["scenarios"].push_back({{"label", s.label}, {"system", s.system.name}, {"devices", s.devices},
+                                 {"settings", io::to_json(s.settings)}, {"params", io::to_json(s.params)}});
+  if (!sc.out.empty()) {
+    write_results(sc.out, space, r, o, prov);
+    std::error_code ec;
+    std::filesystem::remove_all(o.checkpoint_dir, ec);
+  }
+  const double rate = static_cast<double>(r.evaluated - r.resumed_chunks * 0) / std::max(r.wall_s, 1e-9);
+  if (sc.json) {
+    io::Json j = prov;
+    j["space_size"] = space.size();
+    j["evaluated"] = r.evaluated;
+    j["feasible"] = r.feasible;
+    j["wall_s"] = r.wall_s;
+    j["configurations_per_s"] = rate;
+    j["ranks"] = r.ranks;
+    j["threads"] = r.threads;
+    io::Json rej = io::Json::object();
+    for (std::size_t i = 1; i < search::kReasons; ++i)
+      if (r.rejections[i]) rej[search::reason_name(i)] = r.rejections[i];
+    j["rejections"] = rej;
+    io::Json rk = io::Json::array();
+    for (const auto& e : r.ranking) {
+      const auto c = space.at(e.index);
+      rk.push_back({{"config_name", config_name(c.strategy)}, {"scenario", space.scenarios()[c.scenario].label},
+                    {"iteration_time_s", e.time_s}, {"max_peak_memory_bytes", e.peak_bytes}, {"objective", e.objective}});
+    }
+    j["ranking"] = rk;
+    j["pareto_size"] = r.pareto.size();
+    j["output"] = sc.out;
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < r.ranking.size(); ++i) {
+    const auto& e = r.ranking[i];
+    const auto c = space.at(e.index);
+    rows.push_back({std::to_string(i + 1), config_name(c.strategy), space.scenarios()[c.scenario].label,
+                    fmt(e.time_s, 3), gib(e.peak_bytes), fmt(e.objective, 4)});
+  }
+  std::cout << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
+            << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); "
+            << r.feasible << " fit in memory, Pareto front " << r.pareto.size() << "\n"
+            << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective)}, rows);
+  std::vector<std::vector<std::string>> rej;
+  for (std::size_t i = 1; i < search::kReasons; ++i)
+    if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
+  if (!rej.empty()) std::cout << "\nrejected:\n" << table({"reason", "count"}, rej);
+  if (!sc.out.empty()) std::cout << "wrote " << sc.out << "\n";
+}
+}  // namespace
+
+void register_search(CLI::App& app) {
+  auto* cmd = app.add_subcommand("search", "sweep a strategy space with MPI ranks and OpenMP threads");
+  cmd->add_option("--model", sc.model, "model preset or JSON")->required();
+  cmd->add_option("--system", sc.systems, "system preset(s) or JSON(s)")->required()->delimiter(',');
+  cmd->add_option("--devices", sc.devices, "device count(s)")->required()->delimiter(',');
+  cmd->add_option("--seq", sc.seq, "sequence length(s)")->delimiter(',');
+  cmd->add_option("--global-batch", sc.gbs, "global batch size(s)")->delimiter(',');
+  cmd->add_option("--params", sc.params, "θ file per system (from lmsim calibrate)")->delimiter(',');
+  cmd->add_option("--settings", sc.settings_file, "training settings JSON");
+  cmd->add_option("--stack", sc.stack, "gpu or npu: the bundled collections' software-stack settings")
+      ->check(CLI::IsMember({"gpu", "npu"}));
+  cmd->add_option("--top", sc.top, "ranking size")->check(CLI::Range(1, 100000));
+  cmd->add_option("--out", sc.out, "HDF5 output file (written atomically)");
+  cmd->add_option("--objective", sc.objective, "time, tokens (per device) or device-hours")
+      ->check(CLI::IsMember({"time", "tokens", "device-hours"}));
+  cmd->add_option("--token-budget", sc.token_budget, "tokens for the device-hours objective")->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--tp", sc.tp, "restrict tensor parallel")->delimiter(',');
+  cmd->add_option("--pp", sc.pp, "restrict pipeline parallel")->delimiter(',');
+  cmd->add_option("--cp", sc.cp, "restrict context parallel")->delimiter(',');
+  cmd->add_option("--dp", sc.dp, "restrict data parallel")->delimiter(',');
+  cmd->add_option("--ep", sc.ep, "restrict expert parallel")->delimiter(',');
+  cmd->add_option("--vpp", sc.vpp, "restrict virtual pipeline")->delimiter(',');
+  cmd->add_option("--micro-batch", sc.mbs, "restrict micro-batch sizes")->delimiter(',');
+  cmd->add_option("--recompute", sc.recompute, "none, selective, full")->delimiter(',');
+  cmd->add_option("--sp", sc.sp, "sequence parallel on/off")->delimiter(',');
+  cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
+  cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");
+  cmd->add_flag("--allow-uneven-layers", sc.uneven, "let pipeline stages differ by one layer");
+  cmd->add_option("--chunk", sc.chunk, "candidates per work chunk (default: automatic)");
+  cmd->add_flag("--write-all", sc.write_all, "also write every evaluated configuration");
+  cmd->add_option("--checkpoint-dir", sc.checkpoint_dir, "checkpoint folder (default: <out>.ckpt)");
+  cmd->add_option("--checkpoint-every", sc.checkpoint_every, "seconds between checkpoints")->check(CLI::Range(0.0, 1e9));
+  cmd->add_flag("--resume", sc.resume, "continue from the checkpoints of an interrupted run");
+  cmd->add_flag("--quiet", sc.quiet, "no progress output");
+  cmd->add_flag("--json", sc.json, "machine-readable summary on stdout");
+  cmd->callback(run);
+}
+
 }  // namespace lmsim::app

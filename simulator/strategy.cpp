@@ -128,6 +128,7 @@ const char* to_string(Rejection r) {
     case Rejection::batch_not_divisible: return "global_batch_not_divisible_by_dp_mbs";
     case Rejection::vpp_needs_pipeline: return "vpp_needs_pp_and_microbatches";
     case Rejection::tp_crosses_node: return "tp_crosses_node";
+    case Rejection::cp_needs_flash_attention: return "cp_needs_flash_attention";
     case Rejection::degree_out_of_range: return "degree_out_of_range";
     case Rejection::count_: break;
   }
@@ -152,6 +153,8 @@ const char* describe(Rejection r) {
     case Rejection::vpp_needs_pipeline:
       return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel";
     case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
+    case Rejection::cp_needs_flash_attention:
+      return "context parallelism (ring attention) needs flash attention; the settings store s x s scores";
     case Rejection::degree_out_of_range: return "a parallel degree is outside [1, 65536] or pp > 128";
     case Rejection::count_: break;
   }
@@ -173,6 +176,7 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   } else if (m.num_layers % chunks != 0) {
     return Rejection::layers_not_divisible_by_pp_vpp;
   }
+  if (s.context_parallel > 1 && !t.flash_attention) return Rejection::cp_needs_flash_attention;
   if (t.seq_length % (s.context_parallel > 1 ? 2 * s.context_parallel : 1) != 0)
     return Rejection::sequence_not_divisible_by_cp;
   if (r.sequence_parallel && (t.seq_length / s.context_parallel) % s.tensor_parallel != 0)

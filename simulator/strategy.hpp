@@ -87,6 +87,7 @@ enum class Rejection {
   batch_not_divisible,
   vpp_needs_pipeline,
   tp_crosses_node,
+  cp_needs_flash_attention,
   degree_out_of_range,
   count_,  // number of reasons
 };

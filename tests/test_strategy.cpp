@@ -91,6 +91,9 @@ TEST(Validity, EachRuleRejectsWithItsReason) {
   Strategy v = strat(1, 1, 2, 1);
   v.virtual_pipeline = 3;
   EXPECT_EQ(check(m, v, t, o), Rejection::layers_not_divisible_by_pp_vpp);  // 28 % 6
+  TrainingSettings unfused = t;
+  unfused.flash_attention = false;
+  EXPECT_EQ(check(m, strat(1, 1, 1, 2), unfused, o), Rejection::cp_needs_flash_attention);
   TrainingSettings odd = t;
   odd.seq_length = 4100;
   EXPECT_EQ(check(m, strat(1, 1, 1, 8), odd, o), Rejection::sequence_not_divisible_by_cp);

@@ -75,6 +75,11 @@ models += [
      "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128},
      "card_total_params": 671e9, "card_active_params": 37e9,
      "source": "DeepSeek-V3 technical report / config.json (main model, without the MTP module)"},
+    {"name": "Turing-NLG-530B", "hidden_size": 20480, "num_layers": 105, "num_attention_heads": 128,
+     "num_kv_heads": 128, "head_dim": 160, "ffn_hidden_size": 81920, "vocab_size": 51200, "tied_embeddings": True,
+     "activation": "gelu", "norm": "layernorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
+     "card_total_params": 530e9,
+     "source": "Smith et al. 2022 (Megatron-Turing NLG 530B), Table 1; Calculon's example model"},
 ]
 json.dump({"models": models}, sys.stdout, indent=1)
 print()

@@ -1,0 +1,85 @@
+#include "search/space.hpp"
+
+#include <algorithm>
+
+namespace lmsim::search {
+
+std::vector<int> divisors(std::int64_t n) {
+  std::vector<int> d;
+  for (std::int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(static_cast<int>(i));
+  return d;
+}
+
+namespace {
+template <class T>
+bool allowed(const std::vector<T>& list, T v) {
+  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+}
+}  // namespace
+
+Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter& f)
+    : model_(m), scenarios_(std::move(scenarios)), filter_(f) {
+  for (std::size_t si = 0; si < scenarios_.size(); ++si) {
+    const Scenario& sc = scenarios_[si];
+    const std::int64_t gbs = sc.settings.global_batch_size;
+    for (int tp : divisors(sc.devices)) {
+      if (!allowed(f.tp, tp)) continue;
+      for (int pp : divisors(sc.devices / tp)) {
+        if (!allowed(f.pp, pp)) continue;
+        for (int cp : divisors(sc.devices / tp / pp)) {
+          if (!allowed(f.cp, cp)) continue;
+          const int dp = sc.devices / tp / pp / cp;
+          if (!allowed(f.dp, dp)) continue;
+          for (int ep : m.is_moe() ? divisors(dp * cp) : std::vector<int>{1}) {
+            if (!allowed(f.ep, ep)) continue;
+            Tuple t{si, dp, tp, pp, cp, ep, total_, {}, {}, 0};
+            if (gbs % dp == 0)
+              for (int mb : divisors(gbs / dp))
+                if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
+            if (t.mbs.empty()) t.mbs.push_back(1);  // kept so that the batch rule counts the rejection
+            if (pp > 1 && m.num_layers % pp == 0) {
+              for (int v : divisors(m.num_layers / pp))
+                if (allowed(f.vpp, v)) t.vpp.push_back(v);
+            }
+            if (t.vpp.empty()) t.vpp.push_back(1);
+            t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
+            const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
+                                    t.n_sp * f.distributed_optimizer.size();
+            if (n == 0) continue;
+            total_ += n;
+            tuples_.push_back(std::move(t));
+          }
+        }
+      }
+    }
+  }
+}
+
+Candidate Space::at(std::uint64_t index) const {
+  auto it = std::upper_bound(tuples_.begin(), tuples_.end(), index,
+                             [](std::uint64_t i, const Tuple& t) { return i < t.first; });
+  const Tuple& t = *(it - 1);
+  std::uint64_t r = index - t.first;
+  Candidate c;
+  c.scenario = t.scenario;
+  Strategy& s = c.strategy;
+  s.data_parallel = t.dp;
+  s.tensor_parallel = t.tp;
+  s.pipeline_parallel = t.pp;
+  s.context_parallel = t.cp;
+  s.expert_parallel = t.ep;
+  const std::uint64_t n_do = filter_.distributed_optimizer.size();
+  s.distributed_optimizer = filter_.distributed_optimizer[r % n_do];
+  r /= n_do;
+  if (t.tp > 1) s.sequence_parallel = filter_.sequence_parallel[r % t.n_sp];
+  r /= t.n_sp;
+  s.virtual_pipeline = t.vpp[r % t.vpp.size()];
+  r /= t.vpp.size();
+  s.micro_batch_size = t.mbs[r % t.mbs.size()];
+  r /= t.mbs.size();
+  s.recompute = filter_.recompute[r];
+  return c;
+}
+
+}  // namespace lmsim::search

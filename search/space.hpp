@@ -1,0 +1,66 @@
+// lmsim/search/space.hpp — the strategy space of a search, indexable and never materialised.
+//
+// Owns: scenarios (system, devices, sequence length, global batch) and, for each, the (dp, tp, pp, cp, ep)
+// tuples with dp·tp·pp·cp = devices, crossed with recompute, micro-batch (divisors of global/dp), virtual
+// pipeline (divisors of layers/pp), sequence parallel (tp > 1) and distributed optimizer options. A global index
+// maps to one candidate in O(log tuples); only the tuple table (a few thousand entries at most) is stored.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "simulator/simulator.hpp"
+
+namespace lmsim::search {
+
+struct Scenario {
+  System system;
+  PlatformParams params;
+  TrainingSettings settings;  // seq_length and global_batch_size set per scenario
+  int devices;
+  std::string label;          // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024
+};
+
+// Restrictions; an empty list means "all valid values".
+struct SpaceFilter {
+  std::vector<int> dp, tp, pp, cp, ep, vpp;
+  std::vector<std::int64_t> micro_batch;
+  std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
+  std::vector<bool> sequence_parallel = {false, true};  // applies when tp > 1
+  std::vector<bool> distributed_optimizer = {false, true};
+};
+
+struct Candidate {
+  std::size_t scenario;
+  Strategy strategy;
+};
+
+class Space {
+ public:
+  Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter& f);
+  std::uint64_t size() const { return total_; }
+  Candidate at(std::uint64_t index) const;
+  const std::vector<Scenario>& scenarios() const { return scenarios_; }
+  const Model& model() const { return model_; }
+  std::size_t tuples() const { return tuples_.size(); }
+
+ private:
+  struct Tuple {
+    std::size_t scenario;
+    int dp, tp, pp, cp, ep;
+    std::uint64_t first;  // global index of its first candidate
+    std::vector<std::int64_t> mbs;
+    std::vector<int> vpp;
+    std::uint32_t n_sp;
+  };
+  Model model_;
+  std::vector<Scenario> scenarios_;
+  SpaceFilter filter_;
+  std::vector<Tuple> tuples_;
+  std::uint64_t total_ = 0;
+};
+
+std::vector<int> divisors(std::int64_t n);
+
+}  // namespace lmsim::search
