@@ -218,6 +218,7 @@ void run() {
   search::install_stop_handlers();
   const search::SweepResult r = search::sweep(space, o);
   if (rank != 0) return;
+  if (r.resumed_chunks > 0) spdlog::info("search: resumed {} completed chunks from {}", r.resumed_chunks, o.checkpoint_dir);
   if (r.interrupted) {
     std::cerr << "lmsim: search interrupted; checkpoint in " << o.checkpoint_dir << ", continue with --resume\n";
     throw io::InputError(sc.out, 0, "", "interrupted before completion: no result written");
@@ -235,7 +236,7 @@ void run() {
     std::error_code ec;
     std::filesystem::remove_all(o.checkpoint_dir, ec);
   }
-  const double rate = static_cast<double>(r.evaluated - r.resumed_chunks * 0) / std::max(r.wall_s, 1e-9);
+  const double rate = static_cast<double>(r.evaluated) / std::max(r.wall_s, 1e-9);
   if (sc.json) {
     io::Json j = prov;
     j["space_size"] = space.size();

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# MPI behaviour of `lmsim search`: identical HDF5 rankings for 1, 2 and 3 ranks and several thread counts;
+# kill -9 mid-sweep then --resume gives the uninterrupted ranking; SIGTERM checkpoints and exits non-zero;
+# an error on one rank aborts the job; no output appears at the final path unless the run completed.
+set -u
+lmsim="$1"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+say() { echo "$*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+dump() { h5dump -d "$2" "$1" | tail -n +2; }
+same_ranking() {  # same_ranking a.h5 b.h5
+  local d
+  for d in /ranking/config_name /ranking/scenario /ranking/iteration_time_s /ranking/max_peak_memory_bytes \
+           /ranking/objective /pareto/config_name /feasibility/reason /feasibility/count; do
+    cmp -s <(dump "$1" $d) <(dump "$2" $d) || { bad "$1 and $2 differ in $d"; return 1; }
+  done
+}
+space=(--model Qwen3-0.6B --system v100_sxm2_32g,ascend_910b3_64g --devices 8,16,32 --global-batch 32,64 --top 15)
+for np in 1 2 3; do
+  for th in 1 2; do
+    OMP_NUM_THREADS=$th timeout 120 mpirun -np $np "$lmsim" search "${space[@]}" --quiet --out "$tmp/r_${np}_$th.h5" \
+      >/dev/null 2>"$tmp/err" || bad "search -np $np threads $th failed: $(tail -3 "$tmp/err")"
+  done
+done
+for f in "$tmp"/r_*.h5; do same_ranking "$tmp/r_1_1.h5" "$f"; done
+say "determinism across ranks/threads checked"
+
+# kill -9 mid-sweep, then resume.
+big=(--model Llama-3-70B --system h100_sxm_80g,a100_sxm_80g --devices 512,768,1024,1536,2048,3072,4096,6144,8192
+     --seq 2048,4096,8192,16384,32768,65536 --global-batch 512,768,1024,1536,2048,4096 --top 15 --chunk 50000
+     --checkpoint-every 0.05)
+OMP_NUM_THREADS=1 timeout 300 mpirun -np 2 "$lmsim" search "${big[@]}" --quiet --out "$tmp/full.h5" >/dev/null 2>&1 ||
+  bad "uninterrupted big search failed"
+setsid bash -c "OMP_NUM_THREADS=1 exec mpirun -np 2 '$lmsim' search ${big[*]} --quiet --out '$tmp/killed.h5'" \
+  >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do
+  sleep 0.05
+  ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
+done
+sleep 0.3
+kill -9 -- -"$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+sleep 0.5
+[ -e "$tmp/killed.h5" ] && bad "a killed search left a file at the final path"
+ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 || bad "no checkpoint was written before the kill"
+OMP_NUM_THREADS=2 timeout 300 mpirun -np 3 "$lmsim" search "${big[@]}" --quiet --resume --out "$tmp/killed.h5" \
+  >"$tmp/resume.out" 2>&1 || bad "resume failed: $(tail -3 "$tmp/resume.out")"
+same_ranking "$tmp/full.h5" "$tmp/killed.h5" && say "kill -9 + resume (2 ranks -> 3 ranks) reproduces the ranking"
+[ -d "$tmp/killed.h5.ckpt" ] && bad "checkpoints left after a completed run"
+
+# SIGTERM: checkpoint, non-zero exit, no output; then resume.
+OMP_NUM_THREADS=1 mpirun -np 2 "$lmsim" search "${big[@]}" --quiet --out "$tmp/term.h5" >/dev/null 2>"$tmp/term.err" &
+pid=$!
+for _ in $(seq 1 100); do
+  sleep 0.05
+  ls "$tmp/term.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
+done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+if [ "$rc" = 0 ] && [ -e "$tmp/term.h5" ]; then
+  say "(search finished before SIGTERM arrived; SIGTERM case not exercised)"
+else
+  [ "$rc" != 0 ] || bad "SIGTERM run exited 0 without output"
+  [ -e "$tmp/term.h5" ] && bad "SIGTERM left an output file"
+  OMP_NUM_THREADS=1 timeout 300 mpirun -np 2 "$lmsim" search "${big[@]}" --quiet --resume --out "$tmp/term.h5" >/dev/null 2>&1 ||
+    bad "resume after SIGTERM failed"
+  same_ranking "$tmp/full.h5" "$tmp/term.h5" && say "SIGTERM + resume reproduces the ranking"
+fi
+
+# An error on a rank aborts the whole job with a message naming the rank, never a hang.
+OMP_NUM_THREADS=1 timeout 60 mpirun -np 2 "$lmsim" search --model NoSuchModel --system h100_sxm_80g --devices 8 \
+  --out "$tmp/err.h5" >/dev/null 2>"$tmp/abort.err"
+rc=$?
+[ "$rc" = 0 ] && bad "an invalid search exited 0"
+[ "$rc" = 124 ] && bad "an invalid search hung"
+grep -q "rank" "$tmp/abort.err" || bad "abort message does not name the rank: $(head -3 "$tmp/abort.err")"
+[ -e "$tmp/err.h5" ] && bad "a failed search left an output file"
+[ $fail = 0 ] && echo "mpi_search: all checks passed"
+exit $fail

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "io/specs.hpp"
+#include "search/ranking.hpp"
+#include "search/space.hpp"
+
+using namespace lmsim;
+using namespace lmsim::search;
+
+namespace {
+Scenario scenario(int devices, std::int64_t gbs = 32) {
+  const io::SystemPreset& sp = *io::presets().find_system("a100_sxm_80g");
+  Scenario s{sp.system, sp.default_params, TrainingSettings{}, devices, "a100/" + std::to_string(devices)};
+  s.settings.global_batch_size = gbs;
+  return s;
+}
+}  // namespace
+
+TEST(Space, EnumerationMatchesBruteForce) {
+  const Model m = io::presets().find_model("Qwen3-0.6B")->model;  // 28 layers
+  SpaceFilter f;
+  const Space space(m, {scenario(8), scenario(16, 64)}, f);
+  // Brute force: every (tp, pp, cp) dividing the devices, dp the rest; micro-batch | gbs/dp; vpp | L/pp when pp > 1
+  // and L % pp == 0; sp only when tp > 1; three recompute modes and two optimizer modes.
+  std::uint64_t expect = 0;
+  for (auto [dev, gbs] : {std::pair{8, 32}, std::pair{16, 64}})
+    for (int tp = 1; tp <= dev; ++tp)
+      for (int pp = 1; pp <= dev; ++pp)
+        for (int cp = 1; cp <= dev; ++cp) {
+          if (dev % (tp * pp * cp)) continue;
+          const int dp = dev / (tp * pp * cp);
+          std::uint64_t mbs = 0, vpp = 0;
+          for (int b = 1; b <= gbs; ++b) mbs += (gbs % dp == 0 && (gbs / dp) % b == 0) ? 1 : 0;
+          if (pp > 1 && 28 % pp == 0)
+            for (int v = 1; v <= 28 / pp; ++v) vpp += ((28 / pp) % v == 0) ? 1 : 0;
+          expect += 3 * std::max<std::uint64_t>(mbs, 1) * std::max<std::uint64_t>(vpp, 1) * (tp > 1 ? 2 : 1) * 2;
+        }
+  EXPECT_EQ(space.size(), expect);
+  std::set<std::string> names;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Candidate c = space.at(i);
+    EXPECT_EQ(c.strategy.devices(), space.scenarios()[c.scenario].devices);
+    names.insert(config_name(c.strategy) + "|" + space.scenarios()[c.scenario].label);
+  }
+  EXPECT_EQ(names.size(), space.size());  // every index is a distinct candidate
+}
+
+TEST(Space, FiltersRestrictEveryDimension) {
+  const Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
+  SpaceFilter f;
+  f.tp = {2};
+  f.ep = {1, 4};
+  f.recompute = {Recompute::full};
+  f.micro_batch = {1};
+  f.sequence_parallel = {true};
+  f.distributed_optimizer = {true};
+  const Space space(m, {scenario(16)}, f);
+  ASSERT_GT(space.size(), 0u);
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Strategy s = space.at(i).strategy;
+    EXPECT_EQ(s.tensor_parallel, 2);
+    EXPECT_TRUE(s.expert_parallel == 1 || s.expert_parallel == 4);
+    EXPECT_EQ(s.recompute, Recompute::full);
+    EXPECT_EQ(s.micro_batch_size, 1);
+    EXPECT_EQ(s.sequence_parallel, std::optional<bool>(true));
+    EXPECT_EQ((s.data_parallel * s.context_parallel) % s.expert_parallel, 0);
+  }
+}
+
+TEST(Ranking, TopKAndParetoMergesAreOrderIndependent) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(1, 10);
+  std::vector<Entry> all;
+  for (std::uint64_t i = 0; i < 3000; ++i) {
+    const double t = std::round(u(rng) * 4) / 4;  // many exact ties
+    all.push_back({t, i, t, std::round(u(rng) * 4) / 4});
+  }
+  const KeyFn key = [](std::uint64_t i) { return "cfg" + std::to_string(100000 - i); };
+  // Reference: sort everything.
+  std::vector<Entry> ref = all;
+  std::sort(ref.begin(), ref.end(), [&](const Entry& a, const Entry& b) {
+    return a.objective != b.objective ? a.objective < b.objective : key(a.index) < key(b.index);
+  });
+  std::vector<Entry> ref_front;
+  for (const auto& e : all) {
+    bool dominated = false;
+    for (const auto& o : all)
+      if (o.index != e.index && o.time_s <= e.time_s && o.peak_bytes <= e.peak_bytes &&
+          (o.time_s < e.time_s || o.peak_bytes < e.peak_bytes || key(o.index) < key(e.index)))
+        dominated = true;
+    if (!dominated) ref_front.push_back(e);
+  }
+  for (int split : {1, 2, 3, 7}) {
+    std::vector<Entry> shuffled = all;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    std::vector<TopK> tops(static_cast<std::size_t>(split), TopK(25, &key));
+    std::vector<Pareto> fronts(static_cast<std::size_t>(split), Pareto(&key));
+    for (std::size_t i = 0; i < shuffled.size(); ++i) {
+      tops[i % static_cast<std::size_t>(split)].offer(shuffled[i]);
+      fronts[i % static_cast<std::size_t>(split)].offer(shuffled[i]);
+    }
+    TopK top(25, &key);
+    Pareto front(&key);
+    for (int s = split - 1; s >= 0; --s) {
+      top.merge(tops[static_cast<std::size_t>(s)].raw());
+      front.merge(fronts[static_cast<std::size_t>(s)].front());
+    }
+    const auto got = top.sorted();
+    ASSERT_EQ(got.size(), 25u);
+    for (std::size_t i = 0; i < 25; ++i) EXPECT_EQ(got[i].index, ref[i].index) << "split " << split << " rank " << i;
+    std::set<std::uint64_t> a, b;
+    for (const auto& e : front.front()) a.insert(e.index);
+    for (const auto& e : ref_front) b.insert(e.index);
+    EXPECT_EQ(a, b) << "split " << split;
+  }
+}
