@@ -1,4 +1,341 @@
+// `lmsim evaluate` (predictions vs measurements, any simulator) and `lmsim shortlist` (NPU-guided GPU
+// shortlists and the cross-platform report).
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <filesystem>
+#include <memory>
+#include <set>
+
 #include "apps/common.hpp"
+#include "calibration/evaluate.hpp"
+#include "calibration/metrics.hpp"
+#include "search/shortlist.hpp"
+
 namespace lmsim::app {
-void register_evaluate(CLI::App&) {}
+
+namespace {
+
+std::map<std::string, PlatformParams> load_thetas(const std::vector<std::string>& files) {
+  std::map<std::string, PlatformParams> out;
+  for (const auto& f : files) {
+    const io::Json j = io::parse_json_file(f);
+    std::string key;
+    if (j.contains("provenance") && j["provenance"].contains("platform")) key = j["provenance"]["platform"].get<std::string>();
+    if (key.empty()) throw io::InputError(f, 0, "provenance.platform", "θ file does not say which platform it is for");
+    PlatformParams base;
+    if (j["provenance"].contains("system"))
+      if (const auto* sp = io::presets().find_system(j["provenance"]["system"].get<std::string>())) base = sp->default_params;
+    out[key] = io::load_params(f, base);
+  }
+  return out;
+}
+
+io::Json num(double v) { return std::isfinite(v) ? io::Json(v) : io::Json(nullptr); }
+
+io::Json components_json(const eval::ComponentReport& c) {
+  io::Json j{{"matrix_n", c.matrix_n},
+             {"matrix_mae_us", num(c.matrix_mae_us)},
+             {"matrix_smape_pct", num(c.matrix_smape_pct)},
+             {"matrix_r2", num(c.matrix_r2)},
+             {"matrix_latency_spearman", num(c.matrix_spearman)},
+             {"matrix_slowest3_overlap", c.matrix_slowest3_overlap},
+             {"step_trace_configurations", c.trace_n},
+             {"compute_smape_pct", num(c.compute_smape_pct)},
+             {"compute_r2", num(c.compute_r2)},
+             {"comm_exposed_smape_pct", num(c.comm_exposed_smape_pct)},
+             {"comm_exposed_r2", num(c.comm_exposed_r2)},
+             {"comm_share_jsd", c.comm_share_jsd >= 0 ? io::Json(c.comm_share_jsd) : io::Json(nullptr)},
+             {"measured_comm_share_pct", c.measured_comm_share},
+             {"predicted_comm_share_pct", c.predicted_comm_share}};
+  return j;
+}
+
+void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
+  const std::string g = "/" + e.model_setting + "/" + e.platform + "/" + e.predictor;
+  std::vector<std::string> cfg, strat;
+  std::vector<double> mt, pt, te, mm, pm, me, wall;
+  std::vector<std::int64_t> rc;
+  for (const auto& p : e.predictions) {
+    const auto& s = e.problem.samples[p.index];
+    cfg.push_back(s.config);
+    rc.push_back(s.recompute() ? 1 : 0);
+    mt.push_back(s.time_s > 0 ? s.time_s : std::nan(""));
+    pt.push_back(p.time_s);
+    te.push_back(s.time_s > 0 ? 100 * (p.time_s / s.time_s - 1) : std::nan(""));
+    mm.push_back(s.mem_max_bytes > 0 ? s.mem_max_bytes : std::nan(""));
+    pm.push_back(p.mem_max_bytes);
+    me.push_back(s.mem_max_bytes > 0 ? 100 * (p.mem_max_bytes / s.mem_max_bytes - 1) : std::nan(""));
+  }
+  w.group(g);
+  w.write(g + "/configurations/optimization_config", cfg);
+  w.write(g + "/configurations/recompute", rc);
+  w.write(g + "/measured/iteration_time_s", mt);
+  w.write(g + "/measured/max_peak_memory_bytes", mm);
+  w.write(g + "/predicted/iteration_time_s", pt);
+  w.write(g + "/predicted/max_peak_memory_bytes", pm);
+  w.write(g + "/errors/time_pct", te);
+  w.write(g + "/errors/memory_pct", me);
+  if (!e.simulation_wall_s.empty()) w.write(g + "/predicted/simulation_wall_s", e.simulation_wall_s);
+  io::Json m = report_json(e.report);
+  m["components"] = components_json(e.components);
+  m["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
+  w.group(g + "/metrics");
+  w.attr(g + "/metrics", "json", m.dump());
+  w.attr(g + "/metrics", "time_mape_pct", e.report.time_mape_pct);
+  w.attr(g + "/metrics", "time_smape_pct", e.report.time_smape_pct);
+  w.attr(g + "/metrics", "time_r2", e.report.time_r2);
+  w.attr(g + "/metrics", "memory_mape_pct", e.report.memory_mape_pct);
+  w.attr(g + "/metrics", "time_spearman", e.report.min_model_time_spearman);
+  w.attr(g + "/metrics", "memory_spearman", e.report.min_model_memory_spearman);
+  w.attr(g, "system", e.system);
+}
+
+struct EvalCli {
+  std::string dataset, out;
+  std::vector<std::string> params, models, predictions, names;
+  bool json = false, compare = false;
+} ec;
+
+void run_evaluate() {
+  const io::Dataset d = io::read_dataset(ec.dataset);
+  std::vector<std::vector<eval::CollectionEvaluation>> sets;
+  if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, load_thetas(ec.params), ec.models));
+  for (std::size_t i = 0; i < ec.predictions.size(); ++i) {
+    const std::string name = i < ec.names.size() ? ec.names[i] : std::filesystem::path(ec.predictions[i]).stem().string();
+    sets.push_back(eval::evaluate_file(d, ec.predictions[i], name, ec.models));
+  }
+  io::Json j = io::Json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& set : sets)
+    for (const auto& e : set) {
+      io::Json x = report_json(e.report);
+      x["model_setting"] = e.model_setting;
+      x["platform"] = e.platform;
+      x["predictor"] = e.predictor;
+      x["components"] = components_json(e.components);
+      x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
+      j.push_back(x);
+      const auto& m = e.report.models.empty() ? calib::StratumReport{} : e.report.models[0];
+      rows.push_back({e.predictor, e.model_setting, e.platform, std::to_string(e.report.n_time),
+                      fmt(e.report.time_mape_pct, 2), fmt(e.report.time_smape_pct, 2), fmt(e.report.time_r2, 3),
+                      fmt(m.time_spearman, 3), fmt(m.time_kendall, 3), fmt(m.top1_regret_pct, 1), fmt(m.top3_regret_pct, 1),
+                      fmt(e.report.memory_mape_pct, 2), fmt(m.memory_spearman, 3),
+                      e.components.matrix_n ? fmt(e.components.matrix_smape_pct, 1) : "-",
+                      e.components.comm_share_jsd >= 0 ? fmt(e.components.comm_share_jsd, 3) : "-",
+                      e.median_simulation_wall_s >= 0 ? fmt(e.median_simulation_wall_s * 1e6, 3) : "-"});
+    }
+  if (!ec.out.empty()) {
+    io::H5Writer w(ec.out);
+    for (const auto& set : sets)
+      for (const auto& e : set) write_eval_group(w, e);
+    w.attr("/", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+    w.attr("/", "dataset", d.root);
+    w.attr("/", "summary_json", j.dump());
+    w.commit();
+  }
+  if (ec.json) {
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::cout << table({"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b",
+                      "top1 regret%", "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config"},
+                     rows);
+  if (!ec.out.empty()) std::cout << "wrote " << ec.out << "\n";
+}
+
+// ------------------------------------------------------------------ shortlist
+struct ShortCli {
+  std::string dataset, from = "npu", to = "gpu", source = "measured";
+  std::vector<std::string> params, models;
+  std::size_t k = 3;
+  bool json = false;
+  std::string out;
+} sc;
+
+io::Json cross_json(const search::CrossPlatformReport& r) {
+  io::Json strata = io::Json::array();
+  for (const auto& s : r.strata)
+    strata.push_back({{"stratum", s.stratum}, {"n", s.n}, {"time_spearman", num(s.time_spearman)},
+                      {"time_kendall_tau_b", num(s.time_kendall)}, {"memory_spearman", num(s.memory_spearman)},
+                      {"memory_kendall_tau_b", num(s.memory_kendall)}});
+  return io::Json{{"strata", strata},
+                  {"lowest_memory_top3_overlap", r.lowest_memory_top3_overlap},
+                  {"rc_pairs", r.rc_pairs},
+                  {"rc_direction_agreements", r.rc_direction_agreements},
+                  {"median_time_ratio_target_over_source", num(r.median_time_ratio)},
+                  {"median_memory_ratio_target_over_source", num(r.median_memory_ratio)},
+                  {"source_recompute_time_overhead_pct", num(r.source_recompute_time_overhead_pct)},
+                  {"target_recompute_time_overhead_pct", num(r.target_recompute_time_overhead_pct)},
+                  {"source_recompute_memory_saving_pct", num(r.source_recompute_memory_saving_pct)},
+                  {"target_recompute_memory_saving_pct", num(r.target_recompute_memory_saving_pct)},
+                  {"loo_transfer_time_smape_pct", num(r.transfer_time_smape_pct)},
+                  {"loo_transfer_time_r2", num(r.transfer_time_r2)},
+                  {"loo_transfer_memory_smape_pct", num(r.transfer_memory_smape_pct)},
+                  {"loo_transfer_memory_r2", num(r.transfer_memory_r2)},
+                  {"source_top1_regret_pct", num(r.source_top1_regret_pct)},
+                  {"source_top3_regret_pct", num(r.source_top3_regret_pct)}};
+}
+
+// Predicted times of one platform's configurations of `setting`, θ fitted on the platform's *other* model
+// settings (leave-one-model-out), so the predictions are out of sample; or from a given θ file.
+std::map<std::string, double> predicted_times(const io::Dataset& d, const std::string& platform, const std::string& setting,
+                                              const std::map<std::string, PlatformParams>& given, std::string& how) {
+  std::map<std::string, double> out;
+  calib::Problem all = calib::make_problem(d, platform);
+  std::vector<std::size_t> train, test;
+  for (std::size_t i = 0; i < all.samples.size(); ++i)
+    (all.samples[i].model_setting == setting ? test : train).push_back(i);
+  PlatformParams p = all.start;
+  if (auto it = given.find(platform); it != given.end()) {
+    p = it->second;
+    how = "θ from --params (in-sample if it was fitted on these configurations)";
+  } else if (!train.empty()) {
+    p = calib::fit(all, train, calib::FitOptions{}).params;
+    how = "θ fitted on the other model settings (leave-one-model-out, out of sample)";
+  } else {
+    how = "system preset defaults (no other model setting to fit on)";
+  }
+  for (const auto& sp : calib::predict(all, test, p)) out[all.samples[sp.index].config] = sp.time_s;
+  return out;
+}
+
+void run_shortlist() {
+  const io::Dataset d = io::read_dataset(sc.dataset);
+  const auto given = load_thetas(sc.params);
+  std::set<std::string> settings;
+  for (const auto& c : d.collections)
+    if (d.find(c.model_setting, sc.from) && d.find(c.model_setting, sc.to) &&
+        (sc.models.empty() || std::find(sc.models.begin(), sc.models.end(), c.model_setting) != sc.models.end()))
+      settings.insert(c.model_setting);
+  if (settings.empty())
+    throw io::InputError(sc.dataset, 0, "platform", "no model setting is measured on both " + sc.from + " and " + sc.to);
+  io::Json j = io::Json::object();
+  std::unique_ptr<io::H5Writer> w;
+  if (!sc.out.empty()) w = std::make_unique<io::H5Writer>(sc.out);
+  for (const auto& ms : settings) {
+    const io::Collection& src = *d.find(ms, sc.from);
+    const io::Collection& tgt = *d.find(ms, sc.to);
+    std::string how_src, how_tgt;
+    const auto tpred = predicted_times(d, sc.to, ms, given, how_tgt);
+    std::map<std::string, double> spred;
+    if (sc.source == "predicted") spred = predicted_times(d, sc.from, ms, given, how_src);
+    std::vector<search::PairedConfig> pairs;
+    for (const auto& r : src.runs) {
+      const io::Run* t = tgt.find(r.config);
+      if (!t || !r.iteration_time_s || !t->iteration_time_s || !r.peak_memory_max_bytes || !t->peak_memory_max_bytes) continue;
+      search::PairedConfig pc{r.config, r.strategy.recompute != Recompute::none, *r.iteration_time_s, *t->iteration_time_s,
+                              *r.peak_memory_max_bytes, *t->peak_memory_max_bytes};
+      if (auto it = tpred.find(r.config); it != tpred.end()) pc.target_predicted_time_s = it->second;
+      if (auto it = spred.find(r.config); it != spred.end()) pc.source_predicted_time_s = it->second;
+      pairs.push_back(pc);
+    }
+    if (pairs.size() < 2) continue;
+    std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return a.config < b.config; });
+    const search::ShortlistReport s = search::shortlist(pairs, sc.k, sc.from, sc.to);
+    const search::CrossPlatformReport x = search::cross_platform(pairs);
+    io::Json rules = io::Json::array();
+    for (const auto& r : s.rules)
+      rules.push_back({{"rule", r.name}, {"shortlist", r.shortlist}, {"contains_target_optimum", r.contains_target_optimum},
+                       {"top1_regret_pct", num(r.top1_regret_pct)}, {"topk_regret_pct", num(r.topk_regret_pct)}});
+    j[ms] = {{"source", sc.from},
+             {"target", sc.to},
+             {"candidates", s.candidates},
+             {"k", s.k},
+             {"target_optimum", s.target_optimum},
+             {"rules", rules},
+             {"target_predictions", how_tgt},
+             {"cross_platform", cross_json(x)}};
+    if (w) {
+      const std::string g = "/" + ms + "/shortlist";
+      w->group(g);
+      std::vector<std::string> names;
+      std::vector<double> st, tt, sm, tm, tp;
+      for (const auto& p : pairs) {
+        names.push_back(p.config);
+        st.push_back(p.source_time_s);
+        tt.push_back(p.target_time_s);
+        sm.push_back(p.source_memory_bytes);
+        tm.push_back(p.target_memory_bytes);
+        tp.push_back(p.target_predicted_time_s);
+      }
+      w->write(g + "/optimization_config", names);
+      w->write(g + "/" + sc.from + "_time_s", st);
+      w->write(g + "/" + sc.to + "_time_s", tt);
+      w->write(g + "/" + sc.from + "_peak_memory_bytes", sm);
+      w->write(g + "/" + sc.to + "_peak_memory_bytes", tm);
+      w->write(g + "/" + sc.to + "_predicted_time_s", tp);
+      w->attr(g, "report_json", j[ms].dump());
+    }
+  }
+  if (w) {
+    w->attr("/", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+    w->commit();
+  }
+  if (sc.json) {
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  for (const auto& [ms, r] : j.items()) {
+    std::cout << ms << ": " << r["candidates"].get<int>() << " paired configurations; " << sc.to
+              << " optimum (measured) " << r["target_optimum"].get<std::string>() << "\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& rule : r["rules"]) {
+      std::string list;
+      for (const auto& n : rule["shortlist"]) list += (list.empty() ? "" : ", ") + n.get<std::string>();
+      rows.push_back({rule["rule"].get<std::string>(), list, rule["contains_target_optimum"].get<bool>() ? "yes" : "no",
+                      fmt(rule["top1_regret_pct"].get<double>(), 1), fmt(rule["topk_regret_pct"].get<double>(), 1)});
+    }
+    std::cout << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows)
+              << "  (" << sc.to << " predictions: " << r["target_predictions"].get<std::string>() << ")\n";
+    const auto& x = r["cross_platform"];
+    std::vector<std::vector<std::string>> xs;
+    for (const auto& s : x["strata"])
+      xs.push_back({s["stratum"].get<std::string>(), std::to_string(s["n"].get<int>()),
+                    s["time_spearman"].is_null() ? "-" : fmt(s["time_spearman"].get<double>(), 3),
+                    s["time_kendall_tau_b"].is_null() ? "-" : fmt(s["time_kendall_tau_b"].get<double>(), 3),
+                    s["memory_spearman"].is_null() ? "-" : fmt(s["memory_spearman"].get<double>(), 3),
+                    s["memory_kendall_tau_b"].is_null() ? "-" : fmt(s["memory_kendall_tau_b"].get<double>(), 3)});
+    std::cout << "  cross-platform (" << sc.from << " vs " << sc.to << "):\n"
+              << table({"stratum", "n", "time rho", "time tau_b", "memory rho", "memory tau_b"}, xs)
+              << "  lowest-memory top-3 overlap " << x["lowest_memory_top3_overlap"].get<int>() << "/3; RC direction agreement "
+              << x["rc_direction_agreements"].get<int>() << "/" << x["rc_pairs"].get<int>() << "; median " << sc.to << "/"
+              << sc.from << " time ratio " << fmt(x["median_time_ratio_target_over_source"].get<double>(), 3)
+              << ", memory ratio " << fmt(x["median_memory_ratio_target_over_source"].get<double>(), 3)
+              << "; LOO median-ratio transfer: time sMAPE " << fmt(x["loo_transfer_time_smape_pct"].get<double>(), 2)
+              << " %, R2 " << fmt(x["loo_transfer_time_r2"].get<double>(), 3) << "\n\n";
+  }
+  if (!sc.out.empty()) std::cout << "wrote " << sc.out << "\n";
+}
+
+}  // namespace
+
+void register_evaluate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("evaluate", "score predictions (lmsim's or another tool's) against measured runs");
+  ec.dataset = io::data_dir() + "/lmsimbench";
+  cmd->add_option("--dataset", ec.dataset, "dataset root (default: bundled data)");
+  cmd->add_option("--params", ec.params, "θ files from lmsim calibrate (one per platform)")->delimiter(',');
+  cmd->add_option("--models", ec.models, "model settings or model names")->delimiter(',');
+  cmd->add_option("--predictions", ec.predictions, "another simulator's predictions CSV (repeatable)");
+  cmd->add_option("--name", ec.names, "names of the prediction sets, in order");
+  cmd->add_flag("--compare", ec.compare, "score lmsim too and show all prediction sets side by side");
+  cmd->add_option("--out", ec.out, "HDF5 report");
+  cmd->add_flag("--json", ec.json, "machine-readable output");
+  cmd->callback(run_evaluate);
+
+  auto* sl = app.add_subcommand("shortlist", "shortlist target-platform configurations from source-platform runs");
+  sc.dataset = io::data_dir() + "/lmsimbench";
+  sl->add_option("--dataset", sc.dataset, "dataset root (default: bundled data)");
+  sl->add_option("--from", sc.from, "source platform")->check(CLI::IsMember({"gpu", "npu"}));
+  sl->add_option("--to", sc.to, "target platform")->check(CLI::IsMember({"gpu", "npu"}));
+  sl->add_option("--k", sc.k, "shortlist size")->check(CLI::Range(1, 1000));
+  sl->add_option("--source", sc.source, "rank the source by measured or predicted time")
+      ->check(CLI::IsMember({"measured", "predicted"}));
+  sl->add_option("--params", sc.params, "θ files (default: fit leave-one-model-out)")->delimiter(',');
+  sl->add_option("--models", sc.models, "model settings")->delimiter(',');
+  sl->add_option("--out", sc.out, "HDF5 file");
+  sl->add_flag("--json", sc.json, "machine-readable output");
+  sl->callback(run_shortlist);
+}
+
 }  // namespace lmsim::app

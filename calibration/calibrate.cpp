@@ -290,6 +290,8 @@ StratumReport stratum(const Problem& pb, const std::string& name, const std::vec
     st.time_kendall = metrics::kendall_tau_b(pt, mt);
     st.top1_hit = metrics::top1_hit(pt, mt);
     st.top1_regret_pct = metrics::regret_at_k_pct(pt, mt, 1);
+    st.top3_regret_pct = metrics::regret_at_k_pct(pt, mt, 3);
+    st.top3_overlap = metrics::top_k_overlap(pt, mt, 3);
     st.predicted_best = cfg[metrics::top_k(pt, 1)[0]];
     st.measured_best = cfg[metrics::top_k(mt, 1)[0]];
   }

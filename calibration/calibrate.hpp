@@ -37,7 +37,7 @@ struct MatrixSample {
 struct Weights {
   double time = 1.0;
   double memory = 1.0;
-  double matrix = 0.0;  // matrix-kernel latency terms are off unless asked for
+  double matrix = 0.3;  // matrix-kernel latency terms (where the data has them): keep GEMM parameters physical
 };
 
 struct Problem {
@@ -90,6 +90,8 @@ struct StratumReport {
   std::string name;  // <model_setting>, or <model_setting>/<RC|noRC>
   std::size_t n = 0;
   double time_spearman = 0, time_kendall = 0, top1_hit = 0, top1_regret_pct = 0, memory_spearman = 0;
+  double top3_regret_pct = 0;
+  std::size_t top3_overlap = 0;
   std::string measured_best, predicted_best;
 };
 

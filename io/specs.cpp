@@ -245,7 +245,6 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.sequence_parallel = o.boolean_or("sequence_parallel", t.sequence_parallel);
   t.dropout = o.boolean_or("dropout", t.dropout);
   t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
-  t.sp_shards_saved_activations = o.boolean_or("sp_shards_saved_activations", t.sp_shards_saved_activations);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   o.mark("note");
   o.finish();
@@ -264,7 +263,6 @@ Json to_json(const TrainingSettings& t) {
               {"sequence_parallel", t.sequence_parallel},
               {"dropout", t.dropout},
               {"fp32_gradients", t.fp32_gradients},
-              {"sp_shards_saved_activations", t.sp_shards_saved_activations},
               {"moe_load_imbalance", t.moe_load_imbalance}};
 }
 

@@ -3,5 +3,6 @@
 #pragma once
 
 #include "search/ranking.hpp"
+#include "search/shortlist.hpp"
 #include "search/space.hpp"
 #include "search/sweep.hpp"

@@ -33,8 +33,7 @@ struct Ctx {
   double b, s, s_local, tokens;  // micro-batch, full and per-CP-rank sequence, local tokens b*s_local
   double h, a, g, d, f, vocab_padded;
   double tp, cp, ep, dp, pp, vpp;
-  double sp_div;      // t when sequence parallel, else 1: divides the work outside the TP region
-  double sp_act_div;  // the same for the activations saved outside the TP region
+  double sp_div;  // t when sequence parallel, else 1: divides work and activations outside the TP region
   double peak_flops, hbm_bw;
   LinkUse tp_link, cp_link, ep_link, dp_link, pp_link;
 };

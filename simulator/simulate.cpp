@@ -46,7 +46,6 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   const double pad = 128.0 * c.tp;
   c.vocab_padded = std::ceil(static_cast<double>(m.vocab_size) / pad) * pad;
   c.sp_div = c.r.sequence_parallel ? c.tp : 1.0;
-  c.sp_act_div = t.sp_shards_saved_activations ? c.sp_div : 1.0;
   c.peak_flops = sys.peak_flops(t.precision);
   c.hbm_bw = sys.hbm_bandwidth_bytes_per_s;
   // Rank order tp, cp, dp (ep inside dp), pp: a group crosses a node when its span of consecutive ranks does.
@@ -130,9 +129,9 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
     a.outside += 2 * rows * h * 2 + S * static_cast<double>(m.num_experts) * 4;  // permuted tokens, router
   }
   a.inside = inside / t;
-  a.outside /= c.sp_act_div;
+  a.outside /= c.sp_div;
   if (!c.t.flash_attention) a.scores = c.p->attention_score_bytes * c.b * c.a / t * c.s_local * c.s;
-  a.checkpoint = 2 * S * h / c.sp_act_div;  // full recompute keeps each layer's input
+  a.checkpoint = 2 * S * h / c.sp_div;  // full recompute keeps each layer's input
   return a;
 }
 
@@ -513,9 +512,15 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     }
     const StageResult& st = pr.stages[static_cast<std::size_t>(i)];
     const double dp_ms = (st.dp_comm_exposed_s + st.dp_comm_overlapped_s) * 1e3;
-    if (c.dp * c.cp > 1)
-      out.push_back({c.r.distributed_optimizer ? "reduce_scatter+all_gather" : "all_reduce", "dp", i,
-                     static_cast<int>(c.dp * c.cp), st.gradient_bytes, 1, dp_ms});
+    const int dp_size = static_cast<int>(c.dp * c.cp);
+    if (dp_size > 1 && c.r.distributed_optimizer) {
+      // Gradient reduce-scatter and 16-bit parameter all-gather, their time split by volume.
+      const double grad = st.gradient_bytes, param = st.weight_bytes;
+      out.push_back({"reduce_scatter", "dp", i, dp_size, grad, 1, dp_ms * grad / (grad + param)});
+      out.push_back({"all_gather", "dp", i, dp_size, param, 1, dp_ms * param / (grad + param)});
+    } else if (dp_size > 1) {
+      out.push_back({"all_reduce", "dp", i, dp_size, st.gradient_bytes, 1, dp_ms});
+    }
   }
   return out;
 }

@@ -29,9 +29,6 @@ struct TrainingSettings {
   bool sequence_parallel = false; // default for tp > 1
   bool dropout = false;           // attention and hidden dropout active (masks stored)
   bool fp32_gradients = true;     // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
-  // Under sequence parallelism, whether the activations saved outside the TP region (norm and linear inputs)
-  // are kept sharded over TP, as in Megatron-LM; false: kept whole although communication uses SP's pattern.
-  bool sp_shards_saved_activations = true;
   double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
 };
 
