@@ -20,6 +20,7 @@ calib::Problem synthetic(const PlatformParams& truth, double noise, unsigned see
     s.time_s = p.iteration_time_s * std::exp(n(rng));
     s.mem_max_bytes = p.max_peak_memory_bytes * std::exp(n(rng));
   }
+  for (auto& m : pb.matrix) m.median_us = predict_gemm_us(pb.system, m.dtype, truth, m.batch, m.m, m.n, m.k) * std::exp(n(rng));
   return pb;
 }
 PlatformParams truth() {

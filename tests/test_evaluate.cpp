@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "calibration/evaluate.hpp"
+#include "io/io.hpp"
+#include "search/shortlist.hpp"
+
+using namespace lmsim;
+namespace fs = std::filesystem;
+
+#ifndef LMSIM_TEST_FIXTURES
+#define LMSIM_TEST_FIXTURES "tests/fixtures"
+#endif
+
+namespace {
+std::vector<search::PairedConfig> paired(const io::Dataset& d, const std::string& ms) {
+  const io::Collection& npu = *d.find(ms, "npu");
+  const io::Collection& gpu = *d.find(ms, "gpu");
+  std::vector<search::PairedConfig> out;
+  for (const auto& r : npu.runs) {
+    const io::Run* g = gpu.find(r.config);
+    out.push_back({r.config, r.strategy.recompute != Recompute::none, *r.iteration_time_s, *g->iteration_time_s,
+                   *r.peak_memory_max_bytes, *g->peak_memory_max_bytes});
+  }
+  return out;
+}
+double r3(double v) { return std::round(v * 1000) / 1000; }
+}  // namespace
+
+// The paper's cross-platform figures (shared/data/paper/README.md), to three decimals.
+TEST(CrossPlatform, ReproducesThePapersGoldenFigures) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  struct Golden {
+    const char* ms;
+    double rho, tau, mem_rho, mem_tau, top1, top3, rho_norc, rho_rc;
+    std::size_t agree, pairs;
+  };
+  for (const Golden& g : {Golden{"qwen3_0.6b_4k", 0.718, 0.562, 0.982, 0.924, 0.0, 0.0, 0.714, 0.683, 6, 6},
+                          Golden{"qwen3_1.7b_4k", 0.664, 0.491, 0.991, 0.964, 6.9, 0.0, 1.000, 0.690, 3, 3}}) {
+    SCOPED_TRACE(g.ms);
+    const auto pc = paired(d, g.ms);
+    const search::CrossPlatformReport x = search::cross_platform(pc);
+    ASSERT_EQ(x.strata[0].stratum, "all");
+    EXPECT_DOUBLE_EQ(r3(x.strata[0].time_spearman), g.rho);
+    EXPECT_DOUBLE_EQ(r3(x.strata[0].time_kendall), g.tau);
+    EXPECT_DOUBLE_EQ(r3(x.strata[0].memory_spearman), g.mem_rho);
+    EXPECT_DOUBLE_EQ(r3(x.strata[0].memory_kendall), g.mem_tau);
+    EXPECT_DOUBLE_EQ(r3(x.strata[1].time_spearman), g.rho_norc);
+    EXPECT_DOUBLE_EQ(r3(x.strata[2].time_spearman), g.rho_rc);
+    EXPECT_NEAR(x.source_top1_regret_pct, g.top1, 0.05);
+    EXPECT_NEAR(x.source_top3_regret_pct, g.top3, 0.05);
+    EXPECT_EQ(x.lowest_memory_top3_overlap, 3u);
+    EXPECT_EQ(x.rc_pairs, g.pairs);
+    EXPECT_EQ(x.rc_direction_agreements, g.agree);
+    const search::ShortlistReport s = search::shortlist(pc, 3, "npu", "gpu");
+    ASSERT_FALSE(s.rules.empty());
+    EXPECT_TRUE(s.rules[0].contains_target_optimum);  // 15 -> 3 and 11 -> 3 candidates keep the GPU optimum
+    EXPECT_NEAR(s.rules[0].top1_regret_pct, g.top1, 0.05);
+  }
+}
+
+TEST(Evaluate, FixtureWithEveryViewAndPerRankMemory) {
+  const io::Dataset d = io::read_dataset(std::string(LMSIM_TEST_FIXTURES) + "/mini");
+  const auto ev = eval::evaluate_lmsim(d, {}, {});
+  ASSERT_EQ(ev.size(), 1u);
+  const auto& e = ev[0];
+  EXPECT_EQ(e.report.n_time, 2u);
+  EXPECT_TRUE(std::isfinite(e.report.memory_rank_mape_pct));  // the fixture has per-rank memory
+  EXPECT_EQ(e.components.matrix_n, 2u);                         // from the rank files
+  EXPECT_EQ(e.components.trace_n, 1u);                          // one configuration has a step trace
+  EXPECT_GE(e.components.comm_share_jsd, 0.0);                  // comm_summary.csv present
+  EXPECT_GT(e.median_simulation_wall_s, 0.0);
+  EXPECT_EQ(e.simulation_wall_s.size(), 2u);
+}
+
+TEST(Evaluate, AnotherToolsCsvIsScoredExactlyLikeLmsim) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const auto mine = eval::evaluate_lmsim(d, {}, {"qwen3_0.6b_4k"});
+  const std::string csv = (fs::temp_directory_path() / ("lmsim_preds_" + std::to_string(::getpid()) + ".csv")).string();
+  {
+    std::ofstream o(csv);
+    o.precision(17);
+    o << "model_setting,platform,optimization_config,iteration_time_s,peak_memory_gib,simulation_wall_s\n";
+    for (const auto& e : mine)
+      for (const auto& p : e.predictions)
+        o << e.model_setting << "," << e.platform << "," << e.problem.samples[p.index].config << "," << p.time_s << ","
+          << p.mem_max_bytes / 1073741824.0 << ",0.002\n";
+  }
+  const auto theirs = eval::evaluate_file(d, csv, "copy", {"qwen3_0.6b_4k"});
+  ASSERT_EQ(theirs.size(), mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_NEAR(theirs[i].report.time_mape_pct, mine[i].report.time_mape_pct, 1e-9);
+    EXPECT_NEAR(theirs[i].report.memory_mape_pct, mine[i].report.memory_mape_pct, 1e-6);
+    EXPECT_DOUBLE_EQ(theirs[i].report.models[0].time_spearman, mine[i].report.models[0].time_spearman);
+    EXPECT_DOUBLE_EQ(theirs[i].median_simulation_wall_s, 0.002);
+  }
+  // Bad rows name file, line and field.
+  {
+    std::ofstream o(csv);
+    o << "model_setting,platform,optimization_config,iteration_time_s,peak_memory_gib\n"
+      << "qwen3_0.6b_4k,npu,dp8-tp1-pp1-cp1-RC,-1,3\n";
+  }
+  try {
+    eval::evaluate_file(d, csv, "bad", {});
+    ADD_FAILURE() << "accepted a negative time";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.field(), "iteration_time_s");
+  }
+  fs::remove(csv);
+}
