@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# README command 1: install what is missing, build Release, run the main job on the bundled data.
+set -euo pipefail
+here=$(dirname "$0")
+bash "$here/deps.sh"
+source "$here/env.sh"
+lmsim_build_release
+bash "$here/pipeline.sh"

@@ -1,0 +1,39 @@
+#!/usr/bin/python3
+"""Prints the main job's summary from its JSON outputs: accuracy per platform, the recommended configuration per
+model and platform, and the NPU -> GPU shortlist with its regret. Usage: summary.py RESULTS_DIR"""
+import json, os, sys
+
+res = sys.argv[1]
+print("\n================ lmsim summary ================")
+print("Accuracy (θ fitted per platform on both Qwen3 models; LOO = leave-one-configuration-out):")
+print("  %-4s %-22s %-22s %-12s %-12s %s" % ("", "time MAPE in / LOO %", "memory MAPE in / LOO %", "min time rho",
+                                             "min mem rho", "top-1 strata"))
+for plat in ("gpu", "npu"):
+    p = json.load(open(os.path.join(res, f"params_{plat}.json")))
+    i, c = p["report"]["in_sample"], p["report"].get("cv", {})
+    print("  %-4s %9.2f / %-10.2f %9.2f / %-10.2f %-12.3f %-12.3f %d/%d" % (
+        plat, i["time_mape_pct"], c.get("time_mape_pct", float("nan")), i["memory_mape_pct"],
+        c.get("memory_mape_pct", float("nan")), i["time_spearman"], i["memory_spearman"], i["top1_strata_hits"],
+        i["strata"]))
+print("  (paper, calibrated Calculon in-sample: time MAPE 7.97-11.22 %, memory MAPE 12.55-15.99 %)")
+print("\nRecommended configuration (MPI search, predicted fastest that fits):")
+for f in sorted(os.listdir(res)):
+    if f.startswith("search_") and f.endswith(".json"):
+        s = json.load(open(os.path.join(res, f)))
+        best = s["ranking"][0]
+        print("  %-12s %-4s %-34s %6.2f s  %5.1f GiB   (%d candidates, %d fit, %.3f s, %d ranks)" % (
+            s["model"], f.split("_")[-1][:-5], best["config_name"], best["iteration_time_s"],
+            best["max_peak_memory_bytes"] / 2**30, s["space_size"], s["feasible"], s["wall_s"], s["ranks"]))
+print("\nNPU -> GPU shortlist (measured NPU times, scored on measured GPU times):")
+sl = json.load(open(os.path.join(res, "shortlist.json")))
+for ms, r in sl.items():
+    rule = r["rules"][0]
+    x = r["cross_platform"]["strata"][0]
+    print("  %-14s %d -> %d candidates: %s; GPU optimum %s %s; top-1 regret %.1f %%, top-%d regret %.1f %%; "
+          "time rho %.3f, tau_b %.3f" % (ms, r["candidates"], r["k"], ", ".join(rule["shortlist"]), r["target_optimum"],
+                                         "inside" if rule["contains_target_optimum"] else "MISSED",
+                                         rule["top1_regret_pct"], r["k"], rule["topk_regret_pct"], x["time_spearman"],
+                                         x["time_kendall_tau_b"]))
+pngs = sorted(f for f in os.listdir(res) if f.endswith(".png"))
+h5 = sorted(f for f in os.listdir(res) if f.endswith(".h5"))
+print("\nFiles in %s: %s" % (res, ", ".join(h5 + pngs)))
