@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The mpirun job scripts, run locally with 2 ranks; their HDF5 results are read back with h5dump.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+LMSIM_RANKS=2 bash "$root/jobs/sweep.sh" "$tmp/sweep.h5" --model Qwen3-1.7B --system ascend_910b3_64g --stack npu \
+  --params "$root/data/params/params_npu.json" --devices 8 --top 5 --quiet >"$tmp/sweep.out" 2>&1 || { echo "FAIL: sweep.sh"; cat "$tmp/sweep.out"; fail=1; }
+h5dump -A -g /provenance "$tmp/sweep.h5" | grep -q '"ranks"\|ranks' || { echo "FAIL: sweep provenance"; fail=1; }
+[ "$(h5dump -a /provenance/ranks "$tmp/sweep.h5" | grep -o '(0): [0-9]*' | grep -o '[0-9]*$')" = 2 ] || { echo "FAIL: sweep did not run on 2 ranks"; fail=1; }
+bash "$root/jobs/calibrate.sh" "$tmp/cal" >"$tmp/cal.out" 2>&1 || { echo "FAIL: calibrate.sh"; tail "$tmp/cal.out"; fail=1; }
+for p in gpu npu; do
+  [ -s "$tmp/cal/params_$p.json" ] || { echo "FAIL: params_$p.json missing"; fail=1; }
+  h5dump -d /in_sample/optimization_config "$tmp/cal/calibration_$p.h5" >/dev/null || { echo "FAIL: calibration_$p.h5"; fail=1; }
+done
+bash "$root/jobs/shortlist.sh" "$tmp/sl" >"$tmp/sl.out" 2>&1 || { echo "FAIL: shortlist.sh"; fail=1; }
+grep -q "0.718" "$tmp/sl.out" || { echo "FAIL: shortlist report"; fail=1; }
+h5dump -d /qwen3_0.6b_4k/shortlist/optimization_config "$tmp/sl/shortlist.h5" >/dev/null || { echo "FAIL: shortlist.h5"; fail=1; }
+[ $fail = 0 ] && echo "jobs_test: sweep.sh (2 ranks), calibrate.sh and shortlist.sh passed"
+exit $fail
