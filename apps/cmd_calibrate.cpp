@@ -98,25 +98,32 @@ io::Json provenance(const io::Dataset& d, const calib::Problem& pb, const calib:
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return io::Json{{"lmsim_version", LMSIM_VERSION_STRING},
-                  {"created", date},
-                  {"platform", pb.platform},
-                  {"system", pb.system.name},
-                  {"dataset", d.root},
-                  {"files", files},
-                  {"configurations", used},
-                  {"free_parameters", free},
-                  {"algorithm", {{"global", co.fit.global_algorithm}, {"local", co.fit.local_algorithm},
-                                 {"global_evals", co.fit.global_evals}, {"local_evals", co.fit.local_evals},
-                                 {"starts", co.fit.starts}, {"seed", co.fit.seed}, {"ftol_rel", co.fit.ftol_rel}}},
-                  {"objective", {{"form", "weighted mean squared log-ratio of time, peak memory (per rank where "
-                                          "available, else the maximum) and matrix-kernel latency"},
-                                 {"weights", {{"time", pb.weights.time}, {"memory", pb.weights.memory},
-                                              {"matrix", pb.weights.matrix}}},
-                                 {"value", fr.objective}}},
-                  {"evaluations", fr.evaluations},
-                  {"wall_s", fr.wall_s},
-                  {"on_bounds", fr.on_bounds}};
+  return io::Json{
+      {"lmsim_version", LMSIM_VERSION_STRING},
+      {"created", date},
+      {"platform", pb.platform},
+      {"system", pb.system.name},
+      {"dataset", d.root},
+      {"files", files},
+      {"configurations", used},
+      {"free_parameters", free},
+      {"algorithm",
+       {{"global", co.fit.global_algorithm},
+        {"local", co.fit.local_algorithm},
+        {"global_evals", co.fit.global_evals},
+        {"local_evals", co.fit.local_evals},
+        {"starts", co.fit.starts},
+        {"seed", co.fit.seed},
+        {"ftol_rel", co.fit.ftol_rel}}},
+      {"objective",
+       {{"form",
+         "weighted mean squared log-ratio of time, peak memory (per rank where "
+         "available, else the maximum) and matrix-kernel latency"},
+        {"weights", {{"time", pb.weights.time}, {"memory", pb.weights.memory}, {"matrix", pb.weights.matrix}}},
+        {"value", fr.objective}}},
+      {"evaluations", fr.evaluations},
+      {"wall_s", fr.wall_s},
+      {"on_bounds", fr.on_bounds}};
 }
 
 void write_h5(const std::string& file, const calib::Problem& pb, const calib::FitResult& fr,
@@ -161,7 +168,8 @@ void run() {
   calib::Problem pb = calib::make_problem(d, co.platform.empty() ? co.system : co.platform, co.models);
   pb.weights = co.weights;
   if (!co.params_start.empty()) pb.start = io::load_params(co.params_start, pb.start);
-  std::vector<std::size_t> train = co.calibrate_on.empty() ? calib::all_indices(pb) : calib::select(pb, co.calibrate_on);
+  std::vector<std::size_t> train =
+      co.calibrate_on.empty() ? calib::all_indices(pb) : calib::select(pb, co.calibrate_on);
   std::vector<std::size_t> test = calib::select(pb, co.test_on);
   if (!co.calibrate_on.empty() && train.size() != co.calibrate_on.size())
     throw io::InputError("--calibrate-on", 0, "optimization_config",
@@ -177,8 +185,8 @@ void run() {
     train = kept;
   }
   const calib::CvSpec cv = calib::parse_cv(co.cv);
-  spdlog::info("calibrating {} ({}) on {} configurations, {} free parameters", pb.platform, pb.system.name, train.size(),
-               pb.free.size());
+  spdlog::info("calibrating {} ({}) on {} configurations, {} free parameters", pb.platform, pb.system.name,
+               train.size(), pb.free.size());
   const calib::FitResult fr = calib::fit(pb, train, co.fit);
   const auto in = calib::predict(pb, train, fr.params);
   const calib::Report rin = calib::score(pb, in);
@@ -224,8 +232,11 @@ void run() {
       if (idx.size() < 3) continue;
       const calib::FitResult f = calib::fit(pb, idx, co.fit);
       const calib::Report r = calib::score(pb, calib::predict(pb, fixed_test, f.params));
-      coverage.push_back({{"calibration_set", name}, {"n_calibration", idx.size()}, {"n_test", fixed_test.size()},
-                          {"test_time_mape_pct", r.time_mape_pct}, {"test_memory_mape_pct", r.memory_mape_pct},
+      coverage.push_back({{"calibration_set", name},
+                          {"n_calibration", idx.size()},
+                          {"n_test", fixed_test.size()},
+                          {"test_time_mape_pct", r.time_mape_pct},
+                          {"test_memory_mape_pct", r.memory_mape_pct},
                           {"test_min_model_time_spearman", r.min_model_time_spearman}});
     }
     rep["coverage"] = coverage;
@@ -281,8 +292,10 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--report", co.report, "HDF5 report to write");
   cmd->add_option("--start", co.params_start, "θ file to start from (default: the system preset's defaults)");
   cmd->add_option("--seed", co.fit.seed, "random seed (same seed, same θ)");
-  cmd->add_option("--global-evals", co.fit.global_evals, "evaluations of the global stage")->check(CLI::Range(0, 10000000));
-  cmd->add_option("--local-evals", co.fit.local_evals, "evaluations of each local polish")->check(CLI::Range(0, 10000000));
+  cmd->add_option("--global-evals", co.fit.global_evals, "evaluations of the global stage")
+      ->check(CLI::Range(0, 10000000));
+  cmd->add_option("--local-evals", co.fit.local_evals, "evaluations of each local polish")
+      ->check(CLI::Range(0, 10000000));
   cmd->add_option("--starts", co.fit.starts, "local polishes (multi-start)")->check(CLI::Range(1, 1000));
   cmd->add_option("--ftol-rel", co.fit.ftol_rel, "relative objective tolerance")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--global-algorithm", co.fit.global_algorithm, "GN_CRS2_LM, GN_ISRES, GN_DIRECT_L, GN_ESCH");

@@ -2,8 +2,8 @@
 // shortlists and the cross-platform report).
 #include <spdlog/spdlog.h>
 
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <set>
 
@@ -21,11 +21,13 @@ std::map<std::string, PlatformParams> load_thetas(const std::vector<std::string>
   for (const auto& f : files) {
     const io::Json j = io::parse_json_file(f);
     std::string key;
-    if (j.contains("provenance") && j["provenance"].contains("platform")) key = j["provenance"]["platform"].get<std::string>();
+    if (j.contains("provenance") && j["provenance"].contains("platform"))
+      key = j["provenance"]["platform"].get<std::string>();
     if (key.empty()) throw io::InputError(f, 0, "provenance.platform", "θ file does not say which platform it is for");
     PlatformParams base;
     if (j["provenance"].contains("system"))
-      if (const auto* sp = io::presets().find_system(j["provenance"]["system"].get<std::string>())) base = sp->default_params;
+      if (const auto* sp = io::presets().find_system(j["provenance"]["system"].get<std::string>()))
+        base = sp->default_params;
     out[key] = io::load_params(f, base);
   }
   return out;
@@ -102,7 +104,8 @@ void run_evaluate() {
   std::vector<std::vector<eval::CollectionEvaluation>> sets;
   if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, load_thetas(ec.params), ec.models));
   for (std::size_t i = 0; i < ec.predictions.size(); ++i) {
-    const std::string name = i < ec.names.size() ? ec.names[i] : std::filesystem::path(ec.predictions[i]).stem().string();
+    const std::string name =
+        i < ec.names.size() ? ec.names[i] : std::filesystem::path(ec.predictions[i]).stem().string();
     sets.push_back(eval::evaluate_file(d, ec.predictions[i], name, ec.models));
   }
   io::Json j = io::Json::array();
@@ -119,8 +122,8 @@ void run_evaluate() {
       const auto& m = e.report.models.empty() ? calib::StratumReport{} : e.report.models[0];
       rows.push_back({e.predictor, e.model_setting, e.platform, std::to_string(e.report.n_time),
                       fmt(e.report.time_mape_pct, 2), fmt(e.report.time_smape_pct, 2), fmt(e.report.time_r2, 3),
-                      fmt(m.time_spearman, 3), fmt(m.time_kendall, 3), fmt(m.top1_regret_pct, 1), fmt(m.top3_regret_pct, 1),
-                      fmt(e.report.memory_mape_pct, 2), fmt(m.memory_spearman, 3),
+                      fmt(m.time_spearman, 3), fmt(m.time_kendall, 3), fmt(m.top1_regret_pct, 1),
+                      fmt(m.top3_regret_pct, 1), fmt(e.report.memory_mape_pct, 2), fmt(m.memory_spearman, 3),
                       e.components.matrix_n ? fmt(e.components.matrix_smape_pct, 1) : "-",
                       e.components.comm_share_jsd >= 0 ? fmt(e.components.comm_share_jsd, 3) : "-",
                       e.median_simulation_wall_s >= 0 ? fmt(e.median_simulation_wall_s * 1e6, 3) : "-"});
@@ -156,8 +159,11 @@ struct ShortCli {
 io::Json cross_json(const search::CrossPlatformReport& r) {
   io::Json strata = io::Json::array();
   for (const auto& s : r.strata)
-    strata.push_back({{"stratum", s.stratum}, {"n", s.n}, {"time_spearman", num(s.time_spearman)},
-                      {"time_kendall_tau_b", num(s.time_kendall)}, {"memory_spearman", num(s.memory_spearman)},
+    strata.push_back({{"stratum", s.stratum},
+                      {"n", s.n},
+                      {"time_spearman", num(s.time_spearman)},
+                      {"time_kendall_tau_b", num(s.time_kendall)},
+                      {"memory_spearman", num(s.memory_spearman)},
                       {"memory_kendall_tau_b", num(s.memory_kendall)}});
   return io::Json{{"strata", strata},
                   {"lowest_memory_top3_overlap", r.lowest_memory_top3_overlap},
@@ -179,7 +185,8 @@ io::Json cross_json(const search::CrossPlatformReport& r) {
 
 // Predicted times of one platform's configurations of `setting`, θ fitted on the platform's *other* model
 // settings (leave-one-model-out), so the predictions are out of sample; or from a given θ file.
-std::map<std::string, double> predicted_times(const io::Dataset& d, const std::string& platform, const std::string& setting,
+std::map<std::string, double> predicted_times(const io::Dataset& d, const std::string& platform,
+                                              const std::string& setting,
                                               const std::map<std::string, PlatformParams>& given, std::string& how) {
   std::map<std::string, double> out;
   calib::Problem all = calib::make_problem(d, platform);
@@ -209,7 +216,8 @@ void run_shortlist() {
         (sc.models.empty() || std::find(sc.models.begin(), sc.models.end(), c.model_setting) != sc.models.end()))
       settings.insert(c.model_setting);
   if (settings.empty())
-    throw io::InputError(sc.dataset, 0, "platform", "no model setting is measured on both " + sc.from + " and " + sc.to);
+    throw io::InputError(sc.dataset, 0, "platform",
+                         "no model setting is measured on both " + sc.from + " and " + sc.to);
   io::Json j = io::Json::object();
   std::unique_ptr<io::H5Writer> w;
   if (!sc.out.empty()) w = std::make_unique<io::H5Writer>(sc.out);
@@ -223,9 +231,14 @@ void run_shortlist() {
     std::vector<search::PairedConfig> pairs;
     for (const auto& r : src.runs) {
       const io::Run* t = tgt.find(r.config);
-      if (!t || !r.iteration_time_s || !t->iteration_time_s || !r.peak_memory_max_bytes || !t->peak_memory_max_bytes) continue;
-      search::PairedConfig pc{r.config, r.strategy.recompute != Recompute::none, *r.iteration_time_s, *t->iteration_time_s,
-                              *r.peak_memory_max_bytes, *t->peak_memory_max_bytes};
+      if (!t || !r.iteration_time_s || !t->iteration_time_s || !r.peak_memory_max_bytes || !t->peak_memory_max_bytes)
+        continue;
+      search::PairedConfig pc{r.config,
+                              r.strategy.recompute != Recompute::none,
+                              *r.iteration_time_s,
+                              *t->iteration_time_s,
+                              *r.peak_memory_max_bytes,
+                              *t->peak_memory_max_bytes};
       if (auto it = tpred.find(r.config); it != tpred.end()) pc.target_predicted_time_s = it->second;
       if (auto it = spred.find(r.config); it != spred.end()) pc.source_predicted_time_s = it->second;
       pairs.push_back(pc);
@@ -236,8 +249,11 @@ void run_shortlist() {
     const search::CrossPlatformReport x = search::cross_platform(pairs);
     io::Json rules = io::Json::array();
     for (const auto& r : s.rules)
-      rules.push_back({{"rule", r.name}, {"shortlist", r.shortlist}, {"contains_target_optimum", r.contains_target_optimum},
-                       {"top1_regret_pct", num(r.top1_regret_pct)}, {"topk_regret_pct", num(r.topk_regret_pct)}});
+      rules.push_back({{"rule", r.name},
+                       {"shortlist", r.shortlist},
+                       {"contains_target_optimum", r.contains_target_optimum},
+                       {"top1_regret_pct", num(r.top1_regret_pct)},
+                       {"topk_regret_pct", num(r.topk_regret_pct)}});
     j[ms] = {{"source", sc.from},
              {"target", sc.to},
              {"candidates", s.candidates},
@@ -286,8 +302,8 @@ void run_shortlist() {
       rows.push_back({rule["rule"].get<std::string>(), list, rule["contains_target_optimum"].get<bool>() ? "yes" : "no",
                       fmt(rule["top1_regret_pct"].get<double>(), 1), fmt(rule["topk_regret_pct"].get<double>(), 1)});
     }
-    std::cout << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows)
-              << "  (" << sc.to << " predictions: " << r["target_predictions"].get<std::string>() << ")\n";
+    std::cout << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows) << "  ("
+              << sc.to << " predictions: " << r["target_predictions"].get<std::string>() << ")\n";
     const auto& x = r["cross_platform"];
     std::vector<std::vector<std::string>> xs;
     for (const auto& s : x["strata"])
@@ -298,10 +314,11 @@ void run_shortlist() {
                     s["memory_kendall_tau_b"].is_null() ? "-" : fmt(s["memory_kendall_tau_b"].get<double>(), 3)});
     std::cout << "  cross-platform (" << sc.from << " vs " << sc.to << "):\n"
               << table({"stratum", "n", "time rho", "time tau_b", "memory rho", "memory tau_b"}, xs)
-              << "  lowest-memory top-3 overlap " << x["lowest_memory_top3_overlap"].get<int>() << "/3; RC direction agreement "
-              << x["rc_direction_agreements"].get<int>() << "/" << x["rc_pairs"].get<int>() << "; median " << sc.to << "/"
-              << sc.from << " time ratio " << fmt(x["median_time_ratio_target_over_source"].get<double>(), 3)
-              << ", memory ratio " << fmt(x["median_memory_ratio_target_over_source"].get<double>(), 3)
+              << "  lowest-memory top-3 overlap " << x["lowest_memory_top3_overlap"].get<int>()
+              << "/3; RC direction agreement " << x["rc_direction_agreements"].get<int>() << "/"
+              << x["rc_pairs"].get<int>() << "; median " << sc.to << "/" << sc.from << " time ratio "
+              << fmt(x["median_time_ratio_target_over_source"].get<double>(), 3) << ", memory ratio "
+              << fmt(x["median_memory_ratio_target_over_source"].get<double>(), 3)
               << "; LOO median-ratio transfer: time sMAPE " << fmt(x["loo_transfer_time_smape_pct"].get<double>(), 2)
               << " %, R2 " << fmt(x["loo_transfer_time_r2"].get<double>(), 3) << "\n\n";
   }

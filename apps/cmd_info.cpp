@@ -30,17 +30,18 @@ void register_models(CLI::App& app) {
     for (const auto& mp : p.models) {
       const Model& m = mp.model;
       const ParamCount c = count_params(m);
-      rows.push_back({m.name, fmt(c.total / 1e9, 3), fmt(c.active_per_token / 1e9, 3),
-                      mp.card_total_params > 0 ? fmt(mp.card_total_params / 1e9, 2) : "-", std::to_string(m.num_layers),
-                      std::to_string(m.hidden_size),
-                      std::to_string(m.num_attention_heads) + "/" + std::to_string(m.num_kv_heads) + "x" +
-                          std::to_string(m.head_dim),
-                      std::to_string(m.ffn_hidden_size), std::to_string(m.vocab_size),
-                      m.is_moe() ? std::to_string(m.num_experts) + " top-" + std::to_string(m.experts_per_token) : "-"});
+      rows.push_back(
+          {m.name, fmt(c.total / 1e9, 3), fmt(c.active_per_token / 1e9, 3),
+           mp.card_total_params > 0 ? fmt(mp.card_total_params / 1e9, 2) : "-", std::to_string(m.num_layers),
+           std::to_string(m.hidden_size),
+           std::to_string(m.num_attention_heads) + "/" + std::to_string(m.num_kv_heads) + "x" +
+               std::to_string(m.head_dim),
+           std::to_string(m.ffn_hidden_size), std::to_string(m.vocab_size),
+           m.is_moe() ? std::to_string(m.num_experts) + " top-" + std::to_string(m.experts_per_token) : "-"});
     }
-    std::cout << table({"model", "params_B", "active_B", "card_B", "layers", "hidden", "heads/kv x dim", "ffn", "vocab",
-                        "experts"},
-                       rows);
+    std::cout << table(
+        {"model", "params_B", "active_B", "card_B", "layers", "hidden", "heads/kv x dim", "ffn", "vocab", "experts"},
+        rows);
   });
   auto* systems = app.add_subcommand("systems", "list system presets");
   systems->add_flag("--json", systems_json, "machine-readable output");
@@ -150,8 +151,10 @@ void register_dataset(CLI::App& app) {
     for (const auto& c : j["collections"])
       rows.push_back({c["model_setting"].get<std::string>(), c["platform"].get<std::string>(),
                       c["system"].get<std::string>(), c["model"].get<std::string>(),
-                      std::to_string(c["configurations"].get<int>()), std::to_string(c["with_iteration_time"].get<int>()),
-                      std::to_string(c["with_peak_memory"].get<int>()) + (c["with_per_rank_memory"].get<int>() ? " (per rank)" : " (max only)"),
+                      std::to_string(c["configurations"].get<int>()),
+                      std::to_string(c["with_iteration_time"].get<int>()),
+                      std::to_string(c["with_peak_memory"].get<int>()) +
+                          (c["with_per_rank_memory"].get<int>() ? " (per rank)" : " (max only)"),
                       c["settings_recorded"].get<bool>() ? "recorded" : "assumed"});
     std::cout << "dataset " << d.root << ": " << d.collections.size() << " collections\n"
               << table({"model_setting", "platform", "system", "model", "configs", "time", "memory", "settings"}, rows);

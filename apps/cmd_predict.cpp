@@ -83,20 +83,32 @@ void run() {
     j["stages"] = stages;
     io::Json gemms = io::Json::array();
     for (const auto& g : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
-      gemms.push_back({{"name", g.name}, {"stage", g.stage}, {"batch", g.batch}, {"m", g.m}, {"n", g.n}, {"k", g.k},
-                       {"dtype", to_string(g.dtype)}, {"count", g.count}, {"predicted_us", g.predicted_us}});
+      gemms.push_back({{"name", g.name},
+                       {"stage", g.stage},
+                       {"batch", g.batch},
+                       {"m", g.m},
+                       {"n", g.n},
+                       {"k", g.k},
+                       {"dtype", to_string(g.dtype)},
+                       {"count", g.count},
+                       {"predicted_us", g.predicted_us}});
     j["gemms"] = gemms;
     io::Json colls = io::Json::array();
     for (const auto& c : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
-      colls.push_back({{"primitive", c.primitive}, {"group", c.group}, {"stage", c.stage}, {"group_size", c.group_size},
-                       {"bytes", c.bytes}, {"count", c.count}, {"predicted_ms", c.predicted_ms}});
+      colls.push_back({{"primitive", c.primitive},
+                       {"group", c.group},
+                       {"stage", c.stage},
+                       {"group_size", c.group_size},
+                       {"bytes", c.bytes},
+                       {"count", c.count},
+                       {"predicted_ms", c.predicted_ms}});
     j["collectives"] = colls;
     std::cout << j.dump(1) << "\n";
     return;
   }
   std::cout << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
-            << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", "
-            << p.num_micro_batches << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
+            << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
+            << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
             << "iteration time  " << fmt(p.iteration_time_s, 3) << " s\n"
             << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
             << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
@@ -134,8 +146,8 @@ void run() {
     std::cout << "\n" << table({"gemm", "stage", "batch", "m", "n", "k", "calls", "us/call"}, g);
     std::vector<std::vector<std::string>> c;
     for (const auto& x : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
-      c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size), fmt(x.bytes / 1048576.0, 2),
-                   fmt(x.count, 0), fmt(x.predicted_ms, 3)});
+      c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size),
+                   fmt(x.bytes / 1048576.0, 2), fmt(x.count, 0), fmt(x.predicted_ms, 3)});
     std::cout << "\n" << table({"collective", "group", "stage", "size", "MiB", "calls", "ms/call"}, c);
   }
 }
@@ -144,7 +156,8 @@ void run() {
 void register_predict(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "predict iteration time and per-rank peak memory of one strategy");
   add_run_options(*cmd, opt, false);
-  cmd->add_option("--strategy", strategy_name, "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")
+  cmd->add_option("--strategy", strategy_name,
+                  "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")
       ->required();
   cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");

@@ -28,9 +28,12 @@ struct SearchCli {
 std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   std::vector<bool> out;
   for (const auto& s : v) {
-    if (s == "on" || s == "true" || s == "1") out.push_back(true);
-    else if (s == "off" || s == "false" || s == "0") out.push_back(false);
-    else throw io::InputError("command line", 0, flag, "'" + s + "' is not on or off");
+    if (s == "on" || s == "true" || s == "1")
+      out.push_back(true);
+    else if (s == "off" || s == "false" || s == "0")
+      out.push_back(false);
+    else
+      throw io::InputError("command line", 0, flag, "'" + s + "' is not on or off");
   }
   return out;
 }
@@ -166,7 +169,8 @@ void run() {
     for (int dev : sc.devices)
       for (auto seq : sc.seq.empty() ? std::vector<std::int64_t>{base.settings.seq_length} : sc.seq)
         for (auto gbs : sc.gbs.empty() ? std::vector<std::int64_t>{base.settings.global_batch_size} : sc.gbs) {
-          if (dev <= 0 || seq <= 0 || gbs <= 0) throw io::InputError("command line", 0, "--devices", "sizes must be positive");
+          if (dev <= 0 || seq <= 0 || gbs <= 0)
+            throw io::InputError("command line", 0, "--devices", "sizes must be positive");
           search::Scenario s{base.system, base.params, base.settings, dev, ""};
           s.settings.seq_length = seq;
           s.settings.global_batch_size = gbs;
@@ -187,10 +191,14 @@ void run() {
   if (!sc.recompute.empty()) {
     f.recompute.clear();
     for (const auto& r : sc.recompute) {
-      if (r == "none") f.recompute.push_back(Recompute::none);
-      else if (r == "selective") f.recompute.push_back(Recompute::selective);
-      else if (r == "full") f.recompute.push_back(Recompute::full);
-      else throw io::InputError("command line", 0, "--recompute", "'" + r + "' is not none, selective or full");
+      if (r == "none")
+        f.recompute.push_back(Recompute::none);
+      else if (r == "selective")
+        f.recompute.push_back(Recompute::selective);
+      else if (r == "full")
+        f.recompute.push_back(Recompute::full);
+      else
+        throw io::InputError("command line", 0, "--recompute", "'" + r + "' is not none, selective or full");
     }
   }
   if (!sc.sp.empty()) f.sequence_parallel = bools(sc.sp, "--sp");
@@ -199,7 +207,7 @@ void run() {
   if (space.size() == 0) throw io::InputError("command line", 0, "", "the restricted strategy space is empty");
   search::SweepOptions o;
   o.top_k = sc.top;
-  o.objective = sc.objective == "time" ? search::Objective::time
+  o.objective = sc.objective == "time"     ? search::Objective::time
                 : sc.objective == "tokens" ? search::Objective::tokens_per_device
                                            : search::Objective::device_hours;
   o.token_budget = sc.token_budget;
@@ -213,12 +221,20 @@ void run() {
   o.resume = sc.resume;
   o.progress = !sc.quiet && !sc.json;
   if (rank == 0)
-    spdlog::info("search: {} over {} scenario(s), {} candidates, {} rank(s) x {} thread(s)", model.name, scen.size(),
-                 space.size(), [] { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }(), omp_get_max_threads());
+    spdlog::info(
+        "search: {} over {} scenario(s), {} candidates, {} rank(s) x {} thread(s)", model.name, scen.size(),
+        space.size(),
+        [] {
+          int n;
+          MPI_Comm_size(MPI_COMM_WORLD, &n);
+          return n;
+        }(),
+        omp_get_max_threads());
   search::install_stop_handlers();
   const search::SweepResult r = search::sweep(space, o);
   if (rank != 0) return;
-  if (r.resumed_chunks > 0) spdlog::info("search: resumed {} completed chunks from {}", r.resumed_chunks, o.checkpoint_dir);
+  if (r.resumed_chunks > 0)
+    spdlog::info("search: resumed {} completed chunks from {}", r.resumed_chunks, o.checkpoint_dir);
   if (r.interrupted) {
     std::cerr << "lmsim: search interrupted; checkpoint in " << o.checkpoint_dir << ", continue with --resume\n";
     throw io::InputError(sc.out, 0, "", "interrupted before completion: no result written");
@@ -229,8 +245,11 @@ void run() {
                 {"memory_margin_gib", sc.memory_margin_gib},
                 {"scenarios", io::Json::array()}};
   for (const auto& s : scen)
-    prov["scenarios"].push_back({{"label", s.label}, {"system", s.system.name}, {"devices", s.devices},
-                                 {"settings", io::to_json(s.settings)}, {"params", io::to_json(s.params)}});
+    prov["scenarios"].push_back({{"label", s.label},
+                                 {"system", s.system.name},
+                                 {"devices", s.devices},
+                                 {"settings", io::to_json(s.settings)},
+                                 {"params", io::to_json(s.params)}});
   if (!sc.out.empty()) {
     write_results(sc.out, space, r, o, prov);
     std::error_code ec;
@@ -253,8 +272,11 @@ void run() {
     io::Json rk = io::Json::array();
     for (const auto& e : r.ranking) {
       const auto c = space.at(e.index);
-      rk.push_back({{"config_name", config_name(c.strategy)}, {"scenario", space.scenarios()[c.scenario].label},
-                    {"iteration_time_s", e.time_s}, {"max_peak_memory_bytes", e.peak_bytes}, {"objective", e.objective}});
+      rk.push_back({{"config_name", config_name(c.strategy)},
+                    {"scenario", space.scenarios()[c.scenario].label},
+                    {"iteration_time_s", e.time_s},
+                    {"max_peak_memory_bytes", e.peak_bytes},
+                    {"objective", e.objective}});
     }
     j["ranking"] = rk;
     j["pareto_size"] = r.pareto.size();
@@ -270,8 +292,8 @@ void run() {
                     fmt(e.time_s, 3), gib(e.peak_bytes), fmt(e.objective, 4)});
   }
   std::cout << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
-            << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); "
-            << r.feasible << " fit in memory, Pareto front " << r.pareto.size() << "\n"
+            << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
+            << " fit in memory, Pareto front " << r.pareto.size() << "\n"
             << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective)}, rows);
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)
@@ -296,8 +318,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("--out", sc.out, "HDF5 output file (written atomically)");
   cmd->add_option("--objective", sc.objective, "time, tokens (per device) or device-hours")
       ->check(CLI::IsMember({"time", "tokens", "device-hours"}));
-  cmd->add_option("--token-budget", sc.token_budget, "tokens for the device-hours objective")->check(CLI::PositiveNumber);
-  cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--token-budget", sc.token_budget, "tokens for the device-hours objective")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--tp", sc.tp, "restrict tensor parallel")->delimiter(',');
   cmd->add_option("--pp", sc.pp, "restrict pipeline parallel")->delimiter(',');
   cmd->add_option("--cp", sc.cp, "restrict context parallel")->delimiter(',');
@@ -313,7 +337,8 @@ void register_search(CLI::App& app) {
   cmd->add_option("--chunk", sc.chunk, "candidates per work chunk (default: automatic)");
   cmd->add_flag("--write-all", sc.write_all, "also write every evaluated configuration");
   cmd->add_option("--checkpoint-dir", sc.checkpoint_dir, "checkpoint folder (default: <out>.ckpt)");
-  cmd->add_option("--checkpoint-every", sc.checkpoint_every, "seconds between checkpoints")->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--checkpoint-every", sc.checkpoint_every, "seconds between checkpoints")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_flag("--resume", sc.resume, "continue from the checkpoints of an interrupted run");
   cmd->add_flag("--quiet", sc.quiet, "no progress output");
   cmd->add_flag("--json", sc.json, "machine-readable summary on stdout");

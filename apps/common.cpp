@@ -15,8 +15,9 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--micro-batch", o.micro_batch, "micro-batch size (default 1)");
   cmd.add_option("--params", o.params_file, "θ file written by `lmsim calibrate` (default: the system's defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
-  cmd.add_option("--stack", o.platform_stack,
-                 "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused) or npu (MindSpeed BF16, fused, SP)")
+  cmd.add_option(
+         "--stack", o.platform_stack,
+         "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused) or npu (MindSpeed BF16, fused, SP)")
       ->check(CLI::IsMember({"gpu", "npu"}));
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
 }
@@ -26,9 +27,10 @@ Resolved resolve(const RunOptions& o) {
   r.model = io::resolve_model(o.model);
   r.system = io::resolve_system(o.system, &r.params);
   if (!o.platform_stack.empty()) {
-    const std::string f = io::data_dir() + "/lmsimbench/" +
-                          (o.platform_stack == "gpu" ? "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu" : "qwen3_0.6b_4k") +
-                          "/training_settings.json";
+    const std::string f =
+        io::data_dir() + "/lmsimbench/" +
+        (o.platform_stack == "gpu" ? "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu" : "qwen3_0.6b_4k") +
+        "/training_settings.json";
     r.settings = io::settings_from_json(io::parse_json_file(f), f);
   } else if (r.system.peak_flops_bf16 <= 0) {
     r.settings.precision = Precision::fp16;
@@ -42,8 +44,9 @@ Resolved resolve(const RunOptions& o) {
   if (o.micro_batch) r.settings.micro_batch_size = o.micro_batch;
   if (auto why = validate(r.settings); !why.empty()) throw io::InputError("command line", 0, "", why);
   if (r.system.peak_flops(r.settings.precision) <= 0)
-    throw io::InputError(o.system, 0, "peak_tflops", std::string("system has no ") + to_string(r.settings.precision) +
-                                                         " throughput; choose another precision in --settings");
+    throw io::InputError(o.system, 0, "peak_tflops",
+                         std::string("system has no ") + to_string(r.settings.precision) +
+                             " throughput; choose another precision in --settings");
   if (!o.params_file.empty()) r.params = io::load_params(o.params_file, r.params);
   if (auto why = validate(r.params); !why.empty()) throw io::InputError(o.params_file, 0, "", why);
   return r;

@@ -1,11 +1,10 @@
 // lmsim/apps/common.hpp — helpers shared by the CLI's subcommands: output, tables, run options.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "calibration/calibrate.hpp"
 #include "io/io.hpp"

@@ -1,8 +1,7 @@
 // The lmsim command-line tool. Bad input exits 2 with one message naming file, line and field.
+#include <mpi.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-
-#include <mpi.h>
 
 #include <cstring>
 #include <iostream>

@@ -22,15 +22,19 @@ struct PaperRow {
 const PaperRow kPaper[] = {{"gpu", 10.28, 11.22, 12.55, 15.99}, {"npu", 10.19, 7.97, 12.55, 15.99}};
 
 void print_report(const char* label, const calib::Report& r) {
-  std::printf("  %-22s time MAPE %6.2f %%  sMAPE %6.2f %%  R2 %6.3f  MAE %6.3f s  max APE %6.2f %% | memory MAPE %6.2f %%  rho %6.3f | top-1 strata %d/%zu\n",
-              label, r.time_mape_pct, r.time_smape_pct, r.time_r2, r.time_mae_s, r.time_max_ape_pct, r.memory_mape_pct,
-              r.memory_spearman, r.top1_strata_hits, r.strata.size());
+  std::printf(
+      "  %-22s time MAPE %6.2f %%  sMAPE %6.2f %%  R2 %6.3f  MAE %6.3f s  max APE %6.2f %% | memory MAPE %6.2f %%  rho "
+      "%6.3f | top-1 strata %d/%zu\n",
+      label, r.time_mape_pct, r.time_smape_pct, r.time_r2, r.time_mae_s, r.time_max_ape_pct, r.memory_mape_pct,
+      r.memory_spearman, r.top1_strata_hits, r.strata.size());
   for (const auto& m : r.models)
-    std::printf("      %-24s time rho %6.3f  tau_b %6.3f  top-1 %s (regret %5.2f %%)  memory rho %6.3f\n", m.name.c_str(),
-                m.time_spearman, m.time_kendall, m.top1_hit > 0 ? "hit " : "miss", m.top1_regret_pct, m.memory_spearman);
+    std::printf("      %-24s time rho %6.3f  tau_b %6.3f  top-1 %s (regret %5.2f %%)  memory rho %6.3f\n",
+                m.name.c_str(), m.time_spearman, m.time_kendall, m.top1_hit > 0 ? "hit " : "miss", m.top1_regret_pct,
+                m.memory_spearman);
   for (const auto& s : r.strata)
-    std::printf("      %-24s n=%2zu time rho %6.3f  top-1 %s  measured best %s, predicted best %s\n", s.name.c_str(), s.n,
-                s.time_spearman, s.top1_hit > 0 ? "hit " : "miss", s.measured_best.c_str(), s.predicted_best.c_str());
+    std::printf("      %-24s n=%2zu time rho %6.3f  top-1 %s  measured best %s, predicted best %s\n", s.name.c_str(),
+                s.n, s.time_spearman, s.top1_hit > 0 ? "hit " : "miss", s.measured_best.c_str(),
+                s.predicted_best.c_str());
 }
 }  // namespace
 
@@ -38,9 +42,12 @@ int main(int argc, char** argv) {
   std::string dir = io::data_dir() + "/lmsimbench";
   bool cv = true, residuals = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dataset") && i + 1 < argc) dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--no-cv")) cv = false;
-    else if (!std::strcmp(argv[i], "--residuals")) residuals = true;
+    if (!std::strcmp(argv[i], "--dataset") && i + 1 < argc)
+      dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-cv"))
+      cv = false;
+    else if (!std::strcmp(argv[i], "--residuals"))
+      residuals = true;
   }
   const io::Dataset d = io::read_dataset(dir);
   double total_fit_s = 0;
@@ -60,8 +67,10 @@ int main(int argc, char** argv) {
     const auto in = calib::predict(pb, idx, fr.params);
     const calib::Report rin = calib::score(pb, in);
     print_report("in-sample", rin);
-    std::printf("  paper (calibrated Calculon, in-sample): time MAPE %.2f %% / %.2f %% (0.6B / 1.7B), memory MAPE %.2f-%.2f %%\n",
-                paper.time_mape_06, paper.time_mape_17, paper.mem_mape_lo, paper.mem_mape_hi);
+    std::printf(
+        "  paper (calibrated Calculon, in-sample): time MAPE %.2f %% / %.2f %% (0.6B / 1.7B), memory MAPE %.2f-%.2f "
+        "%%\n",
+        paper.time_mape_06, paper.time_mape_17, paper.mem_mape_lo, paper.mem_mape_hi);
     if (residuals) {
       for (const auto& p : in) {
         const auto& s = pb.samples[p.index];
@@ -80,8 +89,9 @@ int main(int argc, char** argv) {
       if (residuals)
         for (const auto& p : cr.out_of_sample) {
           const auto& smp = pb.samples[p.index];
-          std::printf("      LOO %-14s %-22s time %+6.1f %%  mem %+6.1f %%\n", smp.model_setting.c_str(), smp.config.c_str(),
-                      100 * (p.time_s / smp.time_s - 1), 100 * (p.mem_max_bytes / smp.mem_max_bytes - 1));
+          std::printf("      LOO %-14s %-22s time %+6.1f %%  mem %+6.1f %%\n", smp.model_setting.c_str(),
+                      smp.config.c_str(), 100 * (p.time_s / smp.time_s - 1),
+                      100 * (p.mem_max_bytes / smp.mem_max_bytes - 1));
         }
     }
   }

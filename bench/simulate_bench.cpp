@@ -37,9 +37,10 @@ TrainingSettings large() {
 
 BENCHMARK_CAPTURE(run, qwen3_0_6b_8dev_dp2_tp2_pp2, "Qwen3-0.6B", "v100_sxm2_32g", "dp2-tp2-pp2-cp1-RC", qwen_gpu());
 BENCHMARK_CAPTURE(run, qwen3_1_7b_8dev_dp8, "Qwen3-1.7B", "v100_sxm2_32g", "dp8-tp1-pp1-cp1-noRC", qwen_gpu());
-BENCHMARK_CAPTURE(run, llama3_8b_8dev_tp2_pp4, "Llama-3-8B", "h100_sxm_80g", "dp1-tp2-pp4-cp1-selRC", TrainingSettings{});
-BENCHMARK_CAPTURE(run, llama3_70b_1024dev_tp8_pp8_cp2_vpp5, "Llama-3-70B", "h100_sxm_80g",
-                  "dp8-tp8-pp8-cp2-RC-vpp5", large());
+BENCHMARK_CAPTURE(run, llama3_8b_8dev_tp2_pp4, "Llama-3-8B", "h100_sxm_80g", "dp1-tp2-pp4-cp1-selRC",
+                  TrainingSettings{});
+BENCHMARK_CAPTURE(run, llama3_70b_1024dev_tp8_pp8_cp2_vpp5, "Llama-3-70B", "h100_sxm_80g", "dp8-tp8-pp8-cp2-RC-vpp5",
+                  large());
 BENCHMARK_CAPTURE(run, qwen3_30b_a3b_16dev_ep4, "Qwen3-30B-A3B", "ascend_910b3_64g", "dp4-tp2-pp2-cp1-ep4-RC",
                   TrainingSettings{});
 

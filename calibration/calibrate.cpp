@@ -140,7 +140,8 @@ double objective(const Problem& pb, const std::vector<std::size_t>& idx, const P
   if (m_n > 0) j += pb.weights.memory * m_err / m_n;
   if (pb.weights.matrix > 0 && !pb.matrix.empty()) {
     double x = 0;
-    for (const auto& m : pb.matrix) x += sq_log(predict_gemm_us(pb.system, m.dtype, p, m.batch, m.m, m.n, m.k), m.median_us);
+    for (const auto& m : pb.matrix)
+      x += sq_log(predict_gemm_us(pb.system, m.dtype, p, m.batch, m.m, m.n, m.k), m.median_us);
     j += pb.weights.matrix * x / static_cast<double>(pb.matrix.size());
   }
   return j;
@@ -185,8 +186,9 @@ FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const Fi
   };
   auto algorithm = [](const std::string& name) {
     static const std::map<std::string, nlopt::algorithm> algs = {
-        {"GN_CRS2_LM", nlopt::GN_CRS2_LM},   {"GN_ISRES", nlopt::GN_ISRES},  {"GN_DIRECT_L", nlopt::GN_DIRECT_L},
-        {"GN_ESCH", nlopt::GN_ESCH},         {"LN_BOBYQA", nlopt::LN_BOBYQA}, {"LN_SBPLX", nlopt::LN_SBPLX},
+        {"GN_CRS2_LM", nlopt::GN_CRS2_LM},       {"GN_ISRES", nlopt::GN_ISRES},
+        {"GN_DIRECT_L", nlopt::GN_DIRECT_L},     {"GN_ESCH", nlopt::GN_ESCH},
+        {"LN_BOBYQA", nlopt::LN_BOBYQA},         {"LN_SBPLX", nlopt::LN_SBPLX},
         {"LN_NELDERMEAD", nlopt::LN_NELDERMEAD}, {"LN_COBYLA", nlopt::LN_COBYLA}};
     auto it = algs.find(name);
     if (it == algs.end()) throw io::InputError("calibration", 0, "algorithm", "unknown NLopt algorithm '" + name + "'");
@@ -261,7 +263,8 @@ std::vector<SamplePrediction> predict(const Problem& pb, const std::vector<std::
   for (auto i : idx) {
     const Sample& s = pb.samples[i];
     const Prediction pr = simulate(s.model, s.strategy, pb.system, s.settings, p, so);
-    out.push_back({i, pr.iteration_time_s, pr.max_peak_memory_bytes, per_rank_peak_memory(pr, s.strategy), pr.feasible});
+    out.push_back(
+        {i, pr.iteration_time_s, pr.max_peak_memory_bytes, per_rank_peak_memory(pr, s.strategy), pr.feasible});
   }
   return out;
 }
@@ -330,7 +333,8 @@ Report score(const Problem& pb, const std::vector<SamplePrediction>& preds) {
   r.time_smape_pct = metrics::smape_pct(pt, mt);
   r.time_r2 = metrics::r2(pt, mt);
   r.time_mape_pct = metrics::mape_pct(pt, mt);
-  for (std::size_t i = 0; i < pt.size(); ++i) r.time_max_ape_pct = std::max(r.time_max_ape_pct, 100 * std::fabs(pt[i] / mt[i] - 1));
+  for (std::size_t i = 0; i < pt.size(); ++i)
+    r.time_max_ape_pct = std::max(r.time_max_ape_pct, 100 * std::fabs(pt[i] / mt[i] - 1));
   r.memory_mape_pct = metrics::mape_pct(pm, mm);
   r.memory_smape_pct = metrics::smape_pct(pm, mm);
   r.memory_rank_mape_pct = prank.empty() ? std::nan("") : metrics::mape_pct(prank, mrank);

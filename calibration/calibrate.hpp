@@ -22,8 +22,8 @@ struct Sample {
   Model model;
   Strategy strategy;
   TrainingSettings settings;
-  double time_s = 0;          // 0: not measured
-  double mem_max_bytes = 0;   // 0: not measured
+  double time_s = 0;                          // 0: not measured
+  double mem_max_bytes = 0;                   // 0: not measured
   std::vector<io::RankValue> mem_rank_bytes;  // empty when only the maximum is known
   bool recompute() const { return strategy.recompute != Recompute::none; }
 };

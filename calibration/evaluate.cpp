@@ -67,7 +67,8 @@ void components(const io::Dataset& d, const io::Collection& c, const calib::Prob
     for (const auto& rf : run.ranks)
       for (const auto& mo : rf.matrix) {
         pred.push_back(predict_gemm_us(pb.system, c.settings.precision, p, static_cast<double>(mo.batch),
-                                       static_cast<double>(mo.m), static_cast<double>(mo.n), static_cast<double>(mo.k)));
+                                       static_cast<double>(mo.m), static_cast<double>(mo.n),
+                                       static_cast<double>(mo.k)));
         meas.push_back(mo.duration_us);
       }
   if (pred.empty())
@@ -135,7 +136,8 @@ bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
 
 }  // namespace
 
-std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, PlatformParams>& theta,
+std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
+                                                 const std::map<std::string, PlatformParams>& theta,
                                                  const std::vector<std::string>& models) {
   std::vector<CollectionEvaluation> out;
   for (const auto& c : d.collections) {
@@ -147,8 +149,10 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
     e.predictor = "lmsim";
     e.problem = calib::make_problem(d, c.platform, {c.model_setting});
     PlatformParams p = e.problem.start;
-    if (auto it = theta.find(c.platform); it != theta.end()) p = it->second;
-    else if (auto jt = theta.find(c.system); jt != theta.end()) p = jt->second;
+    if (auto it = theta.find(c.platform); it != theta.end())
+      p = it->second;
+    else if (auto jt = theta.find(c.system); jt != theta.end())
+      p = jt->second;
     const auto idx = calib::all_indices(e.problem);
     e.predictions = calib::predict(e.problem, idx, p);
     e.report = calib::score(e.problem, e.predictions);
@@ -163,15 +167,16 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
 
 std::vector<CollectionEvaluation> evaluate_file(const io::Dataset& d, const std::string& csv, const std::string& name,
                                                 const std::vector<std::string>& models) {
-  const io::CsvTable t = io::read_csv(csv, {"model_setting", "platform", "optimization_config", "iteration_time_s",
-                                            "peak_memory_gib"});
+  const io::CsvTable t =
+      io::read_csv(csv, {"model_setting", "platform", "optimization_config", "iteration_time_s", "peak_memory_gib"});
   struct Pred {
     double time = 0, mem_max = 0, wall = -1;
     std::map<int, double> ranks;
   };
   std::map<std::tuple<std::string, std::string, std::string>, Pred> preds;
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
-    const std::string ms = t.text(i, "model_setting"), plat = t.text(i, "platform"), cfg = t.text(i, "optimization_config");
+    const std::string ms = t.text(i, "model_setting"), plat = t.text(i, "platform"),
+                      cfg = t.text(i, "optimization_config");
     if (plat != "gpu" && plat != "npu") t.fail(i, "platform", "'" + plat + "' is not gpu or npu");
     if (!parse_config_name(cfg).strategy) t.fail(i, "optimization_config", parse_config_name(cfg).error);
     Pred& p = preds[{ms, plat, cfg}];
@@ -220,7 +225,8 @@ std::vector<CollectionEvaluation> evaluate_file(const io::Dataset& d, const std:
     out.push_back(std::move(e));
   }
   if (out.empty())
-    throw io::InputError(csv, 0, "optimization_config", "no prediction matches a measured configuration of the dataset");
+    throw io::InputError(csv, 0, "optimization_config",
+                         "no prediction matches a measured configuration of the dataset");
   return out;
 }
 

@@ -23,7 +23,7 @@ struct ComponentReport {
   std::size_t trace_n = 0;
   double compute_smape_pct = 0, compute_r2 = 0, comm_exposed_smape_pct = 0, comm_exposed_r2 = 0;
   std::map<std::string, double> measured_comm_share, predicted_comm_share;  // percent by primitive
-  double comm_share_jsd = -1;  // -1: no measured shares
+  double comm_share_jsd = -1;                                               // -1: no measured shares
 };
 
 struct CollectionEvaluation {
@@ -37,7 +37,8 @@ struct CollectionEvaluation {
 };
 
 // θ per platform name (gpu/npu) or system name; collections without θ use their system preset's defaults.
-std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, PlatformParams>& theta,
+std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
+                                                 const std::map<std::string, PlatformParams>& theta,
                                                  const std::vector<std::string>& models);
 
 // Another simulator's predictions, CSV columns: model_setting, platform, optimization_config, iteration_time_s,

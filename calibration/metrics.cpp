@@ -35,7 +35,8 @@ double mae(const std::vector<double>& p, const std::vector<double>& m) {
 double smape_pct(const std::vector<double>& p, const std::vector<double>& m, double eps) {
   if (p.empty()) return kNaN;
   double s = 0;
-  for (std::size_t i = 0; i < p.size(); ++i) s += std::fabs(p[i] - m[i]) / ((std::fabs(p[i]) + std::fabs(m[i])) / 2 + eps);
+  for (std::size_t i = 0; i < p.size(); ++i)
+    s += std::fabs(p[i] - m[i]) / ((std::fabs(p[i]) + std::fabs(m[i])) / 2 + eps);
   return 100.0 * s / p.size();
 }
 

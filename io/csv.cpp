@@ -1,5 +1,7 @@
 #include "io/csv.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +10,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "io/error.hpp"
 
@@ -131,15 +132,17 @@ CsvTable parse_csv(const std::string& text_in, const std::string& path, const st
     if (h.empty()) throw InputError(path, starts[0], "", "empty column name in header");
     if (!seen.insert(h).second) throw InputError(path, starts[0], h, "duplicate column in header");
   }
-  if (t.header.size() == 1 && (t.header[0].find(';') != std::string::npos || t.header[0].find('\t') != std::string::npos))
-    throw InputError(path, starts[0], "", "header has one column containing ';' or tabs: wrong delimiter (expected ',')");
+  if (t.header.size() == 1 &&
+      (t.header[0].find(';') != std::string::npos || t.header[0].find('\t') != std::string::npos))
+    throw InputError(path, starts[0], "",
+                     "header has one column containing ';' or tabs: wrong delimiter (expected ',')");
   for (const auto& r : required)
     if (!seen.count(r)) throw InputError(path, starts[0], r, "required column is missing");
   for (std::size_t i = 1; i < records.size(); ++i) {
     if (records[i].size() != t.header.size())
-      throw InputError(path, starts[i], "",
-                       "has " + std::to_string(records[i].size()) + " fields, header has " +
-                           std::to_string(t.header.size()));
+      throw InputError(
+          path, starts[i], "",
+          "has " + std::to_string(records[i].size()) + " fields, header has " + std::to_string(t.header.size()));
     t.rows.push_back(std::move(records[i]));
     t.lines.push_back(starts[i]);
   }

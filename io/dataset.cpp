@@ -82,7 +82,8 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
 int rank_field(const CsvTable& t, std::size_t row, int devices) {
   const std::int64_t r = t.integer(row, "rank_id", 0, 1 << 20);
   if (r >= devices)
-    t.fail(row, "rank_id", "rank " + std::to_string(r) + " is out of range for " + std::to_string(devices) + " devices");
+    t.fail(row, "rank_id",
+           "rank " + std::to_string(r) + " is out of range for " + std::to_string(devices) + " devices");
   return static_cast<int>(r);
 }
 
@@ -94,8 +95,8 @@ Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const Csv
   if (!pr.strategy) t.fail(row, "optimization_config", pr.error);
   if (pr.strategy->devices() != c.devices)
     t.fail(row, "optimization_config",
-           "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) + " devices, the collection has " +
-               std::to_string(c.devices));
+           "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) +
+               " devices, the collection has " + std::to_string(c.devices));
   Run r;
   r.config = name;
   r.strategy = *pr.strategy;
@@ -137,14 +138,15 @@ void read_views(Collection& c, const fs::path& dir) {
       r.peak_memory_bytes.push_back({rank, bytes});
       r.peak_memory_max_bytes = std::max(r.peak_memory_max_bytes.value_or(0.0), bytes);
     }
-    for (auto& r : c.runs) std::sort(r.peak_memory_bytes.begin(), r.peak_memory_bytes.end(),
-                                     [](const RankValue& a, const RankValue& b) { return a.rank < b.rank; });
+    for (auto& r : c.runs)
+      std::sort(r.peak_memory_bytes.begin(), r.peak_memory_bytes.end(),
+                [](const RankValue& a, const RankValue& b) { return a.rank < b.rank; });
   }
   const fs::path trace = dir / "step_trace_time_summary.csv";
   if (fs::exists(trace)) {
-    const CsvTable t = read_csv(trace.string(), {"optimization_config", "rank_id", "computing", "communication",
-                                                 "communication_not_overlapped", "overlapped", "free", "stage",
-                                                 "bubble"});
+    const CsvTable t =
+        read_csv(trace.string(), {"optimization_config", "rank_id", "computing", "communication",
+                                  "communication_not_overlapped", "overlapped", "free", "stage", "bubble"});
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
       Run& r = run_for(c, index, t, i);
       auto ms = [&](const char* col) { return t.number(i, col, 0, 1e12) / 1e3; };  // profiler ms -> s
@@ -155,9 +157,8 @@ void read_views(Collection& c, const fs::path& dir) {
   }
   const fs::path ops = dir / "operator_latency_by_category.csv";
   if (fs::exists(ops)) {
-    const CsvTable t = read_csv(ops.string(), {"optimization_config", "rank_id", "op_category", "op_type",
-                                               "core_type", "count", "total_time_us", "avg_time_us",
-                                               "ratio_percent"});
+    const CsvTable t = read_csv(ops.string(), {"optimization_config", "rank_id", "op_category", "op_type", "core_type",
+                                               "count", "total_time_us", "avg_time_us", "ratio_percent"});
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
       Run& r = run_for(c, index, t, i);
       r.op_categories.push_back({rank_field(t, i, c.devices), t.text(i, "op_category"), t.at(i, t.col("op_type")),
@@ -173,8 +174,7 @@ void read_views(Collection& c, const fs::path& dir) {
     for (std::size_t i = 0; i < t.rows.size(); ++i)
       c.comm_summary.push_back({t.at(i, t.col("comm_scope")), t.text(i, "comm_type"), t.at(i, t.col("comm_group")),
                                 t.number(i, "op_count", 0, 1e15), t.number(i, "elapsed_time_sum_ms", 0, 1e15) / 1e3,
-                                t.number(i, "wait_time_sum_ms", 0, 1e15) / 1e3,
-                                t.number(i, "link_bandwidth", 0, 1e9)});
+                                t.number(i, "wait_time_sum_ms", 0, 1e15) / 1e3, t.number(i, "link_bandwidth", 0, 1e9)});
   }
   const fs::path msum = dir / "matrix_latency_summary.csv";
   if (fs::exists(msum)) {
@@ -196,14 +196,14 @@ void read_views(Collection& c, const fs::path& dir) {
       const std::string id = rp.filename().string().substr(5);
       double v = 0;
       if (!parse_number(id, v) || v != static_cast<int>(v) || v < 0 || v >= c.devices)
-        throw InputError(rp.string(), 0, "rank_id", "folder name is not rank_<id> with id in [0, " +
-                                                       std::to_string(c.devices) + ")");
+        throw InputError(rp.string(), 0, "rank_id",
+                         "folder name is not rank_<id> with id in [0, " + std::to_string(c.devices) + ")");
       RankFiles rf{static_cast<int>(v), {}, {}};
       const fs::path ct = rp / "comm_time.csv";
       if (fs::exists(ct)) {
-        const CsvTable t = read_csv(ct.string(), {"comm_scope", "comm_type", "comm_group", "op_name",
-                                                  "elapsed_time_ms", "wait_time_ms", "link_type",
-                                                  "link_transit_size_mb", "link_bandwidth_gbps"});
+        const CsvTable t =
+            read_csv(ct.string(), {"comm_scope", "comm_type", "comm_group", "op_name", "elapsed_time_ms",
+                                   "wait_time_ms", "link_type", "link_transit_size_mb", "link_bandwidth_gbps"});
         for (std::size_t i = 0; i < t.rows.size(); ++i)
           rf.comm.push_back({t.at(i, t.col("comm_scope")), t.text(i, "comm_type"), t.at(i, t.col("comm_group")),
                              t.at(i, t.col("op_name")), t.at(i, t.col("link_type")),
@@ -246,8 +246,9 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   const auto ms = find_model_setting(c.model_setting);
   c.model = !mr.model.empty() ? mr.model : ms ? ms->model : "";
   if (c.model.empty())
-    throw InputError(dir.string(), 0, "model_setting",
-                     "cannot map '" + c.model_setting + "' to a model: add it to data/model_settings.csv or the manifest");
+    throw InputError(
+        dir.string(), 0, "model_setting",
+        "cannot map '" + c.model_setting + "' to a model: add it to data/model_settings.csv or the manifest");
   if (!presets().find_model(c.model))
     throw InputError(dir.string(), 0, "model", "model '" + c.model + "' has no preset in data/presets/models.json");
   c.devices = mr.devices > 0 ? mr.devices : ms ? ms->devices : 8;
@@ -263,12 +264,11 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   }
   read_views(c, dir);
   for (const auto& r : c.runs)
-    if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true}) !=
-        Rejection::ok)
-      throw InputError((dir / "step_time_summary.csv").string(), 0, "optimization_config",
-                       "'" + r.config + "' is impossible for " + c.model + ": " +
-                           describe(check(presets().find_model(c.model)->model, r.strategy, c.settings,
-                                          {c.devices, true, true})));
+    if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true}) != Rejection::ok)
+      throw InputError(
+          (dir / "step_time_summary.csv").string(), 0, "optimization_config",
+          "'" + r.config + "' is impossible for " + c.model + ": " +
+              describe(check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true})));
   return c;
 }
 
@@ -290,7 +290,8 @@ Dataset read_dataset(const std::string& root) {
       if (mr.directory.find("..") != std::string::npos || (!mr.directory.empty() && mr.directory[0] == '/'))
         t.fail(i, "directory", "must be a relative path inside the dataset root");
       if (!seen.insert(mr.directory).second) t.fail(i, "directory", "duplicate directory '" + mr.directory + "'");
-      if (!fs::is_directory(fs::path(root) / mr.directory)) t.fail(i, "directory", "'" + mr.directory + "' does not exist");
+      if (!fs::is_directory(fs::path(root) / mr.directory))
+        t.fail(i, "directory", "'" + mr.directory + "' does not exist");
       auto opt = [&](const char* col) { return t.has(col) ? t.at(i, t.col(col)) : std::string(); };
       mr.model_setting = opt("model_setting");
       mr.platform = opt("platform");
@@ -318,7 +319,9 @@ Dataset read_dataset(const std::string& root) {
     std::sort(dirs.begin(), dirs.end());
     for (auto& dir : dirs) rows.push_back(ManifestRow{dir, "", "", "", "", 0, 0});
   }
-  if (rows.empty()) throw InputError(root, 0, "", "no measured collections found (no data_manifest.csv, no folder with step_time_summary.csv)");
+  if (rows.empty())
+    throw InputError(root, 0, "",
+                     "no measured collections found (no data_manifest.csv, no folder with step_time_summary.csv)");
   for (const auto& mr : rows) d.collections.push_back(open_collection(root, mr));
   return d;
 }

@@ -13,7 +13,9 @@ class InputError : public std::runtime_error {
  public:
   InputError(std::string file, long line, std::string field, const std::string& why)
       : std::runtime_error(format(file, line, field, why)),
-        file_(std::move(file)), line_(line), field_(std::move(field)) {}
+        file_(std::move(file)),
+        line_(line),
+        field_(std::move(field)) {}
   const std::string& file() const { return file_; }
   long line() const { return line_; }
   const std::string& field() const { return field_; }

@@ -104,9 +104,7 @@ H5Writer::~H5Writer() {
   if (!committed_) std::remove(tmp_.c_str());
 }
 
-void H5Writer::group(const std::string& path) {
-  ensure_parents(file_, path + "/");
-}
+void H5Writer::group(const std::string& path) { ensure_parents(file_, path + "/"); }
 
 void H5Writer::write(const std::string& path, const std::vector<double>& v) {
   write_1d(file_, final_, path, H5T_NATIVE_DOUBLE, v.size(), [&] { return v.data(); });

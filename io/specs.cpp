@@ -36,8 +36,7 @@ class Obj {
     if (!v.is_number()) throw InputError(file_, 0, where(key), "expected a number, got " + v.dump());
     const double d = v.get<double>();
     if (!std::isfinite(d) || d < lo || d > hi)
-      throw InputError(file_, 0, where(key),
-                       "value " + v.dump() + " is outside [" + fmt(lo) + ", " + fmt(hi) + "]");
+      throw InputError(file_, 0, where(key), "value " + v.dump() + " is outside [" + fmt(lo) + ", " + fmt(hi) + "]");
     return d;
   }
   double number_or(const std::string& key, double lo, double hi, double dflt) {
@@ -96,7 +95,6 @@ class Obj {
   std::set<std::string> seen_;
 };
 
-constexpr std::int64_t kBig = 1LL << 40;
 constexpr double kGiB = 1073741824.0;
 
 }  // namespace
@@ -221,8 +219,8 @@ Json to_json(const System& s) {
   j["name"] = s.name;
   j["device"] = s.device;
   j["devices_per_node"] = s.devices_per_node;
-  j["peak_tflops"] = {{"fp16", s.peak_flops_fp16 / 1e12}, {"bf16", s.peak_flops_bf16 / 1e12},
-                      {"fp8", s.peak_flops_fp8 / 1e12}};
+  j["peak_tflops"] = {
+      {"fp16", s.peak_flops_fp16 / 1e12}, {"bf16", s.peak_flops_bf16 / 1e12}, {"fp8", s.peak_flops_fp8 / 1e12}};
   j["hbm_capacity_gib"] = s.hbm_capacity_bytes / kGiB;
   j["hbm_bandwidth_gb_per_s"] = s.hbm_bandwidth_bytes_per_s / 1e9;
   j["intra_node"] = link_json(s.intra_node);
@@ -364,7 +362,8 @@ System resolve_system(const std::string& name, PlatformParams* defaults) {
     return system_from_json(parse_json_file(name), name, "", defaults);
   std::string list;
   for (const auto& s : presets().systems) list += (list.empty() ? "" : ", ") + s.system.name;
-  throw InputError("--system", 0, "", "unknown system '" + name + "' (not a preset, not a .json file). Presets: " + list);
+  throw InputError("--system", 0, "",
+                   "unknown system '" + name + "' (not a preset, not a .json file). Presets: " + list);
 }
 
 PlatformParams load_params(const std::string& file, const PlatformParams& base) {

@@ -6,11 +6,10 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "simulator/simulator.hpp"
 
@@ -21,7 +20,7 @@ using Json = nlohmann::ordered_json;
 // A model preset also carries the model card's published totals, for checking the parameter count.
 struct ModelPreset {
   Model model;
-  double card_total_params = 0;   // 0: not published
+  double card_total_params = 0;  // 0: not published
   double card_active_params = 0;
   std::string source;
 };

@@ -43,7 +43,8 @@ bool Pareto::before(const Entry& a, const Entry& b) const {
 
 void Pareto::offer(const Entry& e) {
   // front_ is sorted by `before`; along it time rises and memory strictly falls.
-  auto pos = std::lower_bound(front_.begin(), front_.end(), e, [this](const Entry& a, const Entry& b) { return before(a, b); });
+  auto pos = std::lower_bound(front_.begin(), front_.end(), e,
+                              [this](const Entry& a, const Entry& b) { return before(a, b); });
   if (pos != front_.end() && pos->index == e.index) return;
   if (pos != front_.begin()) {
     const Entry& prev = *(pos - 1);

@@ -56,9 +56,13 @@ ShortlistReport shortlist(const std::vector<PairedConfig>& c, std::size_t k, con
   };
   const auto src = column(c, [](const PairedConfig& x) { return x.source_time_s; });
   add(source + " measured top-" + std::to_string(k), src);
-  const bool has_src_pred = std::all_of(c.begin(), c.end(), [](const auto& x) { return x.source_predicted_time_s > 0; });
-  const bool has_tgt_pred = std::all_of(c.begin(), c.end(), [](const auto& x) { return x.target_predicted_time_s > 0; });
-  if (has_src_pred) add(source + " predicted top-" + std::to_string(k), column(c, [](const auto& x) { return x.source_predicted_time_s; }));
+  const bool has_src_pred =
+      std::all_of(c.begin(), c.end(), [](const auto& x) { return x.source_predicted_time_s > 0; });
+  const bool has_tgt_pred =
+      std::all_of(c.begin(), c.end(), [](const auto& x) { return x.target_predicted_time_s > 0; });
+  if (has_src_pred)
+    add(source + " predicted top-" + std::to_string(k),
+        column(c, [](const auto& x) { return x.source_predicted_time_s; }));
   if (has_tgt_pred) {
     const auto tp = column(c, [](const auto& x) { return x.target_predicted_time_s; });
     add(target + " predicted top-" + std::to_string(k), tp);
@@ -111,7 +115,8 @@ CrossPlatformReport cross_platform(const std::vector<PairedConfig>& c) {
     const PairedConfig& rc = c[static_cast<std::size_t>(p.second)];
     ++r.rc_pairs;
     const bool time_agree = (rc.source_time_s > no.source_time_s) == (rc.target_time_s > no.target_time_s);
-    const bool mem_agree = (rc.source_memory_bytes < no.source_memory_bytes) == (rc.target_memory_bytes < no.target_memory_bytes);
+    const bool mem_agree =
+        (rc.source_memory_bytes < no.source_memory_bytes) == (rc.target_memory_bytes < no.target_memory_bytes);
     r.rc_direction_agreements += (time_agree && mem_agree) ? 1 : 0;
     s_over.push_back(100 * (rc.source_time_s / no.source_time_s - 1));
     t_over.push_back(100 * (rc.target_time_s / no.target_time_s - 1));

@@ -15,8 +15,8 @@ namespace lmsim::search {
 struct PairedConfig {
   std::string config;  // dataset name, e.g. dp2-tp4-pp1-cp1-RC
   bool recompute;
-  double source_time_s, target_time_s;        // measured
-  double source_memory_bytes, target_memory_bytes;  // measured (maximum over ranks)
+  double source_time_s, target_time_s;                              // measured
+  double source_memory_bytes, target_memory_bytes;                  // measured (maximum over ranks)
   double source_predicted_time_s = 0, target_predicted_time_s = 0;  // 0 = not available
 };
 
@@ -48,7 +48,7 @@ struct CrossPlatformReport {
   std::vector<StratumCorrelation> strata;
   std::size_t lowest_memory_top3_overlap;
   std::size_t rc_pairs, rc_direction_agreements;
-  double median_time_ratio, median_memory_ratio;              // target / source
+  double median_time_ratio, median_memory_ratio;                                  // target / source
   double source_recompute_time_overhead_pct, target_recompute_time_overhead_pct;  // medians over RC pairs
   double source_recompute_memory_saving_pct, target_recompute_memory_saving_pct;
   double transfer_time_smape_pct, transfer_time_r2;  // LOO median-ratio transfer of source time to target time

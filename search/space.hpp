@@ -19,7 +19,7 @@ struct Scenario {
   PlatformParams params;
   TrainingSettings settings;  // seq_length and global_batch_size set per scenario
   int devices;
-  std::string label;          // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024
+  std::string label;  // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024
 };
 
 // Restrictions; an empty list means "all valid values".

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "io/error.hpp"
+
 namespace fs = std::filesystem;
 
 namespace lmsim::search {
@@ -93,7 +95,8 @@ void write_checkpoint(const std::string& dir, int rank, std::uint64_t fp, std::u
     for (auto v : c) o << " " << v;
     o << "\n";
   }
-  for (const auto& e : st.entries) o << "E " << e.index << " " << e.objective << " " << e.time_s << " " << e.peak_bytes << "\n";
+  for (const auto& e : st.entries)
+    o << "E " << e.index << " " << e.objective << " " << e.time_s << " " << e.peak_bytes << "\n";
   o << "END\n";
   const std::string path = dir + "/rank_" + std::to_string(rank) + ".ckpt";
   const std::string tmp = path + ".tmp";
@@ -118,10 +121,11 @@ void read_checkpoints(const std::string& dir, std::uint64_t fp, std::uint64_t ch
     std::uint64_t ffp = 0, fchunk = 0;
     f >> magic >> version >> ffp >> fchunk;
     if (magic != "lmsim-checkpoint" || version != 1)
-      throw std::runtime_error(e.path().string() + ": not an lmsim checkpoint");
+      throw io::InputError(e.path().string(), 1, "", "not an lmsim checkpoint");
     if (ffp != fp || fchunk != chunk)
-      throw std::runtime_error(e.path().string() + ": checkpoint of a different search (model, scenarios, space or "
-                                                   "chunk size differ); remove it or drop --resume");
+      throw io::InputError(e.path().string(), 1, "",
+                           "checkpoint of a different search (model, scenarios, space or "
+                           "chunk size differ); remove it or drop --resume");
     std::getline(f, line);
     RankState part;
     std::map<std::uint64_t, Entry> part_entries;
@@ -177,7 +181,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
       if (id < n_chunks) done[id] = 1;
     res.resumed_chunks = prior.chunk_counts.size();
     if (rank == 0) state = std::move(prior);  // rank 0 carries the earlier results forward
-    MPI_Barrier(MPI_COMM_WORLD);  // everyone has read the old files before any is rewritten
+    MPI_Barrier(MPI_COMM_WORLD);              // everyone has read the old files before any is rewritten
   }
   if (!o.checkpoint_dir.empty() && rank == 0) fs::create_directories(o.checkpoint_dir);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -242,7 +246,8 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
             front.offer(e);
           }
           ++counts[static_cast<std::size_t>(reason)];
-          if (o.write_all) recs.push_back({i, p.ok() ? p.iteration_time_s : 0.0, p.ok() ? p.max_peak_memory_bytes : 0.0, reason});
+          if (o.write_all)
+            recs.push_back({i, p.ok() ? p.iteration_time_s : 0.0, p.ok() ? p.max_peak_memory_bytes : 0.0, reason});
         }
         std::lock_guard<std::mutex> lock(mu);
         state.chunk_counts[id] = counts;
@@ -259,7 +264,8 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
         }
         if (o.write_all) all.insert(all.end(), recs.begin(), recs.end());
         const auto now = std::chrono::steady_clock::now();
-        if (!o.checkpoint_dir.empty() && std::chrono::duration<double>(now - last_ckpt).count() >= o.checkpoint_every_s) {
+        if (!o.checkpoint_dir.empty() &&
+            std::chrono::duration<double>(now - last_ckpt).count() >= o.checkpoint_every_s) {
           write_checkpoint(o.checkpoint_dir, rank, fp, chunk, state);
           last_ckpt = now;
         }
@@ -271,11 +277,11 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
           const double eta = frac > 0 ? el * (1 - frac) / frac : 0;
           if (tty) {
             const int w = 30, filled = static_cast<int>(frac * w);
-            std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.3g cfg/s  ETA %.0f s ", filled, "##############################",
-                         w - filled, "", 100 * frac, rate, eta);
+            std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.3g cfg/s  ETA %.0f s ", filled,
+                         "##############################", w - filled, "", 100 * frac, rate, eta);
           } else {
-            spdlog::info("search: {:.1f}% of {} configurations, {:.3g} configurations/s, ETA {:.0f} s", 100 * frac, size,
-                         rate, eta);
+            spdlog::info("search: {:.1f}% of {} configurations, {:.3g} configurations/s, ETA {:.0f} s", 100 * frac,
+                         size, rate, eta);
           }
         }
       }

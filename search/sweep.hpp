@@ -23,12 +23,12 @@ const char* to_string(Objective o);
 struct SweepOptions {
   std::size_t top_k = 20;
   Objective objective = Objective::time;
-  double token_budget = 1e12;       // tokens, for device_hours
+  double token_budget = 1e12;  // tokens, for device_hours
   double memory_margin_bytes = 0;
-  ValidityOptions validity;         // devices_per_node is taken from each scenario's system
-  std::uint64_t chunk = 0;          // candidates per chunk; 0 = automatic
+  ValidityOptions validity;  // devices_per_node is taken from each scenario's system
+  std::uint64_t chunk = 0;   // candidates per chunk; 0 = automatic
   bool write_all = false;
-  std::string checkpoint_dir;       // empty: no checkpoints
+  std::string checkpoint_dir;  // empty: no checkpoints
   double checkpoint_every_s = 30;
   bool resume = false;
   bool progress = true;

@@ -38,8 +38,7 @@ struct Ctx {
   LinkUse tp_link, cp_link, ep_link, dp_link, pp_link;
 };
 
-Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
-             const PlatformParams& p);
+Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t, const PlatformParams& p);
 
 // ---------------------------------------------------------------- D: cost estimators
 // GEMM kernel: FLOPs at a size-dependent efficiency, eff = e_max · d / (d + d_half) with d the smallest of
@@ -64,11 +63,20 @@ inline double collective_time_s(const Ctx& c, Prim prim, const LinkUse& l, doubl
   if (n <= 1 && prim != Prim::send_recv) return 0;
   double steps = 0, volume = 0;
   switch (prim) {
-    case Prim::all_reduce: steps = 2 * (n - 1); volume = 2 * (n - 1) / n * bytes; break;
+    case Prim::all_reduce:
+      steps = 2 * (n - 1);
+      volume = 2 * (n - 1) / n * bytes;
+      break;
     case Prim::all_gather:
     case Prim::reduce_scatter:
-    case Prim::all_to_all: steps = n - 1; volume = (n - 1) / n * bytes; break;
-    case Prim::send_recv: steps = 1; volume = bytes; break;
+    case Prim::all_to_all:
+      steps = n - 1;
+      volume = (n - 1) / n * bytes;
+      break;
+    case Prim::send_recv:
+      steps = 1;
+      volume = bytes;
+      break;
   }
   return volume / l.bandwidth_bytes_per_s + steps * l.latency_s + c.p->kernel_launch_us * 1e-6;
 }
@@ -146,9 +154,7 @@ void visit_layer_gemms(const Ctx& c, bool moe, F&& f) {
   }
 }
 
-inline void visit_head_gemms(const Ctx& c, auto&& f) {
-  f(Gemm{"lm_head", 1, c.tokens, c.vocab_padded / c.tp, c.h, 1});
-}
+inline void visit_head_gemms(const Ctx& c, auto&& f) { f(Gemm{"lm_head", 1, c.tokens, c.vocab_padded / c.tp, c.h, 1}); }
 
 struct Collective {
   Prim prim;

@@ -22,9 +22,7 @@ std::int64_t Model::num_moe_layers() const {
 }
 
 namespace {
-double norm_params(const Model& m, double width) {
-  return m.norm == Norm::layernorm ? 2.0 * width : width;
-}
+double norm_params(const Model& m, double width) { return m.norm == Norm::layernorm ? 2.0 * width : width; }
 double mlp_params(const Model& m, double ffn) {
   const double h = static_cast<double>(m.hidden_size);
   return (m.is_gated() ? 3.0 : 2.0) * h * ffn;
@@ -102,8 +100,8 @@ std::string validate(const Model& m) {
   if (m.num_shared_experts < 0) return "num_shared_experts must not be negative";
   if (m.is_mla() && (!positive(m.qk_rope_head_dim) || !positive(m.v_head_dim)))
     return "MLA needs qk_rope_head_dim and v_head_dim";
-  if (m.hidden_size > (1 << 20) || m.num_layers > 4096 || m.vocab_size > (1LL << 24) ||
-      m.num_attention_heads > 4096 || m.ffn_hidden_size > (1LL << 22) || m.num_experts > 65536)
+  if (m.hidden_size > (1 << 20) || m.num_layers > 4096 || m.vocab_size > (1LL << 24) || m.num_attention_heads > 4096 ||
+      m.ffn_hidden_size > (1LL << 22) || m.num_experts > 65536)
     return "a dimension is absurdly large";
   return {};
 }

@@ -35,9 +35,9 @@ struct Model {
   std::int64_t num_experts = 0;
   std::int64_t experts_per_token = 0;
   std::int64_t moe_ffn_hidden_size = 0;
-  std::int64_t num_shared_experts = 0;      // each of moe_ffn_hidden_size width
-  std::int64_t first_dense_layers = 0;      // leading layers that keep a dense MLP (DeepSeek-V3: 3)
-  std::int64_t moe_layer_frequency = 1;     // after the dense prefix, every n-th layer is MoE
+  std::int64_t num_shared_experts = 0;   // each of moe_ffn_hidden_size width
+  std::int64_t first_dense_layers = 0;   // leading layers that keep a dense MLP (DeepSeek-V3: 3)
+  std::int64_t moe_layer_frequency = 1;  // after the dense prefix, every n-th layer is MoE
 
   // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on. head_dim is then the
   // non-rotary query/key head dimension.
@@ -50,30 +50,29 @@ struct Model {
   bool is_mla() const { return kv_lora_rank > 0; }
   bool is_gated() const { return activation != Activation::gelu; }
   bool layer_is_moe(std::int64_t layer) const {
-    return is_moe() && layer >= first_dense_layers &&
-           (layer - first_dense_layers) % moe_layer_frequency == 0;
+    return is_moe() && layer >= first_dense_layers && (layer - first_dense_layers) % moe_layer_frequency == 0;
   }
   std::int64_t num_moe_layers() const;
 };
 
 // Parameter counts of one transformer layer's parts (no parallel sharding applied).
 struct LayerParams {
-  double attention = 0;      // projections, biases, q/k norms
-  double mlp_dense = 0;      // dense MLP (for dense layers)
-  double router = 0;         // MoE router
-  double expert = 0;         // one routed expert
-  double shared_experts = 0; // all shared experts together
-  double norms = 0;          // the layer's norms
+  double attention = 0;       // projections, biases, q/k norms
+  double mlp_dense = 0;       // dense MLP (for dense layers)
+  double router = 0;          // MoE router
+  double expert = 0;          // one routed expert
+  double shared_experts = 0;  // all shared experts together
+  double norms = 0;           // the layer's norms
 };
 
 LayerParams layer_params(const Model& m);
 
 struct ParamCount {
-  double total = 0;           // every parameter stored (embedding counted once if tied)
-  double non_embedding = 0;   // total minus input embedding and output head
+  double total = 0;             // every parameter stored (embedding counted once if tied)
+  double non_embedding = 0;     // total minus input embedding and output head
   double active_per_token = 0;  // parameters touched by one token (MoE: top-k experts only)
-  double embedding = 0;       // input embedding (vocab x hidden)
-  double output_head = 0;     // 0 when tied
+  double embedding = 0;         // input embedding (vocab x hidden)
+  double output_head = 0;       // 0 when tied
 };
 
 ParamCount count_params(const Model& m);

@@ -42,8 +42,8 @@ std::string validate(const PlatformParams& p) {
     const double v = p.*(info.field);
     if (!std::isfinite(v)) return std::string(info.name) + " is not finite";
     if (v < info.lower || v > info.upper)
-      return std::string(info.name) + " = " + std::to_string(v) + " is outside [" + std::to_string(info.lower) +
-             ", " + std::to_string(info.upper) + "]";
+      return std::string(info.name) + " = " + std::to_string(v) + " is outside [" + std::to_string(info.lower) + ", " +
+             std::to_string(info.upper) + "]";
   }
   return {};
 }

@@ -11,18 +11,18 @@
 namespace lmsim {
 
 struct PlatformParams {
-  double matmul_efficiency = 0.70;              // fraction of peak FLOP/s a large GEMM reaches
-  double matmul_half_dim = 64;                  // smallest GEMM dimension at which efficiency halves
-  double vector_bandwidth_efficiency = 0.70;    // fraction of HBM bandwidth a memory-bound kernel reaches
-  double kernel_launch_us = 8;                  // fixed cost of one kernel (launch + host dispatch), µs
+  double matmul_efficiency = 0.70;                // fraction of peak FLOP/s a large GEMM reaches
+  double matmul_half_dim = 64;                    // smallest GEMM dimension at which efficiency halves
+  double vector_bandwidth_efficiency = 0.70;      // fraction of HBM bandwidth a memory-bound kernel reaches
+  double kernel_launch_us = 8;                    // fixed cost of one kernel (launch + host dispatch), µs
   double intra_node_bandwidth_efficiency = 0.70;  // fraction of the intra-node link bandwidth a ring reaches
   double inter_node_bandwidth_efficiency = 0.70;  // fraction of the inter-node bandwidth a ring reaches
-  double collective_latency_us = 10;           // software latency per ring step, on top of the link's own
-  double dp_overlap = 0.5;                      // fraction of data-parallel gradient traffic hidden by backward
-  double runtime_memory_gib = 0.5;              // per-device constant: context, workspaces, communicator buffers
-  double runtime_memory_fraction = 0.05;        // allocator caching / fragmentation, fraction of allocated bytes
-  double attention_score_bytes = 5;             // bytes kept per materialised attention-score element
-  double optimizer_bytes_per_param = 12;        // fp32 master copy + optimizer moments per owned parameter
+  double collective_latency_us = 10;              // software latency per ring step, on top of the link's own
+  double dp_overlap = 0.5;                        // fraction of data-parallel gradient traffic hidden by backward
+  double runtime_memory_gib = 0.5;                // per-device constant: context, workspaces, communicator buffers
+  double runtime_memory_fraction = 0.05;          // allocator caching / fragmentation, fraction of allocated bytes
+  double attention_score_bytes = 5;               // bytes kept per materialised attention-score element
+  double optimizer_bytes_per_param = 12;          // fp32 master copy + optimizer moments per owned parameter
 
   bool operator==(const PlatformParams&) const = default;
 };

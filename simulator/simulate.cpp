@@ -19,8 +19,7 @@ LinkUse use_link(const System& sys, const PlatformParams& p, bool crosses_node) 
 }
 }  // namespace
 
-Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
-             const PlatformParams& p) {
+Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t, const PlatformParams& p) {
   Ctx c{};
   c.m = &m;
   c.sys = &sys;
@@ -68,8 +67,8 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
   if (c.t.dropout) outside += 5.0 * act;
   double inside = 0;
   const double qk_width = S * (c.a + (m.is_mla() ? c.a : c.g)) * c.d / t * 2;
-  inside += 2 * qk_width;                      // rotary embedding on q and k
-  if (m.qk_norm) inside += 2 * qk_width;       // q/k RMSNorm
+  inside += 2 * qk_width;                 // rotary embedding on q and k
+  if (m.qk_norm) inside += 2 * qk_width;  // q/k RMSNorm
   if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
     inside += 2 * S * (c.a + c.g) * c.d / t * 2;  // unfused GQA: K and V repeated to every query head
   const double gate_in = m.is_gated() ? 3.0 : 2.0;
@@ -113,8 +112,8 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
   const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
   double inside = 2 * S * c.a * qk + 2 * S * kv_heads * qk + 2 * S * kv_heads * vd;  // Q, K, V
-  if (m.qk_norm) inside += 2 * S * (c.a + c.g) * c.d;  // norm inputs
-  inside += 2 * S * c.a * vd;                          // attention output = out-projection input
+  if (m.qk_norm) inside += 2 * S * (c.a + c.g) * c.d;                                // norm inputs
+  inside += 2 * S * c.a * vd;  // attention output = out-projection input
   if (m.is_mla()) inside += 2 * S * (static_cast<double>(m.kv_lora_rank + m.q_lora_rank));
   if (c.t.flash_attention) inside += 4 * c.b * c.a * c.s_local;  // softmax log-sum-exp
   const double gate = m.is_gated() ? 2.0 : 1.0;
@@ -258,8 +257,8 @@ double inflight(int pp, int vpp, std::int64_t mb, int i) {
 
 using namespace detail;
 
-LayerActivation layer_activation(const Model& m, const Strategy& s, const TrainingSettings& t,
-                                 const PlatformParams& p, bool moe_layer) {
+LayerActivation layer_activation(const Model& m, const Strategy& s, const TrainingSettings& t, const PlatformParams& p,
+                                 bool moe_layer) {
   const System dummy{};
   const Ctx c = make_ctx(m, s, dummy, t, p);
   return layer_activation_from(c, moe_layer);
@@ -319,8 +318,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
 
     // Parameters held by one rank of this stage.
     // Norm weights and the router are replicated across TP; projections are sharded.
-    double dense_params = nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) +
-                          nm * (lp.router + lp.shared_experts / c.tp);
+    double dense_params =
+        nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) + nm * (lp.router + lp.shared_experts / c.tp);
     const double expert_params = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.tp);
     const double head = c.vocab_padded * c.h / c.tp;
     if (is_first) dense_params += head;
@@ -334,8 +333,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
     const double stored = nd * dense_a.stored_bytes + nm * moe_a.stored_bytes;
     st.activation_bytes = st.inflight_microbatches * stored;
-    const double live = std::max(n > 0 ? (nm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes) : 0.0,
-                                 is_last ? logits_bytes : 0.0);
+    const double live =
+        std::max(n > 0 ? (nm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes) : 0.0,
+                 is_last ? logits_bytes : 0.0);
     st.transient_bytes = live;
     const double allocated =
         st.weight_bytes + st.gradient_bytes + st.optimizer_bytes + st.activation_bytes + st.transient_bytes;

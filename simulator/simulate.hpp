@@ -27,12 +27,12 @@ struct StageResult {
   double forward_compute_s;
   double backward_compute_s;
   double recompute_s;
-  double tp_comm_s;          // tensor-parallel collectives, exposed
+  double tp_comm_s;             // tensor-parallel collectives, exposed
   double tp_comm_overlapped_s;  // backward TP traffic hidden under the linear layers' backward GEMMs
-  double cp_comm_exposed_s;  // ring-attention KV exchange not hidden by attention compute
+  double cp_comm_exposed_s;     // ring-attention KV exchange not hidden by attention compute
   double cp_comm_overlapped_s;
-  double ep_comm_s;          // MoE all-to-all dispatch and combine
-  double pp_comm_s;          // point-to-point activation / gradient transfers
+  double ep_comm_s;  // MoE all-to-all dispatch and combine
+  double pp_comm_s;  // point-to-point activation / gradient transfers
   double per_microbatch_s;
   // Once per iteration, seconds.
   double dp_comm_exposed_s;
@@ -42,9 +42,9 @@ struct StageResult {
   double weight_bytes;
   double gradient_bytes;
   double optimizer_bytes;
-  double activation_bytes;   // stored activations of all in-flight micro-batches
-  double transient_bytes;    // the largest short-lived buffer: logits / loss or a recomputed layer
-  double runtime_bytes;      // runtime constant + allocator overhead
+  double activation_bytes;  // stored activations of all in-flight micro-batches
+  double transient_bytes;   // the largest short-lived buffer: logits / loss or a recomputed layer
+  double runtime_bytes;     // runtime constant + allocator overhead
   double peak_bytes;
   double inflight_microbatches;
 };
@@ -98,11 +98,11 @@ std::vector<double> per_rank_peak_memory(const Prediction& pr, const Strategy& s
 
 // Diagnostics, produced on request only.
 struct GemmRecord {
-  std::string name;   // qkv, scores, pv, out, fc1, fc2, router, expert_fc1, ..., lm_head
+  std::string name;  // qkv, scores, pv, out, fc1, fc2, router, expert_fc1, ..., lm_head
   int stage;
   std::int64_t batch, m, n, k;
   Precision dtype;
-  double count;       // calls per iteration on one rank of the stage (forward + backward)
+  double count;         // calls per iteration on one rank of the stage (forward + backward)
   double predicted_us;  // per call
 };
 struct CollectiveRecord {
@@ -110,9 +110,9 @@ struct CollectiveRecord {
   std::string group;      // tp, cp, ep, dp, pp, embedding
   int stage;
   int group_size;
-  double bytes;           // per call
-  double count;           // calls per iteration
-  double predicted_ms;    // per call
+  double bytes;         // per call
+  double count;         // calls per iteration
+  double predicted_ms;  // per call
 };
 std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,
                                          const TrainingSettings& t, const PlatformParams& p);
@@ -130,7 +130,7 @@ struct LayerActivation {
   double stored_bytes;  // kept from forward to backward
   double live_bytes;    // extra bytes alive while this layer's backward runs (recomputed activations)
 };
-LayerActivation layer_activation(const Model& m, const Strategy& s, const TrainingSettings& t,
-                                 const PlatformParams& p, bool moe_layer);
+LayerActivation layer_activation(const Model& m, const Strategy& s, const TrainingSettings& t, const PlatformParams& p,
+                                 bool moe_layer);
 
 }  // namespace lmsim

@@ -72,8 +72,9 @@ ParseResult parse_config_name(const std::string& name) {
   int* fields[4] = {&s.data_parallel, &s.tensor_parallel, &s.pipeline_parallel, &s.context_parallel};
   for (int i = 0; i < 4; ++i) {
     auto v = degree(toks[static_cast<std::size_t>(i)], prefixes[i]);
-    if (!v) return fail("field " + std::to_string(i + 1) + " '" + std::string(toks[static_cast<std::size_t>(i)]) +
-                        "' is not " + prefixes[i] + "<positive integer>");
+    if (!v)
+      return fail("field " + std::to_string(i + 1) + " '" + std::string(toks[static_cast<std::size_t>(i)]) +
+                  "' is not " + prefixes[i] + "<positive integer>");
     *fields[i] = static_cast<int>(*v);
   }
   std::size_t i = 4;
@@ -83,23 +84,34 @@ ParseResult parse_config_name(const std::string& name) {
     ++i;
   }
   if (i >= toks.size()) return fail("missing recompute field (RC, noRC or selRC)");
-  if (toks[i] == "RC") s.recompute = Recompute::full;
-  else if (toks[i] == "noRC") s.recompute = Recompute::none;
-  else if (toks[i] == "selRC") s.recompute = Recompute::selective;
-  else return fail("recompute field '" + std::string(toks[i]) + "' is not RC, noRC or selRC");
+  if (toks[i] == "RC")
+    s.recompute = Recompute::full;
+  else if (toks[i] == "noRC")
+    s.recompute = Recompute::none;
+  else if (toks[i] == "selRC")
+    s.recompute = Recompute::selective;
+  else
+    return fail("recompute field '" + std::string(toks[i]) + "' is not RC, noRC or selRC");
   ++i;
   // Extension tokens, each at most once, in canonical order.
   int stage = 0;
   for (; i < toks.size(); ++i) {
     std::string_view t = toks[i];
-    if (auto v = degree(t, "mbs"); v && stage < 1) { s.micro_batch_size = *v; stage = 1; }
-    else if (auto w = degree(t, "vpp"); w && stage < 2) {
+    if (auto v = degree(t, "mbs"); v && stage < 1) {
+      s.micro_batch_size = *v;
+      stage = 1;
+    } else if (auto w = degree(t, "vpp"); w && stage < 2) {
       if (*w == 1) return fail("vpp1 is written by omitting the vpp field");
-      s.virtual_pipeline = static_cast<int>(*w); stage = 2;
-    }
-    else if ((t == "sp" || t == "nosp") && stage < 3) { s.sequence_parallel = (t == "sp"); stage = 3; }
-    else if ((t == "do" || t == "nodo") && stage < 4) { s.distributed_optimizer = (t == "do"); stage = 4; }
-    else return fail("unexpected or repeated field '" + std::string(t) + "'");
+      s.virtual_pipeline = static_cast<int>(*w);
+      stage = 2;
+    } else if ((t == "sp" || t == "nosp") && stage < 3) {
+      s.sequence_parallel = (t == "sp");
+      stage = 3;
+    } else if ((t == "do" || t == "nodo") && stage < 4) {
+      s.distributed_optimizer = (t == "do");
+      stage = 4;
+    } else
+      return fail("unexpected or repeated field '" + std::string(t) + "'");
   }
   r.strategy = s;
   return r;
@@ -148,8 +160,7 @@ const char* describe(Rejection r) {
     case Rejection::experts_not_divisible_by_ep: return "experts are not divisible by expert_parallel";
     case Rejection::ep_not_dividing_dp_cp: return "expert_parallel does not divide data_parallel x context_parallel";
     case Rejection::ep_without_experts: return "expert_parallel > 1 on a dense model";
-    case Rejection::batch_not_divisible:
-      return "global batch is not divisible by data_parallel x micro_batch_size";
+    case Rejection::batch_not_divisible: return "global batch is not divisible by data_parallel x micro_batch_size";
     case Rejection::vpp_needs_pipeline:
       return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel";
     case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
@@ -162,8 +173,8 @@ const char* describe(Rejection r) {
 }
 
 Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o) {
-  const int degrees[6] = {s.data_parallel, s.tensor_parallel, s.pipeline_parallel, s.context_parallel,
-                          s.expert_parallel, s.virtual_pipeline};
+  const int degrees[6] = {s.data_parallel,    s.tensor_parallel, s.pipeline_parallel,
+                          s.context_parallel, s.expert_parallel, s.virtual_pipeline};
   for (int d : degrees)
     if (d < 1 || d > 65536) return Rejection::degree_out_of_range;
   if (s.pipeline_parallel > 128 || s.micro_batch_size < 0) return Rejection::degree_out_of_range;
@@ -186,8 +197,7 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   if ((s.data_parallel * s.context_parallel) % s.expert_parallel != 0) return Rejection::ep_not_dividing_dp_cp;
   if (t.global_batch_size % (static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size) != 0)
     return Rejection::batch_not_divisible;
-  if (s.virtual_pipeline > 1 &&
-      (s.pipeline_parallel == 1 || r.num_micro_batches % s.pipeline_parallel != 0))
+  if (s.virtual_pipeline > 1 && (s.pipeline_parallel == 1 || r.num_micro_batches % s.pipeline_parallel != 0))
     return Rejection::vpp_needs_pipeline;
   if (!o.allow_cross_node_tp && s.tensor_parallel > o.devices_per_node) return Rejection::tp_crosses_node;
   return Rejection::ok;

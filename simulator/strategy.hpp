@@ -24,11 +24,11 @@ struct TrainingSettings {
   std::int64_t micro_batch_size = 1;
   Precision precision = Precision::bf16;
   bool distributed_optimizer = true;
-  bool flash_attention = true;    // false: s x s attention scores are materialised and stored
-  bool fused_kernels = true;      // fused norm / rotary / softmax / cross-entropy kernels
-  bool sequence_parallel = false; // default for tp > 1
-  bool dropout = false;           // attention and hidden dropout active (masks stored)
-  bool fp32_gradients = true;     // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
+  bool flash_attention = true;      // false: s x s attention scores are materialised and stored
+  bool fused_kernels = true;        // fused norm / rotary / softmax / cross-entropy kernels
+  bool sequence_parallel = false;   // default for tp > 1
+  bool dropout = false;             // attention and hidden dropout active (masks stored)
+  bool fp32_gradients = true;       // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
   double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
 };
 

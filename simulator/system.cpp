@@ -22,8 +22,10 @@ std::string validate(const System& s) {
   if (bad(s.hbm_bandwidth_bytes_per_s)) return "hbm_bandwidth must be positive";
   if (bad(s.intra_node.bandwidth_bytes_per_s)) return "intra_node bandwidth must be positive";
   if (bad(s.inter_node.bandwidth_bytes_per_s)) return "inter_node bandwidth must be positive";
-  if (!std::isfinite(s.intra_node.latency_s) || s.intra_node.latency_s < 0) return "intra_node latency must not be negative";
-  if (!std::isfinite(s.inter_node.latency_s) || s.inter_node.latency_s < 0) return "inter_node latency must not be negative";
+  if (!std::isfinite(s.intra_node.latency_s) || s.intra_node.latency_s < 0)
+    return "intra_node latency must not be negative";
+  if (!std::isfinite(s.inter_node.latency_s) || s.inter_node.latency_s < 0)
+    return "inter_node latency must not be negative";
   return {};
 }
 

@@ -22,7 +22,7 @@ struct System {
   int devices_per_node = 8;
   double peak_flops_fp16 = 0;  // dense FLOP/s
   double peak_flops_bf16 = 0;
-  double peak_flops_fp8 = 0;   // 0 when the device has no FP8 units
+  double peak_flops_fp8 = 0;  // 0 when the device has no FP8 units
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_bytes_per_s = 0;
   Link intra_node;

@@ -20,7 +20,8 @@ calib::Problem synthetic(const PlatformParams& truth, double noise, unsigned see
     s.time_s = p.iteration_time_s * std::exp(n(rng));
     s.mem_max_bytes = p.max_peak_memory_bytes * std::exp(n(rng));
   }
-  for (auto& m : pb.matrix) m.median_us = predict_gemm_us(pb.system, m.dtype, truth, m.batch, m.m, m.n, m.k) * std::exp(n(rng));
+  for (auto& m : pb.matrix)
+    m.median_us = predict_gemm_us(pb.system, m.dtype, truth, m.batch, m.m, m.n, m.k) * std::exp(n(rng));
   return pb;
 }
 PlatformParams truth() {
@@ -69,7 +70,8 @@ TEST(Calibration, CrossValidationNeverFitsOnItsTestConfigurations) {
   o.global_evals = 300;
   o.local_evals = 200;
   o.starts = 1;
-  for (const auto& cv : {calib::CvSpec{calib::CvKind::kfold, 4}, calib::CvSpec{calib::CvKind::leave_one_model_out, 0}}) {
+  for (const auto& cv :
+       {calib::CvSpec{calib::CvKind::kfold, 4}, calib::CvSpec{calib::CvKind::leave_one_model_out, 0}}) {
     const calib::CvResult r = calib::cross_validate(pb, calib::all_indices(pb), cv, o);
     ASSERT_EQ(r.folds.size(), r.test_sets.size());
     std::set<std::size_t> covered;

@@ -70,9 +70,9 @@ TEST(Evaluate, FixtureWithEveryViewAndPerRankMemory) {
   const auto& e = ev[0];
   EXPECT_EQ(e.report.n_time, 2u);
   EXPECT_TRUE(std::isfinite(e.report.memory_rank_mape_pct));  // the fixture has per-rank memory
-  EXPECT_EQ(e.components.matrix_n, 2u);                         // from the rank files
-  EXPECT_EQ(e.components.trace_n, 1u);                          // one configuration has a step trace
-  EXPECT_GE(e.components.comm_share_jsd, 0.0);                  // comm_summary.csv present
+  EXPECT_EQ(e.components.matrix_n, 2u);                       // from the rank files
+  EXPECT_EQ(e.components.trace_n, 1u);                        // one configuration has a step trace
+  EXPECT_GE(e.components.comm_share_jsd, 0.0);                // comm_summary.csv present
   EXPECT_GT(e.median_simulation_wall_s, 0.0);
   EXPECT_EQ(e.simulation_wall_s.size(), 2u);
 }

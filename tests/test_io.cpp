@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <unistd.h>
 
 #include "io/io.hpp"
 
@@ -41,7 +41,8 @@ struct Scratch {
 };
 
 // Expects read_dataset to fail with an InputError naming `file`, a line when `line` is set, and `field`.
-void expect_bad(const Scratch& s, const std::string& file, bool line, const std::string& field, const std::string& why) {
+void expect_bad(const Scratch& s, const std::string& file, bool line, const std::string& field,
+                const std::string& why) {
   try {
     io::read_dataset(s.root.string());
     ADD_FAILURE() << "accepted: " << why;
@@ -121,7 +122,8 @@ TEST(Dataset, MiniFixtureExercisesEveryViewAndRankFile) {
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");
-  fs::copy(s.root / kSetting, s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu"), fs::copy_options::recursive);
+  fs::copy(s.root / kSetting, s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu"),
+           fs::copy_options::recursive);
   const io::Dataset d = io::read_dataset(s.root.string());
   ASSERT_EQ(d.collections.size(), 2u);
   const io::Collection* g = d.find(kSetting, "gpu");
@@ -168,10 +170,14 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
   };
   const std::vector<BadCase> cases = {
       {"truncated quoted field", "operator_latency_by_category.csv",
-       [&](const Scratch& s) { replace(s.file("operator_latency_by_category.csv"), "\"2000000\",400,25.0\n", "\"2000000,4"); },
+       [&](const Scratch& s) {
+         replace(s.file("operator_latency_by_category.csv"), "\"2000000\",400,25.0\n", "\"2000000,4");
+       },
        true, "", "unterminated"},
       {"wrong delimiter", "step_time_summary.csv",
-       [&](const Scratch& s) { spit(s.file("step_time_summary.csv"), "optimization_config;iteration_time_ms\ndp1-tp2-pp2-cp2-RC;5\n"); },
+       [&](const Scratch& s) {
+         spit(s.file("step_time_summary.csv"), "optimization_config;iteration_time_ms\ndp1-tp2-pp2-cp2-RC;5\n");
+       },
        true, "", "delimiter"},
       {"duplicate header", "step_time_summary.csv",
        [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "iteration_time_ms", "optimization_config"); },
@@ -180,15 +186,18 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
        [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "peak_memory_mb", "peak_mem"); }, true,
        "peak_memory_mb", "missing"},
       {"duplicate configuration", "step_time_summary.csv",
-       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp2-cp2-RC"); },
+       [&](const Scratch& s) {
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp2-cp2-RC");
+       },
        true, "optimization_config", "duplicate"},
       {"non-numeric", "step_time_summary.csv",
        [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "12345.5", "12,345 ms"); }, true, "", "fields"},
       {"unit suffix", "step_time_summary.csv",
        [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "12345.5", "12.3s"); }, true,
        "iteration_time_ms", "not a finite number"},
-      {"NaN", "step_time_summary.csv", [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "9876", "nan"); },
-       true, "iteration_time_ms", "not a finite number"},
+      {"NaN", "step_time_summary.csv",
+       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "9876", "nan"); }, true, "iteration_time_ms",
+       "not a finite number"},
       {"inf", "peak_memory.csv", [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "30000.5", "inf"); }, true,
        "peak_memory_mb", "not a finite number"},
       {"negative", "step_time_summary.csv",
@@ -203,21 +212,27 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
        [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "dp1-tp2-pp2-cp2-RC,7,", "dp1-tp2-pp2-cp2-RC,6,"); },
        true, "rank_id", "duplicate rank"},
       {"max mixed with ranks", "peak_memory.csv",
-       [&](const Scratch& s) { replace(s.file("peak_memory.csv"), "dp1-tp2-pp2-cp2-RC,7,", "dp1-tp2-pp2-cp2-RC,max,"); },
+       [&](const Scratch& s) {
+         replace(s.file("peak_memory.csv"), "dp1-tp2-pp2-cp2-RC,7,", "dp1-tp2-pp2-cp2-RC,max,");
+       },
        true, "rank_id", "mixed"},
       {"malformed configuration", "step_time_summary.csv",
        [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp2-tp2-pp2-noRC"); },
        true, "optimization_config", "expected dp<d>"},
       {"inconsistent device count", "step_time_summary.csv",
-       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp2-cp1-noRC"); },
+       [&](const Scratch& s) {
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp2-cp1-noRC");
+       },
        true, "optimization_config", "devices"},
       {"strategy impossible for the model", "step_time_summary.csv",
-       [&](const Scratch& s) { replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp4-pp2-cp1-noRC"); },
+       [&](const Scratch& s) {
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp4-pp2-cp1-noRC");
+       },
        false, "optimization_config", "impossible"},
       {"ragged row", "comm_summary.csv",
        [&](const Scratch& s) { replace(s.file("comm_summary.csv"), "300,50,80", "300,50"); }, true, "", "fields"},
-      {"empty file", "step_trace_time_summary.csv", [&](const Scratch& s) { spit(s.file("step_trace_time_summary.csv"), ""); },
-       true, "", "empty"},
+      {"empty file", "step_trace_time_summary.csv",
+       [&](const Scratch& s) { spit(s.file("step_trace_time_summary.csv"), ""); }, true, "", "empty"},
       {"rank folder out of range", "rank_9",
        [&](const Scratch& s) { fs::rename(s.file("dp1-tp2-pp2-cp2-RC/rank_7"), s.file("dp1-tp2-pp2-cp2-RC/rank_9")); },
        false, "rank_id", "rank_<id>"},
@@ -233,10 +248,11 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
        [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory\nnot_there\n"); }, true, "directory",
        "does not exist"},
       {"manifest bad platform", "data_manifest.csv",
-       [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory,platform\n" + kSetting + ",tpu\n"); }, true,
-       "platform", "gpu or npu"},
+       [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory,platform\n" + kSetting + ",tpu\n"); },
+       true, "platform", "gpu or npu"},
       {"unknown model setting", "zzz_1b_4k",
-       [&](const Scratch& s) { fs::rename(s.root / kSetting, s.root / "zzz_1b_4k"); }, false, "model_setting", "cannot map"},
+       [&](const Scratch& s) { fs::rename(s.root / kSetting, s.root / "zzz_1b_4k"); }, false, "model_setting",
+       "cannot map"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -267,8 +283,10 @@ TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
   EXPECT_DOUBLE_EQ(count_params(back).total, count_params(m).total);
   auto bad = [&](const std::string& key, const io::Json& value, const std::string& why) {
     io::Json j = io::to_json(io::presets().find_model("Qwen3-0.6B")->model);
-    if (value.is_null()) j.erase(key);
-    else j[key] = value;
+    if (value.is_null())
+      j.erase(key);
+    else
+      j[key] = value;
     try {
       io::model_from_json(j, "model.json");
       ADD_FAILURE() << key << " accepted";

@@ -13,7 +13,7 @@ TEST(Metrics, ErrorsAgainstHandComputedValues) {
   EXPECT_NEAR(smape_pct(p, m), 100.0 * (0 + 2 / 3.0 + 2 / 3.0) / 3, 1e-9);
   // R² = 1 - SS_res / SS_tot: SS_res = 0 + 4 + 4, mean 7/3, SS_tot = 16/9 + 25/9 + 1/9 = 42/9
   EXPECT_NEAR(r2(p, m), 1 - 8 / (42.0 / 9), 1e-12);
-  EXPECT_TRUE(std::isnan(r2({1, 2}, {3, 3})));  // constant measurements: undefined
+  EXPECT_TRUE(std::isnan(r2({1, 2}, {3, 3})));   // constant measurements: undefined
   EXPECT_NEAR(smape_pct({0}, {0}), 0.0, 1e-12);  // ε keeps 0/0 finite
 }
 

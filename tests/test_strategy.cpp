@@ -37,12 +37,30 @@ TEST(ConfigName, ExtendedFormRoundTrips) {
 }
 
 TEST(ConfigName, RejectsEveryMalformedForm) {
-  for (const char* n :
-       {"", "dp2", "dp2-tp4-pp1-cp1", "dp2-tp4-pp1-cp1-", "dp2-tp4-pp1-cp1-rc", "dp2-tp4-pp1-cp1-RCX", "tp4-dp2-pp1-cp1-RC",
-        "dp0-tp4-pp1-cp1-RC", "dp-1-tp4-pp1-cp1-RC", "dp02-tp4-pp1-cp1-RC", "dpx-tp4-pp1-cp1-RC", "dp2-tp4-pp1-cp1-ep1-RC",
-        "dp2-tp4-pp1-cp1-RC-mbs0", "dp2-tp4-pp1-cp1-RC-vpp1", "dp2-tp4-pp1-cp1-RC-sp-sp", "dp2-tp4-pp1-cp1-RC-sp-mbs2",
-        "dp2-tp4-pp1-cp1-RC-extra", "dp2-tp4-pp1-cp1-RC ", " dp2-tp4-pp1-cp1-RC", "dp2-tp4-pp1-cp1-noRC-RC",
-        "dp99999999999-tp4-pp1-cp1-RC", "dp2.5-tp4-pp1-cp1-RC", "dp2--tp4-pp1-cp1-RC", "dp2-tp4-pp1-cp1-ep4-ep4-RC"}) {
+  for (const char* n : {"",
+                        "dp2",
+                        "dp2-tp4-pp1-cp1",
+                        "dp2-tp4-pp1-cp1-",
+                        "dp2-tp4-pp1-cp1-rc",
+                        "dp2-tp4-pp1-cp1-RCX",
+                        "tp4-dp2-pp1-cp1-RC",
+                        "dp0-tp4-pp1-cp1-RC",
+                        "dp-1-tp4-pp1-cp1-RC",
+                        "dp02-tp4-pp1-cp1-RC",
+                        "dpx-tp4-pp1-cp1-RC",
+                        "dp2-tp4-pp1-cp1-ep1-RC",
+                        "dp2-tp4-pp1-cp1-RC-mbs0",
+                        "dp2-tp4-pp1-cp1-RC-vpp1",
+                        "dp2-tp4-pp1-cp1-RC-sp-sp",
+                        "dp2-tp4-pp1-cp1-RC-sp-mbs2",
+                        "dp2-tp4-pp1-cp1-RC-extra",
+                        "dp2-tp4-pp1-cp1-RC ",
+                        " dp2-tp4-pp1-cp1-RC",
+                        "dp2-tp4-pp1-cp1-noRC-RC",
+                        "dp99999999999-tp4-pp1-cp1-RC",
+                        "dp2.5-tp4-pp1-cp1-RC",
+                        "dp2--tp4-pp1-cp1-RC",
+                        "dp2-tp4-pp1-cp1-ep4-ep4-RC"}) {
     auto r = parse_config_name(n);
     EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
     EXPECT_FALSE(r.error.empty());

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# All benchmarks, each printing its figures: simulate() speed, calibration accuracy and time (in-sample and
+# leave-one-out, beside the paper's calibrated-Calculon numbers), and search throughput with 1 and 2 MPI ranks.
+#   bash bench/run.sh            (after a Release build: bash jobs/main.sh or bash jobs/test.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/jobs/env.sh"
+lmsim_build_release
+echo "== simulate() speed (target: <= 1 us median for an 8-device dense configuration)"
+"$lmsim_build/bench/simulate_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  --benchmark_min_time=0.2 2>/dev/null | grep -E "median|^Run on|CPU"
+echo
+echo "== calibration (targets: in-sample time MAPE <= 4 %, memory MAPE <= 5 %; LOO time <= 5 %, memory <= 6 %)"
+OMP_NUM_THREADS=1 "$lmsim_build/bench/calibration_bench" "$@"
+echo
+echo "== search throughput (target: >= 2e6 configurations/s with 2 ranks; 1 -> 2 ranks >= 1.8x)"
+bash "$root/bench/search_bench.sh" "$lmsim_build"
