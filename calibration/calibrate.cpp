@@ -198,46 +198,18 @@ FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const Fi
   nlopt::srand(o.seed);
   std::vector<double> best_u = to_unit(pb.start);
   double best = objective(pb, train, pb.start);
-  if (k > 0 && o.global_evals > 0) {
-    nlopt::opt g(algorithm(o.global_algorithm), static_cast<unsigned>(k));
-    g.set_lower_bounds(lo);
-    g.set_upper_bounds(hi);
-    g.set_min_objective(f, &fn);
-    g.set_maxeval(o.global_evals);
-    g.set_ftol_rel(o.ftol_rel);
-    std::vector<double> u = best_u;
+  // Runs one bounded NLopt stage from u and keeps the result if it improves on the best so far.
+  auto stage = [&](nlopt::algorithm alg, int evals, std::vector<double> u, bool polish) {
+    nlopt::opt opt(alg, static_cast<unsigned>(k));
+    opt.set_lower_bounds(lo);
+    opt.set_upper_bounds(hi);
+    opt.set_min_objective(f, &fn);
+    opt.set_maxeval(evals);
+    opt.set_ftol_rel(o.ftol_rel);
+    if (polish) opt.set_xtol_rel(1e-8);
     double val = 0;
     try {
-      g.optimize(u, val);
-    } catch (const nlopt::roundoff_limited&) {
-    } catch (const nlopt::forced_stop&) {
-    }
-    val = objective(pb, train, to_params(u));
-    if (val < best) {
-      best = val;
-      best_u = u;
-    }
-  }
-  std::mt19937 rng(o.seed);
-  std::uniform_real_distribution<double> uni(0.0, 1.0);
-  std::vector<std::vector<double>> starts = {best_u, to_unit(pb.start)};
-  for (int s = 2; s < o.starts; ++s) {
-    std::vector<double> u(k);
-    for (auto& x : u) x = uni(rng);
-    starts.push_back(u);
-  }
-  for (int s = 0; s < o.starts && k > 0 && o.local_evals > 0; ++s) {
-    nlopt::opt l(algorithm(o.local_algorithm), static_cast<unsigned>(k));
-    l.set_lower_bounds(lo);
-    l.set_upper_bounds(hi);
-    l.set_min_objective(f, &fn);
-    l.set_maxeval(o.local_evals);
-    l.set_ftol_rel(o.ftol_rel);
-    l.set_xtol_rel(1e-8);
-    std::vector<double> u = starts[static_cast<std::size_t>(s)];
-    double val = 0;
-    try {
-      l.optimize(u, val);
+      opt.optimize(u, val);
     } catch (const nlopt::roundoff_limited&) {
     } catch (const nlopt::forced_stop&) {
     } catch (const std::invalid_argument&) {
@@ -247,7 +219,18 @@ FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const Fi
       best = val;
       best_u = u;
     }
+  };
+  if (k > 0 && o.global_evals > 0) stage(algorithm(o.global_algorithm), o.global_evals, best_u, false);
+  std::mt19937 rng(o.seed);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::vector<std::vector<double>> starts = {best_u, to_unit(pb.start)};
+  for (int s = 2; s < o.starts; ++s) {
+    std::vector<double> u(k);
+    for (auto& x : u) x = uni(rng);
+    starts.push_back(u);
   }
+  for (int s = 0; s < o.starts && k > 0 && o.local_evals > 0; ++s)
+    stage(algorithm(o.local_algorithm), o.local_evals, starts[static_cast<std::size_t>(s)], true);
   r.params = to_params(best_u);
   r.objective = best;
   r.evaluations = ctx.evals;

@@ -129,6 +129,16 @@ void components(const io::Dataset& d, const io::Collection& c, const calib::Prob
   if (tm > 0 && tp > 0) out.comm_share_jsd = metrics::jensen_shannon(measured, predicted);
 }
 
+CollectionEvaluation start(const io::Dataset& d, const io::Collection& c, const std::string& predictor) {
+  CollectionEvaluation e;
+  e.model_setting = c.model_setting;
+  e.platform = c.platform;
+  e.system = c.system;
+  e.predictor = predictor;
+  e.problem = calib::make_problem(d, c.platform, {c.model_setting});
+  return e;
+}
+
 bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
   return models.empty() || std::find(models.begin(), models.end(), c.model_setting) != models.end() ||
          std::find(models.begin(), models.end(), c.model) != models.end();
@@ -142,12 +152,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
   std::vector<CollectionEvaluation> out;
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
-    CollectionEvaluation e;
-    e.model_setting = c.model_setting;
-    e.platform = c.platform;
-    e.system = c.system;
-    e.predictor = "lmsim";
-    e.problem = calib::make_problem(d, c.platform, {c.model_setting});
+    CollectionEvaluation e = start(d, c, "lmsim");
     PlatformParams p = e.problem.start;
     if (auto it = theta.find(c.platform); it != theta.end())
       p = it->second;
@@ -196,20 +201,13 @@ std::vector<CollectionEvaluation> evaluate_file(const io::Dataset& d, const std:
       p.wall = t.number(i, "simulation_wall_s", 0, 1e9);
   }
   std::vector<CollectionEvaluation> out;
-  std::set<std::tuple<std::string, std::string, std::string>> used;
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
-    CollectionEvaluation e;
-    e.model_setting = c.model_setting;
-    e.platform = c.platform;
-    e.system = c.system;
-    e.predictor = name;
-    e.problem = calib::make_problem(d, c.platform, {c.model_setting});
+    CollectionEvaluation e = start(d, c, name);
     for (std::size_t i = 0; i < e.problem.samples.size(); ++i) {
       const auto& s = e.problem.samples[i];
       auto it = preds.find({c.model_setting, c.platform, s.config});
       if (it == preds.end()) continue;  // the tool did not predict this configuration: scored on what it did
-      used.insert(it->first);
       calib::SamplePrediction sp{i, it->second.time, it->second.mem_max, {}, true};
       sp.mem_rank_bytes.assign(static_cast<std::size_t>(s.strategy.devices()), it->second.mem_max);
       for (const auto& [r, v] : it->second.ranks)

@@ -155,6 +155,25 @@ void read_checkpoints(const std::string& dir, std::uint64_t fp, std::uint64_t ch
   for (auto& [i, en] : entries) into.entries.push_back(en);
 }
 
+// Concatenation of every rank's vector on rank 0 (trivially copyable elements, sent as bytes).
+template <class T>
+std::vector<T> gather_to_root(const std::vector<T>& mine, int rank, int nranks) {
+  const int bytes = static_cast<int>(mine.size() * sizeof(T));
+  std::vector<int> counts(static_cast<std::size_t>(nranks)), displs(static_cast<std::size_t>(nranks));
+  MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<T> out;
+  if (rank == 0) {
+    int off = 0;
+    for (int r = 0; r < nranks; ++r) {
+      displs[static_cast<std::size_t>(r)] = off;
+      off += counts[static_cast<std::size_t>(r)];
+    }
+    out.resize(static_cast<std::size_t>(off) / sizeof(T));
+  }
+  MPI_Gatherv(mine.data(), bytes, MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return out;
+}
+
 }  // namespace
 
 SweepResult sweep(const Space& space, const SweepOptions& o) {
@@ -316,47 +335,17 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
     state.entries = t.raw();
     state.entries.insert(state.entries.end(), f.front().begin(), f.front().end());
   }
-  std::vector<double> flat;
-  for (const auto& e : state.entries)
-    flat.insert(flat.end(), {e.objective, static_cast<double>(e.index), e.time_s, e.peak_bytes});
-  int n = static_cast<int>(flat.size());
-  std::vector<int> counts(static_cast<std::size_t>(nranks)), displs(static_cast<std::size_t>(nranks));
-  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<double> gathered;
-  if (rank == 0) {
-    int off = 0;
-    for (int r = 0; r < nranks; ++r) {
-      displs[static_cast<std::size_t>(r)] = off;
-      off += counts[static_cast<std::size_t>(r)];
-    }
-    gathered.resize(static_cast<std::size_t>(off));
-  }
-  MPI_Gatherv(flat.data(), n, MPI_DOUBLE, gathered.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  const std::vector<Entry> gathered = gather_to_root(state.entries, rank, nranks);
   if (o.write_all) {
-    const int bytes = static_cast<int>(all.size() * sizeof(AllRecord));
-    std::vector<int> bc(static_cast<std::size_t>(nranks)), bd(static_cast<std::size_t>(nranks));
-    MPI_Gather(&bytes, 1, MPI_INT, bc.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-    std::vector<AllRecord> every;
-    if (rank == 0) {
-      int off = 0;
-      for (int r = 0; r < nranks; ++r) {
-        bd[static_cast<std::size_t>(r)] = off;
-        off += bc[static_cast<std::size_t>(r)];
-      }
-      every.resize(static_cast<std::size_t>(off) / sizeof(AllRecord));
-    }
-    MPI_Gatherv(all.data(), bytes, MPI_BYTE, every.data(), bc.data(), bd.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+    std::vector<AllRecord> every = gather_to_root(all, rank, nranks);
     std::sort(every.begin(), every.end(), [](const AllRecord& a, const AllRecord& b) { return a.index < b.index; });
     res.all = std::move(every);
   }
   if (rank == 0) {
-    std::vector<Entry> es;
-    for (std::size_t i = 0; i + 3 < gathered.size(); i += 4)
-      es.push_back({gathered[i], static_cast<std::uint64_t>(gathered[i + 1]), gathered[i + 2], gathered[i + 3]});
     TopK t(o.top_k, &key);
     Pareto f(&key);
-    t.merge(es);
-    f.merge(es);
+    t.merge(gathered);
+    f.merge(gathered);
     res.ranking = t.sorted();
     res.pareto = f.front();
     res.rejections = total;
