@@ -95,7 +95,7 @@ namespace {
 
 SimOptions sim_options(const Problem& pb) {
   SimOptions o;
-  o.validity = {pb.system.devices_per_node, true, true};
+  o.validity = {pb.system.devices_per_node, true, true, true};
   return o;
 }
 

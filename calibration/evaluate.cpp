@@ -20,7 +20,7 @@ namespace {
 double time_simulation(const calib::Problem& pb, const calib::Sample& s, const PlatformParams& p) {
   std::vector<double> runs;
   SimOptions so;
-  so.validity = {pb.system.devices_per_node, true, true};
+  so.validity = {pb.system.devices_per_node, true, true, true};
   for (int r = 0; r < 5; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     double sink = 0;
@@ -92,7 +92,7 @@ void components(const io::Dataset& d, const io::Collection& c, const calib::Prob
   // Step trace: compute and exposed communication per configuration (mean over the ranks that report).
   std::vector<double> pc, mc, pe, me;
   SimOptions so;
-  so.validity = {pb.system.devices_per_node, true, true};
+  so.validity = {pb.system.devices_per_node, true, true, true};
   const Model& model = io::presets().find_model(c.model)->model;
   std::map<std::string, double> predicted;
   for (const auto& run : c.runs) {

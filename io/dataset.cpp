@@ -264,11 +264,12 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   }
   read_views(c, dir);
   for (const auto& r : c.runs)
-    if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true}) != Rejection::ok)
-      throw InputError(
-          (dir / "step_time_summary.csv").string(), 0, "optimization_config",
-          "'" + r.config + "' is impossible for " + c.model + ": " +
-              describe(check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true})));
+    if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true, true}) !=
+        Rejection::ok)
+      throw InputError((dir / "step_time_summary.csv").string(), 0, "optimization_config",
+                       "'" + r.config + "' is impossible for " + c.model + ": " +
+                           describe(check(presets().find_model(c.model)->model, r.strategy, c.settings,
+                                          {c.devices, true, true, true})));
   return c;
 }
 

@@ -32,11 +32,12 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.s_local = c.s / c.cp;
   c.tokens = c.b * c.s_local;
   c.h = static_cast<double>(m.hidden_size);
-  c.a = static_cast<double>(m.num_attention_heads);
-  c.g = static_cast<double>(m.num_kv_heads);
+  c.tp = s.tensor_parallel;
+  // Heads are padded to a multiple of tp (KV heads replicated) when the validity options allow it.
+  c.a = std::ceil(static_cast<double>(m.num_attention_heads) / c.tp) * c.tp;
+  c.g = std::ceil(static_cast<double>(m.num_kv_heads) / c.tp) * c.tp;
   c.d = static_cast<double>(m.head_dim);
   c.f = static_cast<double>(m.ffn_hidden_size);
-  c.tp = s.tensor_parallel;
   c.ep = s.expert_parallel;
   c.dp = s.data_parallel;
   c.pp = s.pipeline_parallel;
@@ -459,7 +460,7 @@ double recompute_factor(const Ctx& c, const char* name) {
 std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,
                                          const TrainingSettings& t, const PlatformParams& p) {
   std::vector<GemmRecord> out;
-  if (check(m, s, t, {}) != Rejection::ok) return out;
+  if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
   const Ctx c = make_ctx(m, s, sys, t, p);
   const double mb = static_cast<double>(c.r.num_micro_batches);
   for (int i = 0; i < s.pipeline_parallel; ++i) {
@@ -481,7 +482,7 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
 std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strategy& s, const System& sys,
                                                      const TrainingSettings& t, const PlatformParams& p) {
   std::vector<CollectiveRecord> out;
-  if (check(m, s, t, {}) != Rejection::ok) return out;
+  if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
   const Ctx c = make_ctx(m, s, sys, t, p);
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;

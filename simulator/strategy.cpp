@@ -179,8 +179,10 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
     if (d < 1 || d > 65536) return Rejection::degree_out_of_range;
   if (s.pipeline_parallel > 128 || s.micro_batch_size < 0) return Rejection::degree_out_of_range;
   const ResolvedStrategy r = resolve(s, t);
-  if (m.num_attention_heads % s.tensor_parallel != 0) return Rejection::heads_not_divisible_by_tp;
-  if (!m.is_mla() && m.num_kv_heads % s.tensor_parallel != 0) return Rejection::kv_heads_not_divisible_by_tp;
+  if (!o.allow_padded_heads) {
+    if (m.num_attention_heads % s.tensor_parallel != 0) return Rejection::heads_not_divisible_by_tp;
+    if (!m.is_mla() && m.num_kv_heads % s.tensor_parallel != 0) return Rejection::kv_heads_not_divisible_by_tp;
+  }
   const std::int64_t chunks = static_cast<std::int64_t>(s.pipeline_parallel) * s.virtual_pipeline;
   if (o.allow_uneven_layers && s.virtual_pipeline == 1) {
     if (m.num_layers < s.pipeline_parallel) return Rejection::layers_not_divisible_by_pp_vpp;

@@ -95,6 +95,9 @@ struct ValidityOptions {
   int devices_per_node = 8;
   bool allow_cross_node_tp = false;
   bool allow_uneven_layers = false;  // pp may leave stages one layer apart (first stages get the extra layers)
+  // Heads / KV heads not divisible by tp are padded up to a multiple of tp (KV heads replicated), as some stacks
+  // do; used for measured runs, which evidently ran.
+  bool allow_padded_heads = false;
 };
 
 Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o);

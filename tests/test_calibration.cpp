@@ -16,7 +16,8 @@ calib::Problem synthetic(const PlatformParams& truth, double noise, unsigned see
   std::mt19937 rng(seed);
   std::normal_distribution<double> n(0.0, noise);
   for (auto& s : pb.samples) {
-    const Prediction p = simulate(s.model, s.strategy, pb.system, s.settings, truth, SimOptions{{8, true, true}, 0});
+    const Prediction p =
+        simulate(s.model, s.strategy, pb.system, s.settings, truth, SimOptions{{8, true, true, true}, 0});
     s.time_s = p.iteration_time_s * std::exp(n(rng));
     s.mem_max_bytes = p.max_peak_memory_bytes * std::exp(n(rng));
   }

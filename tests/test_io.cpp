@@ -226,7 +226,7 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
        true, "optimization_config", "devices"},
       {"strategy impossible for the model", "step_time_summary.csv",
        [&](const Scratch& s) {
-         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp1-tp4-pp2-cp1-noRC");
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", "dp2-tp2-pp2-cp1-ep2-noRC");
        },
        false, "optimization_config", "impossible"},
       {"ragged row", "comm_summary.csv",

@@ -93,6 +93,17 @@ Strategy strat(int dp, int tp, int pp, int cp, Recompute rc = Recompute::none) {
 }
 }  // namespace
 
+TEST(Validity, PaddedHeadsAreAnOptionForMeasuredRuns) {
+  Model m = qwen3_06b();
+  m.num_attention_heads = 20;  // Qwen1.5-4B: 20 heads, measured with tp 8 in LM-SimBench
+  m.num_kv_heads = 20;
+  TrainingSettings t;
+  ValidityOptions strict, padded;
+  padded.allow_padded_heads = true;
+  EXPECT_EQ(check(m, strat(1, 8, 1, 1), t, strict), Rejection::heads_not_divisible_by_tp);
+  EXPECT_EQ(check(m, strat(1, 8, 1, 1), t, padded), Rejection::ok);
+}
+
 TEST(Validity, EachRuleRejectsWithItsReason) {
   const Model m = qwen3_06b();
   TrainingSettings t;
