@@ -9,6 +9,7 @@ namespace {
 RunOptions opt;
 std::string strategy_name;
 bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
+std::string gemm_csv;
 
 io::Json breakdown_json(const Breakdown& b) {
   return io::Json{{"compute_s", b.compute_s},
@@ -39,6 +40,14 @@ void run() {
     throw io::InputError("--strategy", 0, "optimization_config",
                          "'" + strategy_name + "' cannot run " + r.model.name + ": " + describe(p.rejection));
   const std::vector<double> mem = per_rank_peak_memory(p, s);
+  if (!gemm_csv.empty()) {  // the predicted GEMMs in the shape of a profiler's matrix_operator_latency.csv
+    std::string csv = "type,duration_us,batch,m,n,k,count,dtype,stage\n";
+    for (const auto& g : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
+      csv += g.name + "," + fmt(g.predicted_us, 3) + "," + std::to_string(g.batch) + "," + std::to_string(g.m) + "," +
+             std::to_string(g.n) + "," + std::to_string(g.k) + "," + fmt(g.count, 0) + "," + to_string(g.dtype) + "," +
+             std::to_string(g.stage) + "\n";
+    io::write_file_atomic(gemm_csv, csv);
+  }
   if (opt.json) {
     io::Json j;
     j["model"] = r.model.name;
@@ -160,6 +169,7 @@ void register_predict(CLI::App& app) {
                   "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")
       ->required();
   cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");
+  cmd->add_option("--gemms-csv", gemm_csv, "write the predicted GEMMs as a matrix_operator_latency-style CSV");
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");
   cmd->callback(run);

@@ -15,7 +15,7 @@ for model in Qwen3-0.6B Qwen3-1.7B; do
     system=$([ $platform = gpu ] && echo v100_sxm2_32g || echo ascend_910b3_64g)
     tag=$(echo "$model" | tr 'A-Z.' 'a-z_')
     bash "$lmsim_root/jobs/sweep.sh" "$res/search_${tag}_$platform.h5" --model "$model" --system "$system" \
-      --stack "$platform" --params "$res/params_$platform.json" --devices 8 --seq 4096 --global-batch 32 --top 10 \
+      --stack "$platform" --params "$res/params_$platform.json" --devices 8 --seq 4096 --global-batch 32 --top 10 --memory-margin 1 \
       --quiet --json >"$res/search_${tag}_$platform.json" 2>"$res/search_${tag}_$platform.log"
   done
 done
