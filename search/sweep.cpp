@@ -155,6 +155,16 @@ void read_checkpoints(const std::string& dir, std::uint64_t fp, std::uint64_t ch
   for (auto& [i, en] : entries) into.entries.push_back(en);
 }
 
+// Keeps only the entries that can still be in the top-k or on the Pareto front.
+void compact(std::vector<Entry>& entries, std::size_t k, const KeyFn& key) {
+  TopK t(k, &key);
+  Pareto f(&key);
+  t.merge(entries);
+  f.merge(entries);
+  entries = t.raw();
+  entries.insert(entries.end(), f.front().begin(), f.front().end());
+}
+
 // Concatenation of every rank's vector on rank 0 (trivially copyable elements, sent as bytes).
 template <class T>
 std::vector<T> gather_to_root(const std::vector<T>& mine, int rank, int nranks) {
@@ -274,12 +284,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
         for (const auto& e : top.raw()) state.entries.push_back(e);
         for (const auto& e : front.front()) state.entries.push_back(e);
         if (state.entries.size() > 8 * (o.top_k + 64)) {  // compact: keep only what can still matter
-          TopK t(o.top_k, &key);
-          Pareto f(&key);
-          t.merge(state.entries);
-          f.merge(state.entries);
-          state.entries = t.raw();
-          state.entries.insert(state.entries.end(), f.front().begin(), f.front().end());
+          compact(state.entries, o.top_k, key);
         }
         if (o.write_all) all.insert(all.end(), recs.begin(), recs.end());
         const auto now = std::chrono::steady_clock::now();
@@ -327,14 +332,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
     for (std::size_t r = 0; r < kReasons; ++r) mine[r] += c[r];
   Counts total{};
   MPI_Reduce(mine.data(), total.data(), static_cast<int>(kReasons), MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-  {
-    TopK t(o.top_k, &key);
-    Pareto f(&key);
-    t.merge(state.entries);
-    f.merge(state.entries);
-    state.entries = t.raw();
-    state.entries.insert(state.entries.end(), f.front().begin(), f.front().end());
-  }
+  compact(state.entries, o.top_k, key);
   const std::vector<Entry> gathered = gather_to_root(state.entries, rank, nranks);
   if (o.write_all) {
     std::vector<AllRecord> every = gather_to_root(all, rank, nranks);

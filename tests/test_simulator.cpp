@@ -4,8 +4,10 @@
 
 #include "io/specs.hpp"
 #include "simulator/simulator.hpp"
+#include "tests/helpers.hpp"
 
 using namespace lmsim;
+using lmsim::test::strat;
 
 namespace {
 // GPT-style layer: a·d = h, MHA, f = 4h, GELU, LayerNorm; vocabulary a multiple of 1024 (no padding).
@@ -22,15 +24,6 @@ Model gpt(std::int64_t h = 1024, std::int64_t layers = 8, std::int64_t heads = 1
   m.activation = Activation::gelu;
   m.norm = Norm::layernorm;
   return m;
-}
-Strategy strat(int dp, int tp, int pp, int cp = 1, Recompute rc = Recompute::none) {
-  Strategy s;
-  s.data_parallel = dp;
-  s.tensor_parallel = tp;
-  s.pipeline_parallel = pp;
-  s.context_parallel = cp;
-  s.recompute = rc;
-  return s;
 }
 TrainingSettings settings(bool flash = false) {
   TrainingSettings t;

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include "simulator/simulator.hpp"
+#include "tests/helpers.hpp"
 
 using namespace lmsim;
+using lmsim::test::strat;
 
 TEST(ConfigName, ParsesDatasetNames) {
   auto r = parse_config_name("dp2-tp4-pp1-cp1-RC");
@@ -81,15 +83,6 @@ Model qwen3_06b() {
   m.tied_embeddings = true;
   m.qk_norm = true;
   return m;
-}
-Strategy strat(int dp, int tp, int pp, int cp, Recompute rc = Recompute::none) {
-  Strategy s;
-  s.data_parallel = dp;
-  s.tensor_parallel = tp;
-  s.pipeline_parallel = pp;
-  s.context_parallel = cp;
-  s.recompute = rc;
-  return s;
 }
 }  // namespace
 
