@@ -204,6 +204,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.hbm_bandwidth_bytes_per_s = o.number("hbm_bandwidth_gb_per_s", 1e-3, 1e7) * 1e9;
   s.intra_node = link_from(o.sub("intra_node"));
   s.inter_node = link_from(o.sub("inter_node"));
+  s.gemm_layout_conversion = o.boolean_or("gemm_layout_conversion", false);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -225,6 +226,7 @@ Json to_json(const System& s) {
   j["hbm_bandwidth_gb_per_s"] = s.hbm_bandwidth_bytes_per_s / 1e9;
   j["intra_node"] = link_json(s.intra_node);
   j["inter_node"] = link_json(s.inter_node);
+  j["gemm_layout_conversion"] = s.gemm_layout_conversion;
   return j;
 }
 

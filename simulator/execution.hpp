@@ -49,13 +49,16 @@ inline double gemm_kernel_s(double peak_flops, const PlatformParams& p, double b
   const double eff = p.matmul_efficiency * dmin / (dmin + p.matmul_half_dim);
   return flops / (peak_flops * eff);
 }
-// A GEMM in the schedule: its kernel plus one launch.
-inline double gemm_time_s(const Ctx& c, double batch, double m, double n, double k) {
-  return gemm_kernel_s(c.peak_flops, *c.p, batch, m, n, k) + c.p->kernel_launch_us * 1e-6;
-}
 // Memory-bound kernels: bytes over the fitted fraction of HBM bandwidth, plus their launches.
 inline double vector_time_s(const Ctx& c, double bytes, double kernels) {
   return bytes / (c.hbm_bw * c.p->vector_bandwidth_efficiency) + kernels * c.p->kernel_launch_us * 1e-6;
+}
+// A GEMM in the schedule: its kernel plus one launch; on devices whose matrix units need their own tiled layout,
+// plus one conversion kernel that reads and writes the 16-bit operands and output (2 · 2 · (mk + kn + mn) bytes).
+inline double gemm_time_s(const Ctx& c, double batch, double m, double n, double k) {
+  double t = gemm_kernel_s(c.peak_flops, *c.p, batch, m, n, k) + c.p->kernel_launch_us * 1e-6;
+  if (c.sys->gemm_layout_conversion) t += vector_time_s(c, 4 * batch * (m * k + k * n + m * n), 1);
+  return t;
 }
 // Ring collectives (Thakur et al. 2005; NCCL's bus-bandwidth model): `bytes` is the full buffer per rank
 // (the gathered size for all-gather / reduce-scatter). One kernel launch each.

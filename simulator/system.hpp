@@ -27,6 +27,9 @@ struct System {
   double hbm_bandwidth_bytes_per_s = 0;
   Link intra_node;
   Link inter_node;
+  // Matrix units that need operands in their own tiled layout (Ascend's fractal NZ format): every GEMM's inputs
+  // and output pass through a layout-conversion (TransData) kernel in HBM.
+  bool gemm_layout_conversion = false;
 
   double peak_flops(Precision p) const {
     switch (p) {
