@@ -262,6 +262,9 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
     c.settings = settings_from_json(parse_json_file(ts.string()), ts.string(), "", c.settings);
     c.settings_recorded = true;
   }
+  if (!(presets().find_system(c.system)->system.peak_flops(c.settings.precision) > 0))
+    throw InputError((dir / "training_settings.json").string(), 0, "precision",
+                     std::string("system ") + c.system + " has no " + to_string(c.settings.precision) + " throughput");
   read_views(c, dir);
   for (const auto& r : c.runs)
     if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true, true}) !=

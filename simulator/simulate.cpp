@@ -269,6 +269,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
                     const PlatformParams& p, const SimOptions& o) {
   Prediction pr;
   pr.rejection = check(m, s, t, o.validity);
+  if (pr.rejection == Rejection::ok && !(sys.peak_flops(t.precision) > 0))
+    pr.rejection = Rejection::precision_unsupported;
   if (pr.rejection != Rejection::ok) return pr;
   const Ctx c = make_ctx(m, s, sys, t, p);
   const LayerParams lp = layer_params(m);

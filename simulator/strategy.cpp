@@ -141,6 +141,7 @@ const char* to_string(Rejection r) {
     case Rejection::vpp_needs_pipeline: return "vpp_needs_pp_and_microbatches";
     case Rejection::tp_crosses_node: return "tp_crosses_node";
     case Rejection::cp_needs_flash_attention: return "cp_needs_flash_attention";
+    case Rejection::precision_unsupported: return "precision_unsupported";
     case Rejection::degree_out_of_range: return "degree_out_of_range";
     case Rejection::count_: break;
   }
@@ -164,6 +165,7 @@ const char* describe(Rejection r) {
     case Rejection::vpp_needs_pipeline:
       return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel";
     case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
+    case Rejection::precision_unsupported: return "the system has no dense throughput in this precision";
     case Rejection::cp_needs_flash_attention:
       return "context parallelism (ring attention) needs flash attention; the settings store s x s scores";
     case Rejection::degree_out_of_range: return "a parallel degree is outside [1, 65536] or pp > 128";

@@ -85,6 +85,7 @@ enum class Rejection {
   vpp_needs_pipeline,
   tp_crosses_node,
   cp_needs_flash_attention,
+  precision_unsupported,
   degree_out_of_range,
   count_,  // number of reasons
 };

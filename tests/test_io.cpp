@@ -124,6 +124,12 @@ TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   fs::create_directories(s.root / "processed_gpu");
   fs::copy(s.root / kSetting, s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu"),
            fs::copy_options::recursive);
+  // A V100 cannot run bf16: the GPU copy records fp16 (the reader rejects a precision the system lacks).
+  const fs::path gpu_settings =
+      s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu") / "training_settings.json";
+  spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"bf16\"}");
+  EXPECT_THROW(io::read_dataset(s.root.string()), io::InputError);
+  spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"fp16\"}");
   const io::Dataset d = io::read_dataset(s.root.string());
   ASSERT_EQ(d.collections.size(), 2u);
   const io::Collection* g = d.find(kSetting, "gpu");

@@ -205,6 +205,15 @@ TEST(Simulator, PresetParameterCountsMatchTheirCards) {
   }
 }
 
+TEST(Simulator, RejectsAPrecisionTheSystemCannotRun) {
+  const Model m = io::presets().find_model("Qwen3-0.6B")->model;
+  TrainingSettings t = settings();
+  t.precision = Precision::bf16;  // V100 has no bf16 throughput: never a division by zero
+  const Prediction p =
+      simulate(m, strat(8, 1, 1), io::presets().find_system("v100_sxm2_32g")->system, t, PlatformParams{});
+  EXPECT_EQ(p.rejection, Rejection::precision_unsupported);
+}
+
 TEST(Simulator, RejectsInvalidStrategiesWithAReason) {
   const Model m = io::presets().find_model("Qwen3-0.6B")->model;
   const Prediction p = simulate(m, strat(1, 1, 3), sys(), settings(), PlatformParams{});
