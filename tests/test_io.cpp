@@ -129,7 +129,7 @@ TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
       s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu") / "training_settings.json";
   spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"bf16\"}");
   EXPECT_THROW(io::read_dataset(s.root.string()), io::InputError);
-  spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"fp16\"}");
+  spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"fp16\", \"flash_attention\": true}");
   const io::Dataset d = io::read_dataset(s.root.string());
   ASSERT_EQ(d.collections.size(), 2u);
   const io::Collection* g = d.find(kSetting, "gpu");
