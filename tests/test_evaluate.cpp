@@ -12,10 +12,6 @@
 using namespace lmsim;
 namespace fs = std::filesystem;
 
-#ifndef LMSIM_TEST_FIXTURES
-#define LMSIM_TEST_FIXTURES "tests/fixtures"
-#endif
-
 namespace {
 std::vector<search::PairedConfig> paired(const io::Dataset& d, const std::string& ms) {
   const io::Collection& npu = *d.find(ms, "npu");

@@ -10,10 +10,6 @@
 using namespace lmsim;
 namespace fs = std::filesystem;
 
-#ifndef LMSIM_TEST_FIXTURES
-#define LMSIM_TEST_FIXTURES "tests/fixtures"
-#endif
-
 namespace {
 const std::string kMini = std::string(LMSIM_TEST_FIXTURES) + "/mini";
 const std::string kSetting = "qwen25_0point5_32k";
