@@ -11,19 +11,11 @@ std::string strategy_name;
 bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
 std::string gemm_csv;
 
-io::Json breakdown_json(const Breakdown& b) {
-  return io::Json{{"compute_s", b.compute_s},
-                  {"recompute_s", b.recompute_s},
-                  {"tp_comm_s", b.tp_comm_s},
-                  {"tp_comm_overlapped_s", b.tp_comm_overlapped_s},
-                  {"cp_comm_exposed_s", b.cp_comm_exposed_s},
-                  {"cp_comm_overlapped_s", b.cp_comm_overlapped_s},
-                  {"ep_comm_s", b.ep_comm_s},
-                  {"pp_comm_s", b.pp_comm_s},
-                  {"dp_comm_exposed_s", b.dp_comm_exposed_s},
-                  {"dp_comm_overlapped_s", b.dp_comm_overlapped_s},
-                  {"bubble_s", b.bubble_s},
-                  {"optimizer_s", b.optimizer_s}};
+template <class Owner, std::size_t N>
+io::Json terms_json(const Owner& x, const std::array<TermInfo<Owner>, N>& terms) {
+  io::Json j = io::Json::object();
+  for (const auto& t : terms) j[t.name] = x.*(t.field);
+  return j;
 }
 
 void run() {
@@ -62,35 +54,23 @@ void run() {
     j["capacity_bytes"] = p.capacity_bytes;
     j["feasible"] = p.feasible;
     j["num_micro_batches"] = p.num_micro_batches;
-    j["breakdown"] = breakdown_json(p.breakdown);
+    j["breakdown"] = terms_json(p.breakdown, breakdown_terms());
+    j["pipeline_split"] = to_string(p.pipeline_split);
+    j["layer"] = {{"forward_s", p.layer.forward_s},
+                  {"backward_s", p.layer.backward_s},
+                  {"recompute_s", p.layer.recompute_s},
+                  {"tp_comm_exposed_s", p.layer.tp_comm_exposed_s},
+                  {"tp_comm_hidden_s", p.layer.tp_comm_hidden_s}};
     io::Json stages = io::Json::array();
     for (int i = 0; i < p.num_stages; ++i) {
       const StageResult& st = p.stages[static_cast<std::size_t>(i)];
-      stages.push_back({{"stage", i},
-                        {"first_layer", st.first_layer},
-                        {"num_layers", st.num_layers},
-                        {"per_microbatch_s", st.per_microbatch_s},
-                        {"forward_compute_s", st.forward_compute_s},
-                        {"backward_compute_s", st.backward_compute_s},
-                        {"recompute_s", st.recompute_s},
-                        {"tp_comm_s", st.tp_comm_s},
-                        {"tp_comm_overlapped_s", st.tp_comm_overlapped_s},
-                        {"cp_comm_overlapped_s", st.cp_comm_overlapped_s},
-                        {"dp_comm_overlapped_s", st.dp_comm_overlapped_s},
-                        {"cp_comm_exposed_s", st.cp_comm_exposed_s},
-                        {"ep_comm_s", st.ep_comm_s},
-                        {"pp_comm_s", st.pp_comm_s},
-                        {"dp_comm_exposed_s", st.dp_comm_exposed_s},
-                        {"optimizer_s", st.optimizer_s},
-                        {"memory",
-                         {{"weight_bytes", st.weight_bytes},
-                          {"gradient_bytes", st.gradient_bytes},
-                          {"optimizer_bytes", st.optimizer_bytes},
-                          {"activation_bytes", st.activation_bytes},
-                          {"transient_bytes", st.transient_bytes},
-                          {"runtime_bytes", st.runtime_bytes},
-                          {"peak_bytes", st.peak_bytes},
-                          {"inflight_microbatches", st.inflight_microbatches}}}});
+      io::Json sj = terms_json(st, stage_time_terms());
+      sj["stage"] = i;
+      sj["first_layer"] = st.first_layer;
+      sj["num_layers"] = st.num_layers;
+      sj["mtp_layers"] = st.mtp_layers;
+      sj["memory"] = terms_json(st, stage_memory_terms());
+      stages.push_back(sj);
     }
     j["stages"] = stages;
     io::Json gemms = io::Json::array();
@@ -111,6 +91,7 @@ void run() {
                        {"group", c.group},
                        {"stage", c.stage},
                        {"group_size", c.group_size},
+                       {"nodes", c.nodes},
                        {"bytes", c.bytes},
                        {"count", c.count},
                        {"predicted_ms", c.predicted_ms}});
@@ -124,18 +105,12 @@ void run() {
             << "iteration time  " << fmt(p.iteration_time_s, 3) << " s\n"
             << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
             << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
-  const Breakdown& b = p.breakdown;
-  std::cout << table({"component", "seconds"},
-                     {{"compute (fwd+bwd)", fmt(b.compute_s)},
-                      {"recompute", fmt(b.recompute_s)},
-                      {"TP comm exposed / overlapped", fmt(b.tp_comm_s) + " / " + fmt(b.tp_comm_overlapped_s)},
-                      {"CP comm exposed / overlapped", fmt(b.cp_comm_exposed_s) + " / " + fmt(b.cp_comm_overlapped_s)},
-                      {"EP all-to-all", fmt(b.ep_comm_s)},
-                      {"PP p2p", fmt(b.pp_comm_s)},
-                      {"pipeline bubble", fmt(b.bubble_s)},
-                      {"DP comm exposed / overlapped", fmt(b.dp_comm_exposed_s) + " / " + fmt(b.dp_comm_overlapped_s)},
-                      {"optimizer", fmt(b.optimizer_s)}})
-            << "\n";
+  std::vector<std::vector<std::string>> terms;
+  for (const auto& t : breakdown_terms())
+    terms.push_back({t.name, to_string(t.kind), fmt(p.breakdown.*(t.field)), t.doc});
+  std::cout << table({"term", "kind", "seconds", "what"}, terms) << "pipeline split: " << to_string(p.pipeline_split)
+            << "; one dense layer, one micro-batch: forward " << fmt(p.layer.forward_s * 1e3, 2) << " ms, backward "
+            << fmt(p.layer.backward_s * 1e3, 2) << " ms (recompute " << fmt(p.layer.recompute_s * 1e3, 2) << " ms)\n\n";
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < p.num_stages; ++i) {
     const StageResult& st = p.stages[static_cast<std::size_t>(i)];
@@ -158,9 +133,9 @@ void run() {
     std::cout << "\n" << table({"gemm", "stage", "batch", "m", "n", "k", "calls", "us/call"}, g);
     std::vector<std::vector<std::string>> c;
     for (const auto& x : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
-      c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size),
+      c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size), std::to_string(x.nodes),
                    fmt(x.bytes / 1048576.0, 2), fmt(x.count, 0), fmt(x.predicted_ms, 3)});
-    std::cout << "\n" << table({"collective", "group", "stage", "size", "MiB", "calls", "ms/call"}, c);
+    std::cout << "\n" << table({"collective", "group", "stage", "size", "nodes", "MiB", "calls", "ms/call"}, c);
   }
 }
 }  // namespace

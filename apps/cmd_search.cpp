@@ -44,7 +44,8 @@ void write_results(const std::string& file, const search::Space& space, const se
   auto table_of = [&](const std::string& g, const std::vector<search::Entry>& es, bool full) {
     std::vector<std::string> names, scen, rc;
     std::vector<std::int64_t> dp, tp, pp, cp, ep, vpp, mbs, sp, dop, idx;
-    std::vector<double> t, mem, obj, comp, recomp, tpc, cpc, epc, ppc, dpc, bub, opt;
+    std::vector<double> t, mem, obj;
+    std::array<std::vector<double>, kNumBreakdownTerms> terms;
     for (const auto& e : es) {
       const search::Candidate c = space.at(e.index);
       const search::Scenario& s = space.scenarios()[c.scenario];
@@ -70,16 +71,8 @@ void write_results(const std::string& file, const search::Space& space, const se
         so.validity = o.validity;
         so.validity.devices_per_node = s.system.devices_per_node;
         const Prediction p = simulate(space.model(), c.strategy, s.system, s.settings, s.params, so);
-        const Breakdown& b = p.breakdown;
-        comp.push_back(b.compute_s);
-        recomp.push_back(b.recompute_s);
-        tpc.push_back(b.tp_comm_s);
-        cpc.push_back(b.cp_comm_exposed_s);
-        epc.push_back(b.ep_comm_s);
-        ppc.push_back(b.pp_comm_s);
-        dpc.push_back(b.dp_comm_exposed_s);
-        bub.push_back(b.bubble_s);
-        opt.push_back(b.optimizer_s);
+        for (std::size_t k = 0; k < kNumBreakdownTerms; ++k)
+          terms[k].push_back(p.breakdown.*(breakdown_terms()[k].field));
       }
     }
     w.group(g);
@@ -100,15 +93,12 @@ void write_results(const std::string& file, const search::Space& space, const se
     w.write(g + "/max_peak_memory_bytes", mem);
     w.write(g + "/objective", obj);
     if (full) {
-      w.write(g + "/breakdown/compute_s", comp);
-      w.write(g + "/breakdown/recompute_s", recomp);
-      w.write(g + "/breakdown/tp_comm_s", tpc);
-      w.write(g + "/breakdown/cp_comm_exposed_s", cpc);
-      w.write(g + "/breakdown/ep_comm_s", epc);
-      w.write(g + "/breakdown/pp_comm_s", ppc);
-      w.write(g + "/breakdown/dp_comm_exposed_s", dpc);
-      w.write(g + "/breakdown/bubble_s", bub);
-      w.write(g + "/breakdown/optimizer_s", opt);
+      for (std::size_t k = 0; k < kNumBreakdownTerms; ++k) {
+        const auto& term = breakdown_terms()[k];
+        w.write(g + "/breakdown/" + term.name, terms[k]);
+        w.attr(g + "/breakdown/" + term.name, "kind", std::string(to_string(term.kind)));
+        w.attr(g + "/breakdown/" + term.name, "doc", std::string(term.doc));
+      }
     }
   };
   table_of("/ranking", r.ranking, true);

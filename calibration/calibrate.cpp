@@ -58,15 +58,17 @@ Problem make_problem(const io::Dataset& d, const std::string& which, const std::
                              (models.empty() ? std::string() : " and the requested models"));
   // Parameters the data can identify: inter-node ones only if some group crosses a node, score bytes only if
   // some collection stores attention scores.
-  bool crosses = false, scores = false;
+  bool crosses = false, scores = false, fp8 = false;
   for (const auto& s : pb.samples) {
     crosses |= s.strategy.devices() > pb.system.devices_per_node;
     scores |= !s.settings.flash_attention;
+    fp8 |= s.settings.precision == Precision::fp8;
   }
   for (std::size_t i = 0; i < kNumParams; ++i) {
     const std::string n = param_table()[i].name;
     if (!crosses && n == "inter_node_bandwidth_efficiency") continue;
     if (!scores && n == "attention_score_bytes") continue;
+    if (!fp8 && n == "fp8_matmul_efficiency") continue;
     pb.free.push_back(i);
   }
   return pb;

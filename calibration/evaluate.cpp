@@ -107,10 +107,15 @@ void components(const io::Dataset& d, const io::Collection& c, const calib::Prob
       exposed += st.communication_not_overlapped_s;
     }
     const double n = static_cast<double>(run.step_trace.size());
-    const Breakdown& b = pr.breakdown;
-    pc.push_back(b.compute_s + b.recompute_s + b.optimizer_s);
+    double busy = 0, comm = 0;  // a step trace's "computing" and "communication not overlapped"
+    for (const auto& term : breakdown_terms()) {
+      const double v = pr.breakdown.*(term.field);
+      if (term.kind == TermKind::compute || term.kind == TermKind::optimizer) busy += v;
+      if (term.kind == TermKind::exposed) comm += v;
+    }
+    pc.push_back(busy);
     mc.push_back(comp / n);
-    pe.push_back(b.tp_comm_s + b.cp_comm_exposed_s + b.ep_comm_s + b.pp_comm_s + b.dp_comm_exposed_s);
+    pe.push_back(comm);
     me.push_back(exposed / n);
   }
   out.trace_n = pc.size();

@@ -118,6 +118,7 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
   m.qkv_bias = o.boolean_or("qkv_bias", false);
   m.qk_norm = o.boolean_or("qk_norm", false);
   m.post_norms = o.boolean_or("post_norms", false);
+  m.mtp_layers = o.integer_or("mtp_layers", 0, 16, 0);
   if (o.has("moe")) {
     Obj e = o.sub("moe");
     m.num_experts = e.integer("num_experts", 1, 65536);
@@ -161,6 +162,7 @@ Json to_json(const Model& m) {
   j["qkv_bias"] = m.qkv_bias;
   j["qk_norm"] = m.qk_norm;
   j["post_norms"] = m.post_norms;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.is_moe())
     j["moe"] = {{"num_experts", m.num_experts},
                 {"experts_per_token", m.experts_per_token},
@@ -246,6 +248,10 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.dropout = o.boolean_or("dropout", t.dropout);
   t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
+  t.tp_comm_overlap = o.boolean_or("tp_comm_overlap", t.tp_comm_overlap);
+  t.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", t.overlap_grad_reduce);
+  t.overlap_param_gather = o.boolean_or("overlap_param_gather", t.overlap_param_gather);
+  t.pipeline_scatter_gather = o.boolean_or("pipeline_scatter_gather", t.pipeline_scatter_gather);
   o.mark("note");
   o.finish();
   if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
@@ -263,7 +269,11 @@ Json to_json(const TrainingSettings& t) {
               {"sequence_parallel", t.sequence_parallel},
               {"dropout", t.dropout},
               {"fp32_gradients", t.fp32_gradients},
-              {"moe_load_imbalance", t.moe_load_imbalance}};
+              {"moe_load_imbalance", t.moe_load_imbalance},
+              {"tp_comm_overlap", t.tp_comm_overlap},
+              {"overlap_grad_reduce", t.overlap_grad_reduce},
+              {"overlap_param_gather", t.overlap_param_gather},
+              {"pipeline_scatter_gather", t.pipeline_scatter_gather}};
 }
 
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path,

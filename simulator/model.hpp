@@ -38,6 +38,9 @@ struct Model {
   std::int64_t num_shared_experts = 0;   // each of moe_ffn_hidden_size width
   std::int64_t first_dense_layers = 0;   // leading layers that keep a dense MLP (DeepSeek-V3: 3)
   std::int64_t moe_layer_frequency = 1;  // after the dense prefix, every n-th layer is MoE
+  // Multi-token prediction (DeepSeek-V3): modules after the last layer, each one transformer layer (MoE when the
+  // model's last layer is) plus a 2h -> h projection and another pass through the shared LM head and loss.
+  std::int64_t mtp_layers = 0;
 
   // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on. head_dim is then the
   // non-rotary query/key head dimension.

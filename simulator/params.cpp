@@ -30,6 +30,8 @@ const std::array<ParamInfo, kNumParams>& param_table() {
        "bytes stored per s x s attention-score element when attention is not flash (Korthikanti et al.: 5)"},
       {"optimizer_bytes_per_param", "bytes", 0.0, 24.0, &PlatformParams::optimizer_bytes_per_param,
        "fp32 master weights + optimizer moments per owned parameter (mixed-precision Adam: 4 + 4 + 4 = 12)"},
+      {"fp8_matmul_efficiency", "fraction", 0.05, 1.0, &PlatformParams::fp8_matmul_efficiency,
+       "fraction of peak FP8 FLOP/s reached by a large FP8 GEMM (Transformer Engine linear layers)"},
   }};
   return table;
 }

@@ -23,6 +23,7 @@ struct PlatformParams {
   double runtime_memory_fraction = 0.05;          // allocator caching / fragmentation, fraction of allocated bytes
   double attention_score_bytes = 5;               // bytes kept per materialised attention-score element
   double optimizer_bytes_per_param = 12;          // fp32 master copy + optimizer moments per owned parameter
+  double fp8_matmul_efficiency = 0.6;             // fraction of FP8 peak a large FP8 GEMM reaches
 
   bool operator==(const PlatformParams&) const = default;
 };
@@ -36,7 +37,7 @@ struct ParamInfo {
   const char* doc;
 };
 
-constexpr std::size_t kNumParams = 12;
+constexpr std::size_t kNumParams = 13;
 const std::array<ParamInfo, kNumParams>& param_table();
 
 // Index i of the table; used by calibration to map a flat vector onto θ.

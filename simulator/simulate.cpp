@@ -10,14 +10,47 @@ namespace lmsim {
 namespace detail {
 
 namespace {
-LinkUse use_link(const System& sys, const PlatformParams& p, bool crosses_node) {
-  if (crosses_node)
-    return {sys.inter_node.bandwidth_bytes_per_s * p.inter_node_bandwidth_efficiency,
-            sys.inter_node.latency_s + p.collective_latency_us * 1e-6};
-  return {sys.intra_node.bandwidth_bytes_per_s * p.intra_node_bandwidth_efficiency,
-          sys.intra_node.latency_s + p.collective_latency_us * 1e-6};
+LinkUse use_link(const Link& l, double efficiency, const PlatformParams& p) {
+  return {l.bandwidth_bytes_per_s * efficiency, l.latency_s + p.collective_latency_us * 1e-6};
+}
+// A group of `size` ranks whose neighbours are `stride` ranks apart, on nodes of `node` devices.
+GroupUse place(double size, double stride, double node) {
+  GroupUse g{size, 1, 1};
+  if (size <= 1) return g;
+  if (stride * size <= node) {
+    g.per_node = size;
+  } else if (stride >= node) {
+    g.nodes = size;
+  } else {
+    g.per_node = std::max(1.0, std::floor(node / stride));
+    g.nodes = std::ceil(size / g.per_node);
+  }
+  return g;
 }
 }  // namespace
+
+const char* group_name(Group g) {
+  switch (g) {
+    case Group::tp: return "tp";
+    case Group::cp: return "cp";
+    case Group::ep: return "ep";
+    case Group::dp: return "dp";
+    case Group::edp: return "edp";
+    case Group::pp: return "pp";
+    case Group::count_: break;
+  }
+  return "?";
+}
+const char* prim_name(Prim p) {
+  switch (p) {
+    case Prim::all_reduce: return "all_reduce";
+    case Prim::all_gather: return "all_gather";
+    case Prim::reduce_scatter: return "reduce_scatter";
+    case Prim::all_to_all: return "all_to_all";
+    case Prim::send_recv: return "send_recv";
+  }
+  return "?";
+}
 
 Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t, const PlatformParams& p) {
   Ctx c{};
@@ -46,15 +79,26 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   const double pad = 128.0 * c.tp;
   c.vocab_padded = std::ceil(static_cast<double>(m.vocab_size) / pad) * pad;
   c.sp_div = c.r.sequence_parallel ? c.tp : 1.0;
-  c.peak_flops = sys.peak_flops(t.precision);
+  c.fp8 = t.precision == Precision::fp8;
+  // Under FP8 only the linear layers use the FP8 units; everything else runs in bf16 (fp16 where bf16 is absent).
+  c.peak_flops =
+      c.fp8 ? (sys.peak_flops_bf16 > 0 ? sys.peak_flops_bf16 : sys.peak_flops_fp16) : sys.peak_flops(t.precision);
+  c.peak_flops_linear = sys.peak_flops(t.precision);
   c.hbm_bw = sys.hbm_bandwidth_bytes_per_s;
-  // Rank order tp, cp, dp (ep inside dp), pp: a group crosses a node when its span of consecutive ranks does.
+  c.intra = use_link(sys.intra_node, p.intra_node_bandwidth_efficiency, p);
+  c.inter = use_link(sys.inter_node, p.inter_node_bandwidth_efficiency, p);
+  // The group table. Rank order tp, cp, dp (ep inside dp·cp), pp (Megatron-LM's RankGenerator order tp-cp-ep-dp-pp).
   const double node = sys.devices_per_node;
-  c.tp_link = use_link(sys, p, c.tp > node);
-  c.cp_link = use_link(sys, p, c.tp * c.cp > node);
-  c.ep_link = use_link(sys, p, c.tp * c.cp * c.ep > node);
-  c.dp_link = use_link(sys, p, c.tp * c.cp * c.dp > node);
-  c.pp_link = use_link(sys, p, c.tp * c.cp * c.dp * c.pp > node);
+  auto set = [&](Group g, double size, double stride) {
+    c.groups[static_cast<std::size_t>(g)] = place(size, stride, node);
+  };
+  set(Group::tp, c.tp, 1);
+  set(Group::cp, c.cp, c.tp);
+  set(Group::ep, c.ep, c.tp);
+  set(Group::dp, c.dp * c.cp, c.tp);
+  set(Group::edp, c.dp * c.cp / c.ep, c.tp * c.ep);
+  // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
+  c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, c.tp * c.cp * c.dp * c.pp > node ? 2.0 : 1.0};
   return c;
 }
 
@@ -146,49 +190,64 @@ LayerActivation layer_activation_from(const Ctx& c, bool moe) {
   return {full, 0};
 }
 
-// Time of one layer's passes for one micro-batch.
+// Time of one layer's passes for one micro-batch. Communication is split into exposed and hidden per group.
 struct LayerTime {
-  double fwd_compute, bwd_compute, recompute, tp_fwd, tp_bwd, tp_bwd_overlapped, cp_fwd, cp_bwd, attn_fwd, ep_fwd,
-      ep_bwd;
+  double fwd_compute, bwd_compute, recompute, attn_fwd;
+  double tp_fwd, tp_bwd, tp_hidden, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
 };
 
-bool is_attention_core(const char* name) {
-  return (name[0] == 's' && name[1] == 'c') || (name[0] == 'p' && name[1] == 'v');  // "scores", "pv"
-}
+constexpr std::size_t kNumRoles = 7;
+inline std::size_t role_index(OpRole r) { return static_cast<std::size_t>(r); }
 
 LayerTime layer_time(const Ctx& c, bool moe) {
   LayerTime lt{};
-  double gemm = 0, attn = 0;
-  visit_layer_gemms(c, moe, [&](const Gemm& g) {
-    const double tm = g.multiplicity * gemm_time_s(c, g.batch, g.m, g.n, g.k);
-    gemm += tm;
-    if (is_attention_core(g.name)) attn += tm;
+  std::array<double, kNumRoles>
+      call{};  // one forward call of each role's GEMMs (the compute that can hide a collective)
+  double gemm_fwd = 0, gemm_bwd = 0;
+  visit_layer_ops(c, moe, [&](const Gemm& g) {
+    call[role_index(g.role)] += gemm_call_s(c, g);
+    gemm_fwd += gemm_forward_s(c, g);
+    gemm_bwd += gemm_backward_s(c, g);
   });
-  // Megatron-LM overlaps backward tensor-parallel communication with the linear layers' backward GEMMs (the
-  // input-gradient all-reduce / reduce-scatter runs under the weight-gradient GEMM; with sequence parallelism
-  // the input re-gather runs under the input-gradient GEMM): backward TP traffic is hidden up to the
-  // duration of the backward linear GEMMs (twice their forward time).
-  const double tp_bwd_window = 2 * (gemm - attn);
   const VectorWork v = layer_vector_work(c, moe);
   const double score_fwd = vector_time_s(c, v.score_fwd_bytes, 0);
   const double score_bwd = vector_time_s(c, v.score_bwd_bytes, 0);
-  lt.fwd_compute = gemm + vector_time_s(c, v.fwd_bytes, v.fwd_kernels) + score_fwd;
-  lt.bwd_compute = 2 * gemm + vector_time_s(c, v.bwd_bytes, v.bwd_kernels) + score_bwd;
-  lt.attn_fwd = attn + score_fwd;
+  lt.fwd_compute = gemm_fwd + vector_time_s(c, v.fwd_bytes, v.fwd_kernels) + score_fwd;
+  lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels) + score_bwd;
+  lt.attn_fwd = call[role_index(OpRole::attn_core)] + score_fwd;
+  // Compute that can hide a collective: one call of a linear (forward, or one of its two backward GEMMs), or the
+  // attention core (forward; backward is twice as long).
+  auto window = [&](OpRole r, bool backward) {
+    if (r == OpRole::head) return 0.0;
+    if (r == OpRole::attn_core) return backward ? 2 * lt.attn_fwd : lt.attn_fwd;
+    return call[role_index(r)];
+  };
   visit_layer_collectives(c, moe, [&](const Collective& k) {
-    const double one = collective_time_s(c, k.prim, link_of(c, k.group), group_size(c, k.group), k.bytes);
-    double* fwd = k.group == Group::tp ? &lt.tp_fwd : k.group == Group::cp ? &lt.cp_fwd : &lt.ep_fwd;
-    double* bwd = k.group == Group::tp ? &lt.tp_bwd : k.group == Group::cp ? &lt.cp_bwd : &lt.ep_bwd;
-    *fwd += k.fwd * one;
-    *bwd += k.bwd * one;
+    const double one = collective_time_s(c, k.prim, k.group, k.bytes);
+    const double f = k.fwd * one, b = k.bwd * one;
+    const double fe = std::max(0.0, f - window(k.hide_fwd, false)), be = std::max(0.0, b - window(k.hide_bwd, true));
+    switch (k.group) {
+      case Group::tp:
+        lt.tp_fwd += fe;
+        lt.tp_bwd += be;
+        lt.tp_hidden += f - fe + b - be;
+        break;
+      case Group::cp:
+        lt.cp_fwd += fe;
+        lt.cp_bwd += be;
+        lt.cp_hidden += f - fe + b - be;
+        break;
+      default:
+        lt.ep_fwd += fe;
+        lt.ep_bwd += be;
+        break;
+    }
   });
-  lt.tp_bwd_overlapped = std::min(lt.tp_bwd, tp_bwd_window);
-  lt.tp_bwd -= lt.tp_bwd_overlapped;
-  const double cp_fwd_exposed = std::max(0.0, lt.cp_fwd - lt.attn_fwd);
   switch (c.r.s.recompute) {
     case Recompute::none: break;
+    // Megatron's selective recompute re-runs the attention core (scores, softmax, dropout, scores·V).
     case Recompute::selective: lt.recompute = lt.attn_fwd; break;
-    case Recompute::full: lt.recompute = lt.fwd_compute + lt.tp_fwd + cp_fwd_exposed + lt.ep_fwd; break;
+    case Recompute::full: lt.recompute = lt.fwd_compute + lt.tp_fwd + lt.cp_fwd + lt.ep_fwd; break;
   }
   return lt;
 }
@@ -204,11 +263,9 @@ EdgeTime edge_time(const Ctx& c, bool first, bool last) {
     e.bwd += vector_time_s(c, 2 * act, 2);
   }
   if (last) {
-    visit_head_gemms(c, [&](const Gemm& g) {
-      const double tm = gemm_time_s(c, g.batch, g.m, g.n, g.k);
-      e.fwd += tm;
-      e.bwd += 2 * tm;
-    });
+    const Gemm g = head_gemm(c);
+    e.fwd += gemm_forward_s(c, g);
+    e.bwd += gemm_backward_s(c, g);
     const bool fused = c.t.fused_kernels;
     const double logits = c.tokens * c.vocab_padded / c.tp;
     e.fwd += vector_time_s(c, 2 * act / c.sp_div + logits * (fused ? kLossBytesFwdFused : kLossBytesFwdUnfused),
@@ -217,7 +274,7 @@ EdgeTime edge_time(const Ctx& c, bool first, bool last) {
                            fused ? 4 : 8);
   }
   visit_edge_collectives(c, first, last, [&](const Collective& k) {
-    const double one = collective_time_s(c, k.prim, link_of(c, k.group), group_size(c, k.group), k.bytes);
+    const double one = collective_time_s(c, k.prim, k.group, k.bytes);
     e.tp_fwd += k.fwd * one;
     e.tp_bwd += k.bwd * one;
   });
@@ -236,12 +293,23 @@ double moe_layers_in(const Model& m, std::int64_t lo, std::int64_t hi) {
   return static_cast<double>(upto(hi) - upto(start));
 }
 
-// Layers of pipeline stage i: equal split, or (uneven) the first L mod p stages one layer more.
-void stage_layers(const Model& m, int pp, int i, int& first, int& count) {
-  const int L = static_cast<int>(m.num_layers);
-  const int base = L / pp, extra = L % pp;
-  count = base + (i < extra ? 1 : 0);
-  first = i * base + std::min(i, extra);
+// The layers pipeline rank i holds: its chunks i, i + p, ..., i + (v - 1)·p of the split.
+struct StageLayers {
+  int first = 0;
+  double layers = 0, moe = 0;  // transformer layers, of which MoE
+  int mtp = 0;                 // multi-token-prediction modules (on the last chunk)
+};
+StageLayers stage_layers(const Model& m, const PipelineSplit& sp, int pp, int vpp, int i) {
+  StageLayers out;
+  out.first = static_cast<int>(sp.first_layer_of_chunk(i, m.num_layers));
+  for (int v = 0; v < vpp; ++v) {
+    const std::int64_t chunk = static_cast<std::int64_t>(v) * pp + i;
+    const std::int64_t lo = sp.first_layer_of_chunk(chunk, m.num_layers), n = sp.layers_of_chunk(chunk, m.num_layers);
+    out.layers += static_cast<double>(n);
+    out.moe += moe_layers_in(m, lo, lo + n);
+    if (chunk == sp.chunks - 1) out.mtp = static_cast<int>(m.mtp_layers);
+  }
+  return out;
 }
 
 // In-flight micro-batches' worth of a stage's layers held at the activation peak. 1F1B: stage i holds
@@ -252,6 +320,26 @@ double inflight(int pp, int vpp, std::int64_t mb, int i) {
   if (vpp == 1) return static_cast<double>(std::min<std::int64_t>(pp - i, mb));
   const std::int64_t chunks = static_cast<std::int64_t>(pp - i - 1) * 2 + static_cast<std::int64_t>(vpp - 1) * pp + 1;
   return static_cast<double>(std::min(chunks, mb * vpp)) / vpp;
+}
+
+// Parameters of one rank of a stage: dense (sharded over tp, reduced over dp·cp) and expert (over ep·tp, reduced
+// over the expert-data-parallel group). Norm weights and the router are replicated across TP.
+struct StageParams {
+  double dense, expert;
+};
+StageParams stage_params(const Ctx& c, const LayerParams& lp, const StageLayers& sl, bool is_first, bool is_last) {
+  const Model& m = *c.m;
+  const double nm = sl.moe + (sl.mtp > 0 && m.layer_is_moe(m.num_layers - 1) ? sl.mtp : 0);
+  const double n = sl.layers + sl.mtp, nd = n - nm;
+  double dense =
+      nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) + nm * (lp.router + lp.shared_experts / c.tp);
+  dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * c.h);  // MTP: 2h -> h projection and its two norms
+  const double expert = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.tp);
+  const double head = c.vocab_padded * c.h / c.tp;
+  if (is_first) dense += head;
+  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * c.h;
+  if (is_last) dense += final_norm + ((!m.tied_embeddings || c.pp > 1) ? head : 0.0);
+  return {dense, expert};
 }
 
 }  // namespace detail
@@ -271,7 +359,12 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   pr.rejection = check(m, s, t, o.validity);
   if (pr.rejection == Rejection::ok && !(sys.peak_flops(t.precision) > 0))
     pr.rejection = Rejection::precision_unsupported;
+  if (pr.rejection == Rejection::ok && t.precision == Precision::fp8 &&
+      !(sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0))
+    pr.rejection = Rejection::precision_unsupported;
   if (pr.rejection != Rejection::ok) return pr;
+  const PipelineSplit split = *pipeline_split(m, s, o.validity.allow_uneven_layers);
+  pr.pipeline_split = split.kind;
   const Ctx c = make_ctx(m, s, sys, t, p);
   const LayerParams lp = layer_params(m);
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
@@ -283,95 +376,103 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const LayerTime moe_t = m.is_moe() ? layer_time(c, true) : dense_t;
   const LayerActivation dense_a = layer_activation_from(c, false);
   const LayerActivation moe_a = m.is_moe() ? layer_activation_from(c, true) : dense_a;
+  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
 
-  const double act = c.tokens * c.h * 2;
-  const double p2p = pp > 1 ? collective_time_s(c, Prim::send_recv, c.pp_link, 2, act / c.sp_div) : 0;
-  const double dp_group = c.dp * c.cp, edp_group = c.dp * c.cp / c.ep;
-  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * c.h;
+  double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
+  visit_pipeline_collectives(
+      c, [&](const Collective& k) { p2p += (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes); });
   // Loss peak on the last stage: 16-bit logits, their fp32 softmax kept for backward, 16-bit logit gradient.
   const double logits_bytes = kLogitBytesPerElement * c.tokens * c.vocab_padded / c.tp;
   const double grad_bytes_per_param = t.fp32_gradients ? 4.0 : 2.0;
   const double weight_bytes_per_param = t.precision == Precision::fp8 ? 3.0 : 2.0;
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
+  const EdgeTime head_only = edge_time(c, false, true);
 
-  double max_c = 0, sum_c = 0, max_tail = 0;
-  int crit = 0, tail_stage = 0;
+  double max_c = 0, sum_c = 0, max_grad_tail = 0, max_step_tail = 0;
+  int crit = 0, grad_stage = 0, step_stage = 0;
+  std::array<double, kMaxStages> grad_exposed{}, param_exposed{};
   for (int i = 0; i < pp; ++i) {
     StageResult& st = pr.stages[static_cast<std::size_t>(i)];
-    int first = 0, n = 0;
-    stage_layers(m, pp, i, first, n);
+    st = StageResult{};
+    const StageLayers sl = stage_layers(m, split, pp, vpp, i);
     const bool is_first = i == 0, is_last = i == pp - 1;
-    const double nm = moe_layers_in(m, first, first + n), nd = n - nm;
-    st.first_layer = first;
-    st.num_layers = n;
+    const double nm = sl.moe, nd = sl.layers - nm;
+    // MTP modules: one layer each plus another pass through the LM head and loss.
+    const double mtp_d = mtp_moe ? 0 : sl.mtp, mtp_m = mtp_moe ? sl.mtp : 0;
+    const double ld = nd + mtp_d, lm = nm + mtp_m;
+    st.first_layer = sl.first;
+    st.num_layers = static_cast<int>(sl.layers);
+    st.mtp_layers = sl.mtp;
     const EdgeTime e = edge_time(c, is_first, is_last);
-    st.forward_compute_s = nd * dense_t.fwd_compute + nm * moe_t.fwd_compute + e.fwd;
-    st.backward_compute_s = nd * dense_t.bwd_compute + nm * moe_t.bwd_compute + e.bwd;
-    st.recompute_s = nd * dense_t.recompute + nm * moe_t.recompute;
-    st.tp_comm_s = nd * (dense_t.tp_fwd + dense_t.tp_bwd) + nm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd;
-    st.tp_comm_overlapped_s = nd * dense_t.tp_bwd_overlapped + nm * moe_t.tp_bwd_overlapped;
-    const double cp_comm = nd * (dense_t.cp_fwd + dense_t.cp_bwd) + nm * (moe_t.cp_fwd + moe_t.cp_bwd);
-    const double attn = (nd * dense_t.attn_fwd + nm * moe_t.attn_fwd) * 3;  // forward + backward (2x)
-    st.cp_comm_exposed_s = std::max(0.0, cp_comm - attn);
-    st.cp_comm_overlapped_s = cp_comm - st.cp_comm_exposed_s;
-    st.ep_comm_s = nd * (dense_t.ep_fwd + dense_t.ep_bwd) + nm * (moe_t.ep_fwd + moe_t.ep_bwd);
-    st.pp_comm_s = 2 * vpp * p2p;
+    st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * head_only.fwd;
+    st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * head_only.bwd;
+    st.recompute_s = ld * dense_t.recompute + lm * moe_t.recompute;
+    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd;
+    st.tp_comm_overlapped_s = ld * dense_t.tp_hidden + lm * moe_t.tp_hidden;
+    st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
+    st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
+    st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) + lm * (moe_t.ep_fwd + moe_t.ep_bwd);
+    st.pp_comm_s = vpp * p2p;
     st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
                           st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s;
 
-    // Parameters held by one rank of this stage.
-    // Norm weights and the router are replicated across TP; projections are sharded.
-    double dense_params =
-        nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) + nm * (lp.router + lp.shared_experts / c.tp);
-    const double expert_params = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.tp);
-    const double head = c.vocab_padded * c.h / c.tp;
-    if (is_first) dense_params += head;
-    if (is_last) dense_params += final_norm + ((!m.tied_embeddings || pp > 1) ? head : 0.0);
-    const double params = dense_params + expert_params;
+    const StageParams sp = stage_params(c, lp, sl, is_first, is_last);
+    const double params = sp.dense + sp.expert;
     st.weight_bytes = weight_bytes_per_param * params;
     st.gradient_bytes = grad_bytes_per_param * params;
     const bool dist = c.r.distributed_optimizer;
-    const double owned = dist ? dense_params / dp_group + expert_params / edp_group : params;
+    const double owned = dist ? sp.dense / c.group(Group::dp).size + sp.expert / c.group(Group::edp).size : params;
     st.optimizer_bytes = p.optimizer_bytes_per_param * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
-    const double stored = nd * dense_a.stored_bytes + nm * moe_a.stored_bytes;
+    const double stored = ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
     st.activation_bytes = st.inflight_microbatches * stored;
-    const double live =
-        std::max(n > 0 ? (nm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes) : 0.0,
-                 is_last ? logits_bytes : 0.0);
+    const double live = std::max(
+        sl.layers + sl.mtp > 0 ? (lm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes) : 0.0,
+        is_last ? logits_bytes : 0.0);
     st.transient_bytes = live;
     const double allocated =
         st.weight_bytes + st.gradient_bytes + st.optimizer_bytes + st.activation_bytes + st.transient_bytes;
     st.runtime_bytes = p.runtime_memory_gib * 1073741824.0 + p.runtime_memory_fraction * allocated;
     st.peak_bytes = allocated + st.runtime_bytes;
 
-    // Data-parallel gradient reduction (+ parameter all-gather with the distributed optimizer).
-    double dp_time = 0;
-    if (dist) {
-      dp_time = collective_time_s(c, Prim::reduce_scatter, c.dp_link, dp_group, grad_bytes_per_param * dense_params) +
-                collective_time_s(c, Prim::all_gather, c.dp_link, dp_group, 2 * dense_params) +
-                collective_time_s(c, Prim::reduce_scatter, c.dp_link, edp_group, grad_bytes_per_param * expert_params) +
-                collective_time_s(c, Prim::all_gather, c.dp_link, edp_group, 2 * expert_params);
-    } else {
-      dp_time = collective_time_s(c, Prim::all_reduce, c.dp_link, dp_group, grad_bytes_per_param * dense_params) +
-                collective_time_s(c, Prim::all_reduce, c.dp_link, edp_group, grad_bytes_per_param * expert_params);
-    }
-    // Overlap is bounded by the last micro-batch's backward, the only compute left to hide it behind.
-    st.dp_comm_overlapped_s = std::min(p.dp_overlap * dp_time, st.backward_compute_s);
-    st.dp_comm_exposed_s = dp_time - st.dp_comm_overlapped_s;
-    if (pp > 1 && m.tied_embeddings && (is_first || is_last))
-      st.dp_comm_exposed_s += collective_time_s(c, Prim::all_reduce, c.pp_link, 2, 4 * head);
-    st.optimizer_s = vector_time_s(c, kOptimizerBytesPerParam * owned, 6 + 2.0 * n);
+    // Data-parallel traffic, once per iteration. With --overlap-grad-reduce the bucketed gradient reduction runs
+    // during the last micro-batch's backward of this stage; with --overlap-param-gather the parameter all-gather
+    // runs during the first micro-batch's forward. In 1F1B stage i also idles i chunk-backwards at the end of the
+    // iteration (and i chunk-forwards at the start), time in which its traffic proceeds unhindered.
+    double grad_time = 0, param_time = 0;
+    visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
+      (k.grad ? grad_time : param_time) += collective_time_s(c, k.prim, k.group, k.bytes);
+    });
+    const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
+    const double grad_hidden =
+        t.overlap_grad_reduce ? std::min(grad_time, p.dp_overlap * bwd_window + i * bwd_window / vpp) : 0.0;
+    const double param_hidden =
+        (t.overlap_param_gather && dist) ? std::min(param_time, p.dp_overlap * fwd_window + i * fwd_window / vpp) : 0.0;
+    grad_exposed[static_cast<std::size_t>(i)] = grad_time - grad_hidden;
+    param_exposed[static_cast<std::size_t>(i)] = param_time - param_hidden;
+    if (pp > 1 && m.tied_embeddings && (is_first || is_last))  // embedding gradients shared by first and last stage
+      grad_exposed[static_cast<std::size_t>(i)] +=
+          collective_time_s(c, Prim::all_reduce, GroupUse{2, 1, c.group(Group::pp).nodes},
+                            grad_bytes_per_param * c.vocab_padded * c.h / c.tp);
+    st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)];
+    st.dp_comm_overlapped_s = grad_hidden + param_hidden;
+    st.optimizer_s = vector_time_s(c, kOptimizerBytesPerParam * owned, 6 + 2.0 * (sl.layers + sl.mtp));
 
     if (st.per_microbatch_s > max_c) {
       max_c = st.per_microbatch_s;
       crit = i;
     }
     sum_c += st.per_microbatch_s;
-    const double tail = st.dp_comm_exposed_s + st.optimizer_s;
-    if (tail > max_tail) {
-      max_tail = tail;
-      tail_stage = i;
+    if (grad_exposed[static_cast<std::size_t>(i)] > max_grad_tail) {
+      max_grad_tail = grad_exposed[static_cast<std::size_t>(i)];
+      grad_stage = i;
+    }
+    // The optimizer step follows the global gradient-norm reduction, so it starts when the slowest stage's
+    // gradients are reduced; the parameter gather follows it unless overlapped with the next forward.
+    const double step_tail = st.optimizer_s + param_exposed[static_cast<std::size_t>(i)];
+    if (step_tail > max_step_tail) {
+      max_step_tail = step_tail;
+      step_stage = i;
     }
     if (st.peak_bytes > pr.max_peak_memory_bytes) {
       pr.max_peak_memory_bytes = st.peak_bytes;
@@ -382,10 +483,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   // fill/drain once, shortened v-fold by interleaving: uniform stages give the bubble (p - 1)/(v·m).
   const double mbd = static_cast<double>(mb);
   const double pipe = mbd * max_c + (sum_c - max_c) / vpp;
-  pr.iteration_time_s = pipe + max_tail;
+  pr.iteration_time_s = pipe + max_grad_tail + max_step_tail;
   pr.critical_stage = crit;
   const StageResult& cs = pr.stages[static_cast<std::size_t>(crit)];
-  const StageResult& ts = pr.stages[static_cast<std::size_t>(tail_stage)];
   Breakdown& b = pr.breakdown;
   b.compute_s = mbd * (cs.forward_compute_s + cs.backward_compute_s);
   b.recompute_s = mbd * cs.recompute_s;
@@ -396,9 +496,14 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   b.ep_comm_s = mbd * cs.ep_comm_s;
   b.pp_comm_s = mbd * cs.pp_comm_s;
   b.bubble_s = pipe - mbd * max_c;
-  b.dp_comm_exposed_s = ts.dp_comm_exposed_s;
-  b.dp_comm_overlapped_s = ts.dp_comm_overlapped_s;
-  b.optimizer_s = ts.optimizer_s;
+  b.dp_comm_exposed_s = max_grad_tail + param_exposed[static_cast<std::size_t>(step_stage)];
+  b.dp_comm_overlapped_s = pr.stages[static_cast<std::size_t>(grad_stage)].dp_comm_overlapped_s;
+  b.optimizer_s = pr.stages[static_cast<std::size_t>(step_stage)].optimizer_s;
+  pr.layer.forward_s = dense_t.fwd_compute + dense_t.tp_fwd + dense_t.cp_fwd + dense_t.ep_fwd;
+  pr.layer.backward_s = dense_t.bwd_compute + dense_t.tp_bwd + dense_t.cp_bwd + dense_t.ep_bwd + dense_t.recompute;
+  pr.layer.recompute_s = dense_t.recompute;
+  pr.layer.tp_comm_exposed_s = dense_t.tp_fwd + dense_t.tp_bwd;
+  pr.layer.tp_comm_hidden_s = dense_t.tp_hidden;
   pr.capacity_bytes = sys.hbm_capacity_bytes;
   pr.feasible = pr.max_peak_memory_bytes <= capacity;
   return pr;
@@ -406,7 +511,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
 
 double predict_gemm_us(const System& sys, Precision dtype, const PlatformParams& p, double batch, double m, double n,
                        double k) {
-  return gemm_kernel_s(sys.peak_flops(dtype), p, batch, m, n, k) * 1e6;
+  return gemm_kernel_s(sys.peak_flops(dtype), dtype == Precision::fp8 ? p.fp8_matmul_efficiency : p.matmul_efficiency,
+                       p.matmul_half_dim, batch, m, n, k) *
+         1e6;
 }
 
 RankCoord rank_coord(const Strategy& s, int rank) {
@@ -423,39 +530,89 @@ RankCoord rank_coord(const Strategy& s, int rank) {
 std::vector<double> per_rank_peak_memory(const Prediction& pr, const Strategy& s) {
   std::vector<double> out;
   if (!pr.ok()) return out;
-  const int n = s.devices();
+  const std::int64_t n = s.devices();
   out.reserve(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) out.push_back(pr.stages[static_cast<std::size_t>(rank_coord(s, r).pp)].peak_bytes);
+  for (std::int64_t r = 0; r < n; ++r)
+    out.push_back(pr.stages[static_cast<std::size_t>(rank_coord(s, static_cast<int>(r)).pp)].peak_bytes);
   return out;
 }
 
+const char* to_string(TermKind k) {
+  switch (k) {
+    case TermKind::compute: return "compute";
+    case TermKind::exposed: return "exposed";
+    case TermKind::hidden: return "hidden";
+    case TermKind::bubble: return "bubble";
+    case TermKind::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+const std::array<TermInfo<Breakdown>, kNumBreakdownTerms>& breakdown_terms() {
+  using B = Breakdown;
+  static const std::array<TermInfo<B>, kNumBreakdownTerms> t = {{
+      {"compute_s", &B::compute_s, TermKind::compute, "forward + backward compute of all micro-batches"},
+      {"recompute_s", &B::recompute_s, TermKind::compute, "activation recomputation"},
+      {"tp_comm_s", &B::tp_comm_s, TermKind::exposed, "tensor-parallel collectives on the critical path"},
+      {"tp_comm_overlapped_s", &B::tp_comm_overlapped_s, TermKind::hidden,
+       "tensor-parallel collectives hidden under GEMMs"},
+      {"cp_comm_exposed_s", &B::cp_comm_exposed_s, TermKind::exposed,
+       "ring-attention exchange not hidden by attention"},
+      {"cp_comm_overlapped_s", &B::cp_comm_overlapped_s, TermKind::hidden,
+       "ring-attention exchange hidden by attention"},
+      {"ep_comm_s", &B::ep_comm_s, TermKind::exposed, "MoE all-to-all dispatch and combine"},
+      {"pp_comm_s", &B::pp_comm_s, TermKind::exposed, "pipeline send/receive (and TP gather of received slices)"},
+      {"dp_comm_exposed_s", &B::dp_comm_exposed_s, TermKind::exposed,
+       "data-parallel gradient reduction / parameter gather not hidden"},
+      {"dp_comm_overlapped_s", &B::dp_comm_overlapped_s, TermKind::hidden,
+       "data-parallel traffic hidden under compute or pipeline slack"},
+      {"bubble_s", &B::bubble_s, TermKind::bubble, "pipeline fill and drain"},
+      {"optimizer_s", &B::optimizer_s, TermKind::optimizer, "optimizer step"},
+  }};
+  return t;
+}
+
+const std::array<TermInfo<StageResult>, kNumStageTimeTerms>& stage_time_terms() {
+  using S = StageResult;
+  static const std::array<TermInfo<S>, kNumStageTimeTerms> t = {{
+      {"per_microbatch_s", &S::per_microbatch_s, TermKind::compute, "one micro-batch through the stage, all chunks"},
+      {"forward_compute_s", &S::forward_compute_s, TermKind::compute, "forward compute per micro-batch"},
+      {"backward_compute_s", &S::backward_compute_s, TermKind::compute, "backward compute per micro-batch"},
+      {"recompute_s", &S::recompute_s, TermKind::compute, "recomputation per micro-batch"},
+      {"tp_comm_s", &S::tp_comm_s, TermKind::exposed, "exposed TP collectives per micro-batch"},
+      {"tp_comm_overlapped_s", &S::tp_comm_overlapped_s, TermKind::hidden, "hidden TP collectives per micro-batch"},
+      {"cp_comm_exposed_s", &S::cp_comm_exposed_s, TermKind::exposed, "exposed CP exchange per micro-batch"},
+      {"cp_comm_overlapped_s", &S::cp_comm_overlapped_s, TermKind::hidden, "hidden CP exchange per micro-batch"},
+      {"ep_comm_s", &S::ep_comm_s, TermKind::exposed, "EP all-to-all per micro-batch"},
+      {"pp_comm_s", &S::pp_comm_s, TermKind::exposed, "pipeline traffic per micro-batch"},
+      {"dp_comm_exposed_s", &S::dp_comm_exposed_s, TermKind::exposed, "exposed DP traffic per iteration"},
+      {"dp_comm_overlapped_s", &S::dp_comm_overlapped_s, TermKind::hidden, "hidden DP traffic per iteration"},
+      {"optimizer_s", &S::optimizer_s, TermKind::optimizer, "optimizer step per iteration"},
+      {"inflight_microbatches", &S::inflight_microbatches, TermKind::compute,
+       "micro-batches of activations held at the peak (count)"},
+  }};
+  return t;
+}
+
+const std::array<TermInfo<StageResult>, kNumStageMemoryTerms>& stage_memory_terms() {
+  using S = StageResult;
+  static const std::array<TermInfo<S>, kNumStageMemoryTerms> t = {{
+      {"weight_bytes", &S::weight_bytes, TermKind::compute, "parameters (16-bit; FP8 adds its copy)"},
+      {"gradient_bytes", &S::gradient_bytes, TermKind::compute, "gradient buffers"},
+      {"optimizer_bytes", &S::optimizer_bytes, TermKind::compute, "master weights and optimizer moments owned"},
+      {"activation_bytes", &S::activation_bytes, TermKind::compute, "stored activations of in-flight micro-batches"},
+      {"transient_bytes", &S::transient_bytes, TermKind::compute,
+       "largest short-lived buffer (logits or a recomputed layer)"},
+      {"runtime_bytes", &S::runtime_bytes, TermKind::compute, "runtime constant and allocator overhead"},
+      {"peak_bytes", &S::peak_bytes, TermKind::compute, "peak of one rank of the stage"},
+  }};
+  return t;
+}
+
 namespace {
-const char* prim_name(Prim p) {
-  switch (p) {
-    case Prim::all_reduce: return "all_reduce";
-    case Prim::all_gather: return "all_gather";
-    case Prim::reduce_scatter: return "reduce_scatter";
-    case Prim::all_to_all: return "all_to_all";
-    case Prim::send_recv: return "send_recv";
-  }
-  return "?";
-}
-const char* group_name(Group g) {
-  switch (g) {
-    case Group::tp: return "tp";
-    case Group::cp: return "cp";
-    case Group::ep: return "ep";
-    case Group::dp: return "dp";
-    case Group::pp: return "pp";
-    case Group::embedding: return "embedding";
-  }
-  return "?";
-}
-double recompute_factor(const Ctx& c, const char* name) {
+double recompute_factor(const Ctx& c, const Gemm& g) {
   if (c.r.s.recompute == Recompute::full) return 1;
-  const std::string n(name);
-  if (c.r.s.recompute == Recompute::selective && (n == "scores" || n == "pv")) return 1;
-  return 0;
+  return c.r.s.recompute == Recompute::selective && g.role == OpRole::attn_core ? 1 : 0;
 }
 }  // namespace
 
@@ -463,20 +620,22 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
                                          const TrainingSettings& t, const PlatformParams& p) {
   std::vector<GemmRecord> out;
   if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
+  const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
   const double mb = static_cast<double>(c.r.num_micro_batches);
+  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
   for (int i = 0; i < s.pipeline_parallel; ++i) {
-    int first = 0, n = 0;
-    stage_layers(m, s.pipeline_parallel, i, first, n);
-    const double nm = moe_layers_in(m, first, first + n), nd = n - nm;
+    const StageLayers sl = stage_layers(m, split, s.pipeline_parallel, s.virtual_pipeline, i);
+    const double nm = sl.moe + (mtp_moe ? sl.mtp : 0), nd = sl.layers - sl.moe + (mtp_moe ? 0 : sl.mtp);
     auto add = [&](const Gemm& g, double layers, double passes) {
       out.push_back({g.name, i, static_cast<std::int64_t>(g.batch), static_cast<std::int64_t>(g.m),
-                     static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k), t.precision,
-                     layers * passes * mb * g.multiplicity, gemm_time_s(c, g.batch, g.m, g.n, g.k) * 1e6});
+                     static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
+                     runs_fp8(c, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision), layers * passes * mb,
+                     gemm_call_s(c, g) * 1e6});
     };
-    if (nd > 0) visit_layer_gemms(c, false, [&](const Gemm& g) { add(g, nd, 3 + recompute_factor(c, g.name)); });
-    if (nm > 0) visit_layer_gemms(c, true, [&](const Gemm& g) { add(g, nm, 3 + recompute_factor(c, g.name)); });
-    if (i == s.pipeline_parallel - 1) visit_head_gemms(c, [&](const Gemm& g) { add(g, 1, 3); });
+    if (nd > 0) visit_layer_ops(c, false, [&](const Gemm& g) { add(g, nd, 3 + recompute_factor(c, g)); });
+    if (nm > 0) visit_layer_ops(c, true, [&](const Gemm& g) { add(g, nm, 3 + recompute_factor(c, g)); });
+    if (i == s.pipeline_parallel - 1) add(head_gemm(c), 1 + sl.mtp, 3);
   }
   return out;
 }
@@ -485,45 +644,33 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
                                                      const TrainingSettings& t, const PlatformParams& p) {
   std::vector<CollectiveRecord> out;
   if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
+  const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
+  const LayerParams lp = layer_params(m);
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;
-  const Prediction pr = simulate(m, s, sys, t, p);
+  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
   for (int i = 0; i < s.pipeline_parallel; ++i) {
-    int first = 0, n = 0;
-    stage_layers(m, s.pipeline_parallel, i, first, n);
-    const double nm = moe_layers_in(m, first, first + n), nd = n - nm;
-    auto add = [&](const Collective& k, double layers) {
-      const double count = layers * mb * (k.fwd * (1 + rc) + k.bwd);
+    const StageLayers sl = stage_layers(m, split, s.pipeline_parallel, s.virtual_pipeline, i);
+    const double nm = sl.moe + (mtp_moe ? sl.mtp : 0), nd = sl.layers - sl.moe + (mtp_moe ? 0 : sl.mtp);
+    auto add = [&](Prim prim, Group g, double bytes, double count) {
       if (count <= 0) return;
-      const double size = group_size(c, k.group);
-      out.push_back({prim_name(k.prim), group_name(k.group), i, static_cast<int>(size), k.bytes, count,
-                     collective_time_s(c, k.prim, link_of(c, k.group), size, k.bytes) * 1e3});
+      const GroupUse& gu = c.group(g);
+      out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes), bytes,
+                     count, collective_time_s(c, prim, gu, bytes) * 1e3});
     };
-    if (nd > 0) visit_layer_collectives(c, false, [&](const Collective& k) { add(k, nd); });
-    if (nm > 0) visit_layer_collectives(c, true, [&](const Collective& k) { add(k, nm); });
-    visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1, [&](const Collective& k) {
-      const double count = mb * (k.fwd + k.bwd);
-      if (count > 0)
-        out.push_back({prim_name(k.prim), group_name(k.group), i, static_cast<int>(c.tp), k.bytes, count,
-                       collective_time_s(c, k.prim, c.tp_link, c.tp, k.bytes) * 1e3});
-    });
-    if (s.pipeline_parallel > 1) {
-      const double bytes = c.tokens * c.h * 2 / c.sp_div;
-      out.push_back({"send_recv", "pp", i, 2, bytes, 2 * mb * s.virtual_pipeline,
-                     collective_time_s(c, Prim::send_recv, c.pp_link, 2, bytes) * 1e3});
-    }
-    const StageResult& st = pr.stages[static_cast<std::size_t>(i)];
-    const double dp_ms = (st.dp_comm_exposed_s + st.dp_comm_overlapped_s) * 1e3;
-    const int dp_size = static_cast<int>(c.dp * c.cp);
-    if (dp_size > 1 && c.r.distributed_optimizer) {
-      // Gradient reduce-scatter and 16-bit parameter all-gather, their time split by volume.
-      const double grad = st.gradient_bytes, param = st.weight_bytes;
-      out.push_back({"reduce_scatter", "dp", i, dp_size, grad, 1, dp_ms * grad / (grad + param)});
-      out.push_back({"all_gather", "dp", i, dp_size, param, 1, dp_ms * param / (grad + param)});
-    } else if (dp_size > 1) {
-      out.push_back({"all_reduce", "dp", i, dp_size, st.gradient_bytes, 1, dp_ms});
-    }
+    auto layer = [&](double layers) {
+      return
+          [&, layers](const Collective& k) { add(k.prim, k.group, k.bytes, layers * mb * (k.fwd * (1 + rc) + k.bwd)); };
+    };
+    if (nd > 0) visit_layer_collectives(c, false, layer(nd));
+    if (nm > 0) visit_layer_collectives(c, true, layer(nm));
+    visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1,
+                           [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * (k.fwd + k.bwd)); });
+    visit_pipeline_collectives(
+        c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
+    const StageParams sp = stage_params(c, lp, sl, i == 0, i == s.pipeline_parallel - 1);
+    visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) { add(k.prim, k.group, k.bytes, 1); });
   }
   return out;
 }

@@ -35,9 +35,10 @@ struct StageResult {
   double pp_comm_s;  // point-to-point activation / gradient transfers
   double per_microbatch_s;
   // Once per iteration, seconds.
-  double dp_comm_exposed_s;
-  double dp_comm_overlapped_s;
+  double dp_comm_exposed_s;     // gradient reduction + parameter gather not hidden (after slack), per iteration
+  double dp_comm_overlapped_s;  // hidden under backward / forward / the stage's pipeline slack
   double optimizer_s;
+  int mtp_layers;  // multi-token-prediction modules on this stage
   // Memory of one rank of this stage, bytes.
   double weight_bytes;
   double gradient_bytes;
@@ -49,7 +50,9 @@ struct StageResult {
   double inflight_microbatches;
 };
 
-struct Breakdown {  // iteration level, seconds, along the critical (slowest) stage
+// Iteration-level breakdown, seconds, along the critical (slowest) stage. Every writer (predict's JSON and text,
+// the search's HDF5, evaluate) loops over `breakdown_terms()`, the one description of these fields.
+struct Breakdown {
   double compute_s = 0;
   double recompute_s = 0;
   double tp_comm_s = 0;
@@ -64,8 +67,40 @@ struct Breakdown {  // iteration level, seconds, along the critical (slowest) st
   double optimizer_s = 0;
 };
 
+// What a result term is: busy compute, communication on the critical path (exposed), communication hidden under
+// compute (hidden: not part of the iteration time), the pipeline bubble, the optimizer step.
+enum class TermKind { compute, exposed, hidden, bubble, optimizer };
+const char* to_string(TermKind k);
+template <class Owner>
+struct TermInfo {
+  const char* name;  // the key every writer uses (JSON, HDF5 dataset, CSV column)
+  double Owner::*field;
+  TermKind kind;
+  const char* doc;
+};
+constexpr std::size_t kNumBreakdownTerms = 12;
+const std::array<TermInfo<Breakdown>, kNumBreakdownTerms>& breakdown_terms();
+// The per-stage times of StageResult (per micro-batch unless the doc says per iteration), same rules.
+constexpr std::size_t kNumStageTimeTerms = 14;
+const std::array<TermInfo<StageResult>, kNumStageTimeTerms>& stage_time_terms();
+// Per-stage memory (bytes; `kind` is unused).
+constexpr std::size_t kNumStageMemoryTerms = 7;
+const std::array<TermInfo<StageResult>, kNumStageMemoryTerms>& stage_memory_terms();
+
+// One dense transformer layer, one micro-batch, on one rank of the critical stage: what Korthikanti et al. 2022
+// Table 4 reports. Forward includes its exposed communication; backward includes recomputation.
+struct LayerTiming {
+  double forward_s = 0;
+  double backward_s = 0;
+  double recompute_s = 0;
+  double tp_comm_exposed_s = 0;  // forward + backward
+  double tp_comm_hidden_s = 0;
+};
+
 struct Prediction {
   Rejection rejection = Rejection::ok;  // not ok: nothing else is set
+  SplitKind pipeline_split = SplitKind::even;
+  LayerTiming layer;
   double iteration_time_s = 0;
   double max_peak_memory_bytes = 0;
   double capacity_bytes = 0;
@@ -107,12 +142,13 @@ struct GemmRecord {
 };
 struct CollectiveRecord {
   std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
-  std::string group;      // tp, cp, ep, dp, pp, embedding
+  std::string group;      // tp, cp, ep, dp, edp, pp
   int stage;
   int group_size;
+  int nodes;            // nodes the group spans (1: inside the NVLink domain)
   double bytes;         // per call
   double count;         // calls per iteration
-  double predicted_ms;  // per call
+  double predicted_ms;  // per call, as simulate() times it
 };
 std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,
                                          const TrainingSettings& t, const PlatformParams& p);

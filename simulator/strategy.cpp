@@ -1,5 +1,6 @@
 #include "simulator/strategy.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -32,6 +33,8 @@ std::string config_name(const Strategy& s) {
   n += s.recompute == Recompute::full ? "-RC" : s.recompute == Recompute::selective ? "-selRC" : "-noRC";
   if (s.micro_batch_size != 0) n += "-mbs" + std::to_string(s.micro_batch_size);
   if (s.virtual_pipeline != 1) n += "-vpp" + std::to_string(s.virtual_pipeline);
+  if (s.first_stage_layers > 0) n += "-first" + std::to_string(s.first_stage_layers);
+  if (s.last_stage_layers > 0) n += "-last" + std::to_string(s.last_stage_layers);
   if (s.sequence_parallel) n += *s.sequence_parallel ? "-sp" : "-nosp";
   if (s.distributed_optimizer) n += *s.distributed_optimizer ? "-do" : "-nodo";
   return n;
@@ -104,12 +107,18 @@ ParseResult parse_config_name(const std::string& name) {
       if (*w == 1) return fail("vpp1 is written by omitting the vpp field");
       s.virtual_pipeline = static_cast<int>(*w);
       stage = 2;
-    } else if ((t == "sp" || t == "nosp") && stage < 3) {
-      s.sequence_parallel = (t == "sp");
+    } else if (auto fl = degree(t, "first"); fl && stage < 3) {
+      s.first_stage_layers = static_cast<int>(*fl);
       stage = 3;
-    } else if ((t == "do" || t == "nodo") && stage < 4) {
-      s.distributed_optimizer = (t == "do");
+    } else if (auto ll = degree(t, "last"); ll && stage < 4) {
+      s.last_stage_layers = static_cast<int>(*ll);
       stage = 4;
+    } else if ((t == "sp" || t == "nosp") && stage < 5) {
+      s.sequence_parallel = (t == "sp");
+      stage = 5;
+    } else if ((t == "do" || t == "nodo") && stage < 6) {
+      s.distributed_optimizer = (t == "do");
+      stage = 6;
     } else
       return fail("unexpected or repeated field '" + std::string(t) + "'");
   }
@@ -174,6 +183,63 @@ const char* describe(Rejection r) {
   return "?";
 }
 
+const char* to_string(SplitKind k) {
+  switch (k) {
+    case SplitKind::even: return "even";
+    case SplitKind::embedding_loss: return "embedding_loss";
+    case SplitKind::explicit_layers: return "explicit";
+    case SplitKind::uneven: return "uneven";
+  }
+  return "?";
+}
+
+std::int64_t PipelineSplit::layers_of_chunk(std::int64_t c, std::int64_t num_layers) const {
+  if (kind == SplitKind::uneven) return num_layers / chunks + (c < num_layers % chunks ? 1 : 0);
+  if (chunks == 1) return first;
+  return c == 0 ? first : c == chunks - 1 ? last : middle;
+}
+
+std::int64_t PipelineSplit::first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const {
+  if (kind == SplitKind::uneven) return c * (num_layers / chunks) + std::min(c, num_layers % chunks);
+  return c == 0 ? 0 : first + (c - 1) * middle;
+}
+
+std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, bool allow_uneven_layers) {
+  PipelineSplit p;
+  const std::int64_t L = m.num_layers, C = static_cast<std::int64_t>(s.pipeline_parallel) * s.virtual_pipeline;
+  p.chunks = C;
+  if (s.first_stage_layers > 0 || s.last_stage_layers > 0) {
+    if (C < 2 || s.first_stage_layers <= 0 || s.last_stage_layers <= 0) return std::nullopt;
+    const std::int64_t rest = L - s.first_stage_layers - s.last_stage_layers;
+    if (rest < 0 || (C > 2 && rest % (C - 2) != 0) || (C == 2 && rest != 0)) return std::nullopt;
+    p.kind = SplitKind::explicit_layers;
+    p.first = s.first_stage_layers;
+    p.last = s.last_stage_layers;
+    p.middle = C > 2 ? rest / (C - 2) : 0;
+    return p;
+  }
+  if (L % C == 0) {
+    p.first = p.middle = p.last = L / C;
+    return p;
+  }
+  const std::int64_t slots = L + m.mtp_layers + 2;
+  if (C > 1 && slots % C == 0 && slots / C >= 1 + m.mtp_layers + 1) {
+    p.kind = SplitKind::embedding_loss;
+    p.middle = slots / C;
+    p.first = p.middle - 1;
+    p.last = p.middle - 1 - m.mtp_layers;
+    return p;
+  }
+  if (allow_uneven_layers && s.virtual_pipeline == 1 && L >= C) {
+    p.kind = SplitKind::uneven;
+    p.first = L / C + (L % C > 0 ? 1 : 0);
+    p.middle = L / C;
+    p.last = L / C;
+    return p;
+  }
+  return std::nullopt;
+}
+
 Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o) {
   const int degrees[6] = {s.data_parallel,    s.tensor_parallel, s.pipeline_parallel,
                           s.context_parallel, s.expert_parallel, s.virtual_pipeline};
@@ -185,12 +251,8 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
     if (m.num_attention_heads % s.tensor_parallel != 0) return Rejection::heads_not_divisible_by_tp;
     if (!m.is_mla() && m.num_kv_heads % s.tensor_parallel != 0) return Rejection::kv_heads_not_divisible_by_tp;
   }
-  const std::int64_t chunks = static_cast<std::int64_t>(s.pipeline_parallel) * s.virtual_pipeline;
-  if (o.allow_uneven_layers && s.virtual_pipeline == 1) {
-    if (m.num_layers < s.pipeline_parallel) return Rejection::layers_not_divisible_by_pp_vpp;
-  } else if (m.num_layers % chunks != 0) {
-    return Rejection::layers_not_divisible_by_pp_vpp;
-  }
+  if (s.first_stage_layers < 0 || s.last_stage_layers < 0) return Rejection::degree_out_of_range;
+  if (!pipeline_split(m, s, o.allow_uneven_layers)) return Rejection::layers_not_divisible_by_pp_vpp;
   if (s.context_parallel > 1 && !t.flash_attention) return Rejection::cp_needs_flash_attention;
   if (t.seq_length % (s.context_parallel > 1 ? 2 * s.context_parallel : 1) != 0)
     return Rejection::sequence_not_divisible_by_cp;

@@ -30,6 +30,11 @@ struct TrainingSettings {
   bool dropout = false;             // attention and hidden dropout active (masks stored)
   bool fp32_gradients = true;       // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
   double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
+  // Overlap features of the framework (Megatron-LM / NeMo flag names).
+  bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
+  bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
+  bool overlap_param_gather = false;  // --overlap-param-gather: distributed-optimizer all-gather during forward
+  bool pipeline_scatter_gather = true;  // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink
 };
 
 std::string validate(const TrainingSettings& t);
@@ -45,13 +50,21 @@ struct Strategy {
   std::int64_t micro_batch_size = 0;  // 0: from the training settings
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
+  // Transformer layers of the first / last pipeline chunk (Megatron's --decoder-first-pipeline-num-layers /
+  // --decoder-last-pipeline-num-layers); 0: chosen by the split rule (see pipeline_split()).
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
 
-  int devices() const { return data_parallel * tensor_parallel * pipeline_parallel * context_parallel; }
+  // Devices the strategy occupies; 64-bit, so no product of int degrees can overflow.
+  std::int64_t devices() const {
+    return static_cast<std::int64_t>(data_parallel) * tensor_parallel * pipeline_parallel * context_parallel;
+  }
   bool operator==(const Strategy&) const = default;
 };
 
 // The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
-// `-mbs<N>`, `-vpp<N>`, `-sp|-nosp`, `-do|-nodo`. Recompute: `RC` full, `noRC` none, `selRC` selective.
+// `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`. Recompute: `RC` full, `noRC` none,
+// `selRC` selective.
 std::string config_name(const Strategy& s);
 
 struct ParseResult {
@@ -102,5 +115,23 @@ struct ValidityOptions {
 };
 
 Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o);
+
+// How the transformer layers (and the multi-token-prediction module) are split over the pp·vpp pipeline chunks,
+// in Megatron-LM's rules, first that applies:
+//   explicit   first / last chunk sizes given (--decoder-first/last-pipeline-num-layers), the rest even;
+//   even       layers divisible by the chunk count (an MTP module rides on the last chunk);
+//   embedding_loss  layers + MTP + 2 divisible: the embedding and the loss each take one layer's slot in the first and
+//              last chunk (--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split);
+//   uneven     (allow_uneven_layers, no interleaving) the first L mod p stages take one layer more.
+enum class SplitKind { even, embedding_loss, explicit_layers, uneven };
+const char* to_string(SplitKind k);
+struct PipelineSplit {
+  SplitKind kind = SplitKind::even;
+  std::int64_t chunks = 1;
+  std::int64_t first = 0, middle = 0, last = 0;  // transformer layers of the first, middle and last chunks
+  std::int64_t layers_of_chunk(std::int64_t c, std::int64_t num_layers) const;
+  std::int64_t first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const;
+};
+std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, bool allow_uneven_layers);
 
 }  // namespace lmsim

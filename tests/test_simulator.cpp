@@ -216,10 +216,10 @@ TEST(Simulator, RejectsAPrecisionTheSystemCannotRun) {
 
 TEST(Simulator, RejectsInvalidStrategiesWithAReason) {
   const Model m = io::presets().find_model("Qwen3-0.6B")->model;
-  const Prediction p = simulate(m, strat(1, 1, 3), sys(), settings(), PlatformParams{});
+  const Prediction p = simulate(m, strat(1, 1, 8), sys(), settings(), PlatformParams{});
   EXPECT_FALSE(p.ok());
   EXPECT_EQ(p.rejection, Rejection::layers_not_divisible_by_pp_vpp);
-  EXPECT_TRUE(per_rank_peak_memory(p, strat(1, 1, 3)).empty());
+  EXPECT_TRUE(per_rank_peak_memory(p, strat(1, 1, 8)).empty());
 }
 
 TEST(Simulator, FeasibilityFollowsCapacityAndMargin) {

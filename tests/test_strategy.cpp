@@ -109,10 +109,11 @@ TEST(Validity, EachRuleRejectsWithItsReason) {
   Model kv = m;
   kv.num_kv_heads = 2;
   EXPECT_EQ(check(kv, strat(2, 4, 1, 1), t, o), Rejection::kv_heads_not_divisible_by_tp);
-  EXPECT_EQ(check(m, strat(2, 1, 3, 1), t, o), Rejection::layers_not_divisible_by_pp_vpp);
+  // 28 layers: 8 chunks fit neither the even split (28 % 8) nor embedding + loss accounting (30 % 8).
+  EXPECT_EQ(check(m, strat(1, 1, 8, 1), t, o), Rejection::layers_not_divisible_by_pp_vpp);
   Strategy v = strat(1, 1, 2, 1);
-  v.virtual_pipeline = 3;
-  EXPECT_EQ(check(m, v, t, o), Rejection::layers_not_divisible_by_pp_vpp);  // 28 % 6
+  v.virtual_pipeline = 4;
+  EXPECT_EQ(check(m, v, t, o), Rejection::layers_not_divisible_by_pp_vpp);
   TrainingSettings unfused = t;
   unfused.flash_attention = false;
   EXPECT_EQ(check(m, strat(1, 1, 1, 2), unfused, o), Rejection::cp_needs_flash_attention);
