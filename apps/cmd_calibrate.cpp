@@ -62,9 +62,23 @@ std::string report_line(const std::string& label, const calib::Report& r) {
 
 namespace {
 
+// The training settings the fit saw: one object when every fitted run shares them, else "varies per run".
+io::Json settings_summary(const calib::Problem& pb, const calib::FitResult& fr) {
+  io::Json first;
+  for (auto i : fr.train) {
+    io::Json s = io::to_json(pb.samples[i].settings);
+    for (const char* k : {"seq_length", "global_batch_size", "micro_batch_size"}) s.erase(k);
+    if (first.is_null())
+      first = s;
+    else if (first != s)
+      return "varies per run (see the data's readings)";
+  }
+  return first;
+}
+
 struct CalOpts {
-  std::string dataset, platform, system, out, report, cv, params_start;
-  std::vector<std::string> models, calibrate_on, test_on;
+  std::string dataset, published, platform, system, out, report, cv, params_start;
+  std::vector<std::string> models, calibrate_on, test_on, fix, free;
   bool json = false, coverage = false;
   calib::FitOptions fit;
   calib::Weights weights;
@@ -79,18 +93,31 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-io::Json provenance(const io::Dataset& d, const calib::Problem& pb, const calib::FitResult& fr) {
+// The files a fit read, with content hashes.
+io::Json input_files(const io::Dataset& d, const io::PublishedSet& ps, const calib::Problem& pb) {
   io::Json files = io::Json::array();
+  auto add = [&](const std::string& path) {
+    if (!std::filesystem::exists(path)) return;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(io::read_file(path))));
+    files.push_back({{"path", path}, {"fnv1a64", hex}});
+  };
   for (const auto& c : d.collections) {
     if (c.platform != pb.platform && c.system != pb.platform) continue;
-    for (const char* f : {"step_time_summary.csv", "peak_memory.csv", "training_settings.json"}) {
-      const std::string path = d.root + "/" + c.directory + "/" + f;
-      if (!std::filesystem::exists(path)) continue;
-      char hex[17];
-      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(io::read_file(path))));
-      files.push_back({{"path", path}, {"fnv1a64", hex}});
-    }
+    for (const char* f : {"step_time_summary.csv", "peak_memory.csv", "training_settings.json"})
+      add(d.root + "/" + c.directory + "/" + f);
   }
+  if (!ps.root.empty()) {
+    add(ps.root + "/readings.csv");
+    std::set<std::string> seen;
+    for (const auto& r : ps.runs)
+      if (r.system == pb.system.name && seen.insert(r.file).second) add(ps.root + "/" + r.file);
+  }
+  return files;
+}
+
+io::Json provenance(const io::Json& files, const std::string& data_root, const calib::Problem& pb,
+                    const calib::FitResult& fr) {
   io::Json used = io::Json::array();
   for (auto i : fr.train) used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
   io::Json free = io::Json::array();
@@ -103,7 +130,8 @@ io::Json provenance(const io::Dataset& d, const calib::Problem& pb, const calib:
       {"created", date},
       {"platform", pb.platform},
       {"system", pb.system.name},
-      {"dataset", d.root},
+      {"dataset", data_root},
+      {"training_settings", settings_summary(pb, fr)},
       {"files", files},
       {"configurations", used},
       {"free_parameters", free},
@@ -164,10 +192,21 @@ void write_h5(const std::string& file, const calib::Problem& pb, const calib::Fi
 void run() {
   if (co.platform.empty() == co.system.empty())
     throw io::InputError("command line", 0, "--platform", "give exactly one of --platform gpu|npu and --system NAME");
-  const io::Dataset d = io::read_dataset(co.dataset);
-  calib::Problem pb = calib::make_problem(d, co.platform.empty() ? co.system : co.platform, co.models);
+  if (!co.published.empty() && co.system.empty())
+    throw io::InputError("command line", 0, "--system", "--published needs --system NAME (one GPU system at a time)");
+  io::Dataset d;
+  io::PublishedSet ps;
+  calib::Problem pb;
+  if (co.published.empty()) {
+    d = io::read_dataset(co.dataset);
+    pb = calib::make_problem(d, co.platform.empty() ? co.system : co.platform, co.models);
+  } else {
+    ps = io::read_published(co.published);
+    pb = calib::make_problem(ps, co.system);
+  }
   pb.weights = co.weights;
   if (!co.params_start.empty()) pb.start = io::load_params(co.params_start, pb.start);
+  calib::restrict_free(pb, co.free, co.fix);
   std::vector<std::size_t> train =
       co.calibrate_on.empty() ? calib::all_indices(pb) : calib::select(pb, co.calibrate_on);
   std::vector<std::size_t> test = calib::select(pb, co.test_on);
@@ -193,7 +232,8 @@ void run() {
   std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>> sets = {{"in_sample", in}};
   io::Json out;
   out["params"] = io::to_json(fr.params);
-  out["provenance"] = provenance(d, pb, fr);
+  out["provenance"] = provenance(input_files(d, ps, pb),
+                                 co.published.empty() ? d.root : co.published + " (published measurements)", pb, fr);
   io::Json rep;
   rep["in_sample"] = report_json(rin);
   calib::Report rtest, rcv;
@@ -257,13 +297,14 @@ void run() {
     const bool fitted = std::find(pb.free.begin(), pb.free.end(), i) != pb.free.end();
     const bool bound = std::find(fr.on_bounds.begin(), fr.on_bounds.end(), info.name) != fr.on_bounds.end();
     prow.push_back({info.name, fmt(get(fr.params, i), 4), info.unit, fmt(info.lower, 2) + " .. " + fmt(info.upper, 2),
-                    fitted ? (bound ? "fitted, ON BOUND" : "fitted") : "fixed (not identifiable from this data)"});
+                    fitted ? (bound ? "fitted, ON BOUND" : "fitted") : "held at its start value"});
   }
   std::cout << table({"parameter", "value", "unit", "bounds", "status"}, prow) << "\n" << report_line("in-sample", rin);
   if (!test.empty()) std::cout << report_line("test", rtest);
   if (cv.kind != calib::CvKind::none) std::cout << report_line("cv " + co.cv, cr.report);
-  std::cout << "paper, calibrated Calculon (in-sample): time MAPE 10.28/11.22 % (V100, 0.6B/1.7B), 10.19/7.97 % "
-               "(910B3); time rho 0.853-0.950; memory MAPE 12.55-15.99 %, memory rho 0.986-0.994\n";
+  if (co.published.empty())
+    std::cout << "paper, calibrated Calculon (in-sample): time MAPE 10.28/11.22 % (V100, 0.6B/1.7B), 10.19/7.97 % "
+                 "(910B3); time rho 0.853-0.950; memory MAPE 12.55-15.99 %, memory rho 0.986-0.994\n";
   if (co.coverage) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& c : coverage)
@@ -281,13 +322,18 @@ void register_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "fit the platform parameters θ to measured runs");
   co.dataset = io::data_dir() + "/lmsimbench";
   cmd->add_option("--dataset", co.dataset, "dataset root in the LM-SimBench layout (default: bundled data)");
+  cmd->add_option("--published", co.published,
+                  "calibrate on published measurements instead (a folder with readings.csv, e.g. data/public)");
+  cmd->add_option("--fix", co.fix, "hold a parameter at a value: NAME=VALUE (repeatable)")->delimiter(',');
+  cmd->add_option("--free", co.free, "fit only these parameters (default: every one the data can identify)")
+      ->delimiter(',');
   cmd->add_option("--platform", co.platform, "gpu or npu")->check(CLI::IsMember({"gpu", "npu"}));
   cmd->add_option("--system", co.system, "calibrate the collections measured on this system preset instead");
   cmd->add_option("--models", co.models, "model settings or model names to use (default: all)")->delimiter(',');
   cmd->add_option("--calibrate-on", co.calibrate_on, "configurations to fit on (default: all not in --test-on)")
       ->delimiter(',');
   cmd->add_option("--test-on", co.test_on, "held-out configurations, scored and never fitted on")->delimiter(',');
-  cmd->add_option("--cv", co.cv, "cross-validation: loo, kfold=K or leave-one-model-out");
+  cmd->add_option("--cv", co.cv, "cross-validation: loo, kfold=K, leave-one-model-out or leave-one-source-out");
   cmd->add_option("--out", co.out, "params.json to write")->required();
   cmd->add_option("--report", co.report, "HDF5 report to write");
   cmd->add_option("--start", co.params_start, "θ file to start from (default: the system preset's defaults)");

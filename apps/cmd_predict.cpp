@@ -48,6 +48,7 @@ void run() {
     j["devices"] = s.devices();
     j["settings"] = io::to_json(r.settings);
     j["params"] = io::to_json(r.params);
+    j["params_source"] = r.params_source;
     j["iteration_time_s"] = p.iteration_time_s;
     j["peak_memory_bytes"] = mem;
     j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;

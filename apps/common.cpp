@@ -1,5 +1,7 @@
 #include "apps/common.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -25,7 +27,7 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
 Resolved resolve(const RunOptions& o) {
   Resolved r;
   r.model = io::resolve_model(o.model);
-  r.system = io::resolve_system(o.system, &r.params);
+  r.system = io::resolve_system(o.system, &r.params, &r.params_source);
   if (!o.platform_stack.empty()) {
     const std::string f =
         io::data_dir() + "/lmsimbench/" +
@@ -47,8 +49,24 @@ Resolved resolve(const RunOptions& o) {
     throw io::InputError(o.system, 0, "peak_tflops",
                          std::string("system has no ") + to_string(r.settings.precision) +
                              " throughput; choose another precision in --settings");
-  if (!o.params_file.empty()) r.params = io::load_params(o.params_file, r.params);
+  if (!o.params_file.empty()) {
+    r.params = io::load_params(o.params_file, r.params);
+    r.params_source = "θ file " + o.params_file;
+    const io::Json j = io::parse_json_file(o.params_file);
+    if (j.is_object() && j.contains("provenance") && j["provenance"].is_object() &&
+        j["provenance"].contains("system") && j["provenance"]["system"].is_string()) {
+      const std::string fitted_on = j["provenance"]["system"].get<std::string>();
+      r.params_source += " (fitted on " + fitted_on + ")";
+      if (fitted_on != r.system.name)
+        spdlog::warn("θ file {} was fitted on {}, not on {}: its efficiencies and latencies describe another machine",
+                     o.params_file, fitted_on, r.system.name);
+    }
+  }
   if (auto why = validate(r.params); !why.empty()) throw io::InputError(o.params_file, 0, "", why);
+  if (r.params_source.rfind("uncalibrated", 0) == 0)
+    spdlog::warn("using {}: no θ was fitted for this system; predictions are uncalibrated", r.params_source);
+  else
+    spdlog::info("using {}", r.params_source);
   return r;
 }
 

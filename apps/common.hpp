@@ -25,6 +25,7 @@ struct Resolved {
   System system;
   TrainingSettings settings;
   PlatformParams params;
+  std::string params_source;  // which θ: a --params file, the system's shipped fitted θ, or uncalibrated defaults
 };
 Resolved resolve(const RunOptions& o);
 

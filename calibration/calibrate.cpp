@@ -10,10 +10,13 @@
 #include <set>
 
 #include "calibration/metrics.hpp"
+#include "io/csv.hpp"
 #include "io/error.hpp"
 #include "io/specs.hpp"
 
 namespace lmsim::calib {
+
+void choose_free(Problem& pb);
 
 Problem make_problem(const io::Dataset& d, const std::string& which, const std::vector<std::string>& models) {
   Problem pb;
@@ -39,6 +42,7 @@ Problem make_problem(const io::Dataset& d, const std::string& which, const std::
       if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;
       Sample s;
       s.model_setting = c.model_setting;
+      s.source = c.directory;
       s.config = r.config;
       s.model = model;
       s.strategy = r.strategy;
@@ -56,27 +60,110 @@ Problem make_problem(const io::Dataset& d, const std::string& which, const std::
     throw io::InputError(d.root, 0, "platform",
                          "no measured runs match platform/system '" + which + "'" +
                              (models.empty() ? std::string() : " and the requested models"));
+  choose_free(pb);
+  return pb;
+}
+
+Problem make_problem(const io::PublishedSet& ps, const std::string& system) {
+  Problem pb;
+  pb.platform = system;
+  const io::SystemPreset* sp = io::presets().find_system(system);
+  if (!sp) throw io::InputError("--system", 0, "system", "'" + system + "' is not a system preset");
+  pb.system = sp->system;
+  pb.start = sp->default_params;
+  for (const auto& r : ps.runs) {
+    if (r.system != system) continue;
+    Sample s;
+    s.model_setting = r.model.name;
+    s.source = r.source;
+    s.config = config_name(r.strategy);
+    s.model = r.model;
+    s.strategy = r.strategy;
+    s.settings = r.settings;
+    s.time_s = r.time_s;
+    s.validation_only = !r.fit;
+    pb.samples.push_back(std::move(s));
+  }
+  if (pb.samples.empty())
+    throw io::InputError(ps.root + "/readings.csv", 0, "system", "no published run is on system '" + system + "'");
+  choose_free(pb);
+  return pb;
+}
+
+void choose_free(Problem& pb) {
   // Parameters the data can identify: inter-node ones only if some group crosses a node, score bytes only if
-  // some collection stores attention scores.
-  bool crosses = false, scores = false, fp8 = false;
+  // some collection stores attention scores, FP8 efficiency only with FP8 runs, memory terms only with memory.
+  bool crosses = false, scores = false, fp8 = false, memory = false, overlap = false, flash = false;
   for (const auto& s : pb.samples) {
+    memory |= s.mem_max_bytes > 0;
+    overlap |= (s.settings.overlap_grad_reduce || s.settings.overlap_param_gather) && s.strategy.data_parallel > 1;
     crosses |= s.strategy.devices() > pb.system.devices_per_node;
     scores |= !s.settings.flash_attention;
     fp8 |= s.settings.precision == Precision::fp8;
+    flash |= s.settings.flash_attention;
   }
   for (std::size_t i = 0; i < kNumParams; ++i) {
     const std::string n = param_table()[i].name;
     if (!crosses && n == "inter_node_bandwidth_efficiency") continue;
-    if (!scores && n == "attention_score_bytes") continue;
+    if ((!scores || !memory) && n == "attention_score_bytes") continue;
+    if (!overlap && n == "dp_overlap") continue;
     if (!fp8 && n == "fp8_matmul_efficiency") continue;
+    if (!flash && n == "flash_attention_efficiency") continue;
+    if (!memory && (n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "optimizer_bytes_per_param"))
+      continue;
     pb.free.push_back(i);
   }
-  return pb;
+}
+
+namespace {
+std::size_t param_index(const std::string& name, const char* option) {
+  for (std::size_t i = 0; i < kNumParams; ++i)
+    if (name == param_table()[i].name) return i;
+  std::string list;
+  for (const auto& p : param_table()) list += (list.empty() ? "" : ", ") + std::string(p.name);
+  throw io::InputError(option, 0, name, "no such parameter (parameters: " + list + ")");
+}
+}  // namespace
+
+void restrict_free(Problem& pb, const std::vector<std::string>& free, const std::vector<std::string>& fix) {
+  if (!free.empty()) {
+    std::vector<std::size_t> f;
+    for (const auto& n : free) {
+      const std::size_t i = param_index(n, "--free");
+      if (std::find(f.begin(), f.end(), i) == f.end()) f.push_back(i);
+    }
+    std::sort(f.begin(), f.end());
+    pb.free = f;
+  }
+  for (const auto& spec : fix) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos) throw io::InputError("--fix", 0, spec, "expected NAME=VALUE");
+    const std::string name = spec.substr(0, eq), text = spec.substr(eq + 1);
+    const std::size_t i = param_index(name, "--fix");
+    double v = 0;
+    const ParamInfo& info = param_table()[i];
+    if (!io::parse_number(text, v) || v < info.lower || v > info.upper)
+      throw io::InputError(
+          "--fix", 0, name,
+          "'" + text + "' is not a number in [" + std::to_string(info.lower) + ", " + std::to_string(info.upper) + "]");
+    if (!free.empty() && std::find(free.begin(), free.end(), name) != free.end())
+      throw io::InputError("--fix", 0, name, "is also given to --free");
+    set(pb.start, i, v);
+    pb.free.erase(std::remove(pb.free.begin(), pb.free.end(), i), pb.free.end());
+  }
 }
 
 std::vector<std::size_t> all_indices(const Problem& pb) {
-  std::vector<std::size_t> v(pb.samples.size());
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = i;
+  std::vector<std::size_t> v;
+  for (std::size_t i = 0; i < pb.samples.size(); ++i)
+    if (!pb.samples[i].validation_only) v.push_back(i);
+  return v;
+}
+
+std::vector<std::size_t> validation_indices(const Problem& pb) {
+  std::vector<std::size_t> v;
+  for (std::size_t i = 0; i < pb.samples.size(); ++i)
+    if (pb.samples[i].validation_only) v.push_back(i);
   return v;
 }
 
@@ -146,6 +233,11 @@ double objective(const Problem& pb, const std::vector<std::size_t>& idx, const P
       x += sq_log(predict_gemm_us(pb.system, m.dtype, p, m.batch, m.m, m.n, m.k), m.median_us);
     j += pb.weights.matrix * x / static_cast<double>(pb.matrix.size());
   }
+  if (pb.weights.prior > 0 && !idx.empty())
+    for (auto i : pb.free) {
+      const double z = (get(p, i) - get(pb.start, i)) / param_table()[i].prior_sd;
+      j += pb.weights.prior / static_cast<double>(idx.size()) * z * z;
+    }
   return j;
 }
 
@@ -345,6 +437,8 @@ CvSpec parse_cv(const std::string& text) {
     cv.kind = CvKind::loo;
   } else if (text == "leave-one-model-out") {
     cv.kind = CvKind::leave_one_model_out;
+  } else if (text == "leave-one-source-out") {
+    cv.kind = CvKind::leave_one_source_out;
   } else if (text.rfind("kfold=", 0) == 0) {
     cv.kind = CvKind::kfold;
     double k = 0;
@@ -355,7 +449,8 @@ CvSpec parse_cv(const std::string& text) {
       throw io::InputError("--cv", 0, "cv", "'" + text + "': K must be an integer in [2, 1000]");
     cv.k = static_cast<int>(k);
   } else {
-    throw io::InputError("--cv", 0, "cv", "'" + text + "' is not loo, kfold=K or leave-one-model-out");
+    throw io::InputError("--cv", 0, "cv",
+                         "'" + text + "' is not loo, kfold=K, leave-one-model-out or leave-one-source-out");
   }
   return cv;
 }
@@ -369,10 +464,14 @@ CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, 
     // Deterministic interleaved folds over the given order.
     tests.resize(static_cast<std::size_t>(std::min<int>(cv.k, static_cast<int>(idx.size()))));
     for (std::size_t j = 0; j < idx.size(); ++j) tests[j % tests.size()].push_back(idx[j]);
-  } else if (cv.kind == CvKind::leave_one_model_out) {
+  } else if (cv.kind == CvKind::leave_one_model_out || cv.kind == CvKind::leave_one_source_out) {
+    const bool by_model = cv.kind == CvKind::leave_one_model_out;
     std::map<std::string, std::vector<std::size_t>> by;
-    for (auto i : idx) by[pb.samples[i].model_setting].push_back(i);
-    if (by.size() < 2) throw io::InputError("--cv", 0, "cv", "leave-one-model-out needs at least two model settings");
+    for (auto i : idx) by[by_model ? pb.samples[i].model_setting : pb.samples[i].source].push_back(i);
+    if (by.size() < 2)
+      throw io::InputError("--cv", 0, "cv",
+                           by_model ? "leave-one-model-out needs at least two model settings"
+                                    : "leave-one-source-out needs at least two sources");
     for (auto& [_, v] : by) tests.push_back(v);
   } else {
     return res;

@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "io/published.hpp"
 #include "simulator/simulator.hpp"
 
 namespace lmsim::calib {
 
 struct Sample {
   std::string model_setting, config;
+  std::string source;            // the collection or publication it comes from (leave-one-source-out groups by it)
+  bool validation_only = false;  // predicted and scored apart, never fitted (all_indices leaves it out)
   Model model;
   Strategy strategy;
   TrainingSettings settings;
@@ -38,6 +41,10 @@ struct Weights {
   double time = 1.0;
   double memory = 1.0;
   double matrix = 0.3;  // matrix-kernel latency terms (where the data has them): keep GEMM parameters physical
+  // Gaussian prior on every fitted parameter around the start value (the preset's θ), σ from param_table():
+  // adds prior / n · Σ ((θ - θ0)/σ)² to the objective, n the runs fitted — the MAP estimate when every run's log
+  // error has variance `prior` (the data term is a mean over runs, the prior is not). 0.001: a ~3 % error.
+  double prior = 0.001;
 };
 
 struct Problem {
@@ -54,6 +61,9 @@ struct Problem {
 // empty = all). Throws io::InputError when nothing matches.
 Problem make_problem(const io::Dataset& d, const std::string& platform_or_system,
                      const std::vector<std::string>& models = {});
+// Samples of one system preset from published measurements (time only; model_setting = model name, source = the
+// publication). Throws io::InputError when none is on that system.
+Problem make_problem(const io::PublishedSet& ps, const std::string& system);
 
 struct FitOptions {
   unsigned seed = 20261129;
@@ -106,12 +116,12 @@ struct Report {
 };
 Report score(const Problem& pb, const std::vector<SamplePrediction>& preds);
 
-enum class CvKind { none, loo, kfold, leave_one_model_out };
+enum class CvKind { none, loo, kfold, leave_one_model_out, leave_one_source_out };
 struct CvSpec {
   CvKind kind = CvKind::none;
   int k = 5;
 };
-CvSpec parse_cv(const std::string& text);  // loo | kfold=K | leave-one-model-out; throws io::InputError
+CvSpec parse_cv(const std::string& text);  // loo | kfold=K | leave-one-model-out | leave-one-source-out
 
 struct CvResult {
   std::vector<SamplePrediction> out_of_sample;
@@ -121,7 +131,12 @@ struct CvResult {
 };
 CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, const CvSpec& cv, const FitOptions& o);
 
-std::vector<std::size_t> all_indices(const Problem& pb);
+// `--free NAME...` (fit exactly these) and `--fix NAME=VALUE` (hold at VALUE, never fitted); unknown names,
+// values outside the bounds and a name both fixed and free are input errors.
+void restrict_free(Problem& pb, const std::vector<std::string>& free, const std::vector<std::string>& fix);
+
+std::vector<std::size_t> all_indices(const Problem& pb);         // every sample that may be fitted
+std::vector<std::size_t> validation_indices(const Problem& pb);  // the validation-only samples
 // Indices whose configuration name is in `configs` (exact names, or `model_setting:config`).
 std::vector<std::size_t> select(const Problem& pb, const std::vector<std::string>& configs);
 

@@ -7,3 +7,4 @@
 #include "io/error.hpp"
 #include "io/hdf5.hpp"
 #include "io/specs.hpp"
+#include "io/published.hpp"

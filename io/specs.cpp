@@ -212,6 +212,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
     if (defaults) *defaults = d;
   }
   o.mark("source");
+  o.mark("calibrated_params");
   o.finish();
   if (auto why = validate(s); !why.empty()) throw InputError(file, 0, path.empty() ? "(system)" : path, why);
   return s;
@@ -252,6 +253,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", t.overlap_grad_reduce);
   t.overlap_param_gather = o.boolean_or("overlap_param_gather", t.overlap_param_gather);
   t.pipeline_scatter_gather = o.boolean_or("pipeline_scatter_gather", t.pipeline_scatter_gather);
+  t.overlap_p2p_comm = o.boolean_or("overlap_p2p_comm", t.overlap_p2p_comm);
   o.mark("note");
   o.finish();
   if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
@@ -273,7 +275,8 @@ Json to_json(const TrainingSettings& t) {
               {"tp_comm_overlap", t.tp_comm_overlap},
               {"overlap_grad_reduce", t.overlap_grad_reduce},
               {"overlap_param_gather", t.overlap_param_gather},
-              {"pipeline_scatter_gather", t.pipeline_scatter_gather}};
+              {"pipeline_scatter_gather", t.pipeline_scatter_gather},
+              {"overlap_p2p_comm", t.overlap_p2p_comm}};
 }
 
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path,
@@ -335,6 +338,13 @@ Presets load_presets(const std::string& dir) {
     SystemPreset sp;
     sp.system = system_from_json(e, sf, "systems[" + std::to_string(i) + "]", &sp.default_params);
     if (e.contains("source") && e["source"].is_string()) sp.source = e["source"].get<std::string>();
+    if (e.contains("calibrated_params") && e["calibrated_params"].is_string()) {
+      sp.calibrated_file = "data/" + e["calibrated_params"].get<std::string>();
+      const std::string f = dir + "/" + e["calibrated_params"].get<std::string>();
+      if (!std::filesystem::exists(f))
+        throw InputError(sf, 0, "systems[" + std::to_string(i) + "].calibrated_params", "no file " + f);
+      sp.calibrated_params = load_params(f, sp.default_params);
+    }
     p.systems.push_back(std::move(sp));
   }
   return p;
@@ -365,11 +375,13 @@ Model resolve_model(const std::string& name) {
   throw InputError("--model", 0, "", "unknown model '" + name + "' (not a preset, not a .json file). Presets: " + list);
 }
 
-System resolve_system(const std::string& name, PlatformParams* defaults) {
+System resolve_system(const std::string& name, PlatformParams* defaults, std::string* params_source) {
   if (const SystemPreset* sp = presets().find_system(name)) {
-    if (defaults) *defaults = sp->default_params;
+    if (defaults) *defaults = sp->params();
+    if (params_source) *params_source = sp->params_source();
     return sp->system;
   }
+  if (params_source) *params_source = "uncalibrated defaults of " + name;
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name))
     return system_from_json(parse_json_file(name), name, "", defaults);
   std::string list;

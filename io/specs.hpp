@@ -26,8 +26,17 @@ struct ModelPreset {
 };
 struct SystemPreset {
   System system;
-  PlatformParams default_params;
+  PlatformParams default_params;  // the preset's uncalibrated guess: the calibration prior and start
   std::string source;
+  // θ fitted to measurements of this system and shipped with lmsim (systems.json `calibrated_params`); empty
+  // file: none. Predictions use it by default.
+  PlatformParams calibrated_params;
+  std::string calibrated_file;
+  const PlatformParams& params() const { return calibrated_file.empty() ? default_params : calibrated_params; }
+  std::string params_source() const {
+    return calibrated_file.empty() ? "uncalibrated preset defaults of " + system.name
+                                   : "fitted θ shipped for " + system.name + " (" + calibrated_file + ")";
+  }
 };
 
 Model model_from_json(const Json& j, const std::string& file, const std::string& path = "");
@@ -58,7 +67,8 @@ Presets load_presets(const std::string& dir);
 
 // A model or system given as a preset name or a path to a JSON file; unknown names list what exists.
 Model resolve_model(const std::string& name_or_file);
-System resolve_system(const std::string& name_or_file, PlatformParams* defaults = nullptr);
+System resolve_system(const std::string& name_or_file, PlatformParams* defaults = nullptr,
+                      std::string* params_source = nullptr);
 // θ from a params.json written by `lmsim calibrate` (or a bare object of parameters).
 PlatformParams load_params(const std::string& file, const PlatformParams& base = {});
 

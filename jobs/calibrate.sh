@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Calibrates θ for both bundled platforms (GPU: V100, NPU: Ascend 910B3) with leave-one-out CV.
-#   bash jobs/calibrate.sh [OUT_DIR=results] [DATASET=data/lmsimbench]
-# `bash jobs/calibrate.sh data/params` regenerates the parameter files shipped with the bundled data.
+# Calibrates θ for every system with measurements: the bundled platforms (GPU: V100, NPU: Ascend 910B3; LOO CV)
+# and the GPU systems of the published set in data/public (A100, H100: leave-one-model-out CV; B200, which has
+# only two dense runs, starts from and is held near the H100 θ: same software stack, same NCCL/NVLink generation).
+#   bash jobs/calibrate.sh [OUT_DIR=results] [DATASET=data/lmsimbench] [PUBLISHED=data/public]
+# `bash jobs/calibrate.sh data/params` regenerates the parameter files shipped with lmsim (each system preset's
+# `calibrated_params`).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$lmsim_root"  # provenance records paths relative to the project
 out=${1:-results}
 dataset=${2:-data/lmsimbench}
+published=${3:-data/public}
 mkdir -p "$out"
 for platform in gpu npu; do
   "$lmsim_bin" --log-level warn calibrate --dataset "$dataset" --platform "$platform" --cv loo \
     --out "$out/params_$platform.json" --report "$out/calibration_$platform.h5"
 done
+for system in a100_sxm_80g h100_sxm_80g; do
+  "$lmsim_bin" --log-level warn calibrate --published "$published" --system "$system" --cv leave-one-model-out \
+    --out "$out/params_$system.json" --report "$out/calibration_$system.h5"
+done
+"$lmsim_bin" --log-level warn calibrate --published "$published" --system b200_sxm_180g \
+  --start "$out/params_h100_sxm_80g.json" --cv leave-one-model-out \
+  --out "$out/params_b200_sxm_180g.json" --report "$out/calibration_b200_sxm_180g.h5"

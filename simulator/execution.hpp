@@ -97,8 +97,15 @@ constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd
 
 inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
 
+// Flash attention (Dao 2023): the scores and scores·V products are one fused kernel, whose throughput is its own
+// fraction of the 16-bit peak (it does not follow the GEMM shape rule); its backward recomputes the scores, five
+// matrix products against the forward's two: 2.5x the forward's FLOPs.
+inline bool is_flash_core(const Ctx& c, const Gemm& g) { return c.t.flash_attention && g.role == OpRole::attn_core; }
+constexpr double kFlashBackwardFlopRatio = 2.5;
+
 // One GEMM's kernel, µs-level, without launch: what a profiler's matrix_operator_latency.csv reports.
 inline double gemm_kernel_time_s(const Ctx& c, const Gemm& g) {
+  if (is_flash_core(c, g)) return 2.0 * g.batch * g.m * g.n * g.k / (c.peak_flops * c.p->flash_attention_efficiency);
   return runs_fp8(c, g)
              ? gemm_kernel_s(c.peak_flops_linear, c.p->fp8_matmul_efficiency, c.p->matmul_half_dim, g.batch, g.m, g.n,
                              g.k)
@@ -118,9 +125,10 @@ inline double gemm_forward_s(const Ctx& c, const Gemm& g) {
     t += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n), kFp8KernelsFwd);
   return t;
 }
-// Backward: two calls of the same size (input and weight gradients), plus (FP8) the output-gradient cast.
+// Backward: two calls of the same size (input and weight gradients), plus (FP8) the output-gradient cast; the
+// flash-attention core 2.5x its forward.
 inline double gemm_backward_s(const Ctx& c, const Gemm& g) {
-  double t = 2 * gemm_call_s(c, g);
+  double t = (is_flash_core(c, g) ? kFlashBackwardFlopRatio : 2.0) * gemm_call_s(c, g);
   if (runs_fp8(c, g)) t += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd);
   return t;
 }

@@ -24,6 +24,7 @@ struct PlatformParams {
   double attention_score_bytes = 5;               // bytes kept per materialised attention-score element
   double optimizer_bytes_per_param = 12;          // fp32 master copy + optimizer moments per owned parameter
   double fp8_matmul_efficiency = 0.6;             // fraction of FP8 peak a large FP8 GEMM reaches
+  double flash_attention_efficiency = 0.5;        // fraction of 16-bit peak the fused flash-attention kernel reaches
 
   bool operator==(const PlatformParams&) const = default;
 };
@@ -35,9 +36,10 @@ struct ParamInfo {
   double upper;
   double PlatformParams::*field;
   const char* doc;
+  double prior_sd;  // standard deviation of the calibration prior around the preset's value, in `unit`
 };
 
-constexpr std::size_t kNumParams = 13;
+constexpr std::size_t kNumParams = 14;
 const std::array<ParamInfo, kNumParams>& param_table();
 
 // Index i of the table; used by calibration to map a flat vector onto θ.

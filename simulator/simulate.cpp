@@ -412,7 +412,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
     st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) + lm * (moe_t.ep_fwd + moe_t.ep_bwd);
-    st.pp_comm_s = vpp * p2p;
+    // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
+    // next chunk: a boundary's traffic hides under one chunk's compute.
+    const double chunk_compute =
+        (st.forward_compute_s + st.backward_compute_s + st.recompute_s) / static_cast<double>(vpp);
+    const double p2p_exposed = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
+    st.pp_comm_s = vpp * p2p_exposed;
+    st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
     st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
                           st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s;
 
@@ -495,6 +501,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   b.cp_comm_overlapped_s = mbd * cs.cp_comm_overlapped_s;
   b.ep_comm_s = mbd * cs.ep_comm_s;
   b.pp_comm_s = mbd * cs.pp_comm_s;
+  b.pp_comm_overlapped_s = mbd * cs.pp_comm_overlapped_s;
   b.bubble_s = pipe - mbd * max_c;
   b.dp_comm_exposed_s = max_grad_tail + param_exposed[static_cast<std::size_t>(step_stage)];
   b.dp_comm_overlapped_s = pr.stages[static_cast<std::size_t>(grad_stage)].dp_comm_overlapped_s;
@@ -562,6 +569,8 @@ const std::array<TermInfo<Breakdown>, kNumBreakdownTerms>& breakdown_terms() {
        "ring-attention exchange hidden by attention"},
       {"ep_comm_s", &B::ep_comm_s, TermKind::exposed, "MoE all-to-all dispatch and combine"},
       {"pp_comm_s", &B::pp_comm_s, TermKind::exposed, "pipeline send/receive (and TP gather of received slices)"},
+      {"pp_comm_overlapped_s", &B::pp_comm_overlapped_s, TermKind::hidden,
+       "pipeline traffic hidden under chunk compute"},
       {"dp_comm_exposed_s", &B::dp_comm_exposed_s, TermKind::exposed,
        "data-parallel gradient reduction / parameter gather not hidden"},
       {"dp_comm_overlapped_s", &B::dp_comm_overlapped_s, TermKind::hidden,
@@ -585,6 +594,7 @@ const std::array<TermInfo<StageResult>, kNumStageTimeTerms>& stage_time_terms() 
       {"cp_comm_overlapped_s", &S::cp_comm_overlapped_s, TermKind::hidden, "hidden CP exchange per micro-batch"},
       {"ep_comm_s", &S::ep_comm_s, TermKind::exposed, "EP all-to-all per micro-batch"},
       {"pp_comm_s", &S::pp_comm_s, TermKind::exposed, "pipeline traffic per micro-batch"},
+      {"pp_comm_overlapped_s", &S::pp_comm_overlapped_s, TermKind::hidden, "hidden pipeline traffic per micro-batch"},
       {"dp_comm_exposed_s", &S::dp_comm_exposed_s, TermKind::exposed, "exposed DP traffic per iteration"},
       {"dp_comm_overlapped_s", &S::dp_comm_overlapped_s, TermKind::hidden, "hidden DP traffic per iteration"},
       {"optimizer_s", &S::optimizer_s, TermKind::optimizer, "optimizer step per iteration"},

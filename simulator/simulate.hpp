@@ -31,8 +31,9 @@ struct StageResult {
   double tp_comm_overlapped_s;  // backward TP traffic hidden under the linear layers' backward GEMMs
   double cp_comm_exposed_s;     // ring-attention KV exchange not hidden by attention compute
   double cp_comm_overlapped_s;
-  double ep_comm_s;  // MoE all-to-all dispatch and combine
-  double pp_comm_s;  // point-to-point activation / gradient transfers
+  double ep_comm_s;             // MoE all-to-all dispatch and combine
+  double pp_comm_s;             // point-to-point activation / gradient transfers, exposed
+  double pp_comm_overlapped_s;  // hidden under the chunk's compute (--overlap-p2p-communication, interleaved)
   double per_microbatch_s;
   // Once per iteration, seconds.
   double dp_comm_exposed_s;     // gradient reduction + parameter gather not hidden (after slack), per iteration
@@ -61,6 +62,7 @@ struct Breakdown {
   double cp_comm_overlapped_s = 0;
   double ep_comm_s = 0;
   double pp_comm_s = 0;
+  double pp_comm_overlapped_s = 0;
   double dp_comm_exposed_s = 0;
   double dp_comm_overlapped_s = 0;
   double bubble_s = 0;
@@ -78,10 +80,10 @@ struct TermInfo {
   TermKind kind;
   const char* doc;
 };
-constexpr std::size_t kNumBreakdownTerms = 12;
+constexpr std::size_t kNumBreakdownTerms = 13;
 const std::array<TermInfo<Breakdown>, kNumBreakdownTerms>& breakdown_terms();
 // The per-stage times of StageResult (per micro-batch unless the doc says per iteration), same rules.
-constexpr std::size_t kNumStageTimeTerms = 14;
+constexpr std::size_t kNumStageTimeTerms = 15;
 const std::array<TermInfo<StageResult>, kNumStageTimeTerms>& stage_time_terms();
 // Per-stage memory (bytes; `kind` is unused).
 constexpr std::size_t kNumStageMemoryTerms = 7;

@@ -223,7 +223,8 @@ std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, b
     return p;
   }
   const std::int64_t slots = L + m.mtp_layers + 2;
-  if (C > 1 && slots % C == 0 && slots / C >= 1 + m.mtp_layers + 1) {
+  // A first or last chunk may be left with the embedding, or the MTP module and the loss, alone.
+  if (C > 1 && slots % C == 0 && slots / C >= 1 + m.mtp_layers) {
     p.kind = SplitKind::embedding_loss;
     p.middle = slots / C;
     p.first = p.middle - 1;

@@ -35,6 +35,7 @@ struct TrainingSettings {
   bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
   bool overlap_param_gather = false;  // --overlap-param-gather: distributed-optimizer all-gather during forward
   bool pipeline_scatter_gather = true;  // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink
+  bool overlap_p2p_comm = false;        // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
 };
 
 std::string validate(const TrainingSettings& t);

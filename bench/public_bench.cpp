@@ -1,0 +1,75 @@
+// Public GPU calibration benchmark: fits θ per GPU system (A100, H100, B200) on the published Megatron / NeMo /
+// Megatron-Bridge measurements shipped in data/public/, and prints in-sample, leave-one-model-out and
+// leave-one-source-out time errors with every run's residual.
+//   public_bench [--data DIR] [--residuals]
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "calibration/calibrate.hpp"
+#include "io/io.hpp"
+
+using namespace lmsim;
+
+namespace {
+void line(const char* label, const calib::Problem& pb, const std::vector<calib::SamplePrediction>& preds,
+          bool residuals) {
+  const calib::Report r = calib::score(pb, preds);
+  std::printf("  %-24s n=%2zu  time MAPE %6.2f %%  max APE %6.2f %%  rho %6.3f\n", label, r.n_time, r.time_mape_pct,
+              r.time_max_ape_pct, r.models.empty() ? 0.0 : r.min_model_time_spearman);
+  if (!residuals) return;
+  for (const auto& p : preds) {
+    const auto& s = pb.samples[p.index];
+    if (!(s.time_s > 0)) continue;
+    std::printf("      %-26s %-18s %-40s %8.3f / %8.3f s (%+6.1f %%)\n", s.source.substr(0, 26).c_str(),
+                s.model_setting.substr(0, 18).c_str(), s.config.c_str(), p.time_s, s.time_s,
+                100 * (p.time_s / s.time_s - 1));
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = io::data_dir() + "/public";
+  bool residuals = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--data") && i + 1 < argc)
+      dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--residuals"))
+      residuals = true;
+  }
+  const io::PublishedSet ps = io::read_published(dir);
+  std::printf("published set: %zu runs used, %zu rows dropped (reasons in %s/readings.csv)\n", ps.runs.size(),
+              ps.dropped.size(), dir.c_str());
+  for (const char* system : {"a100_sxm_80g", "h100_sxm_80g", "b200_sxm_180g"}) {
+    const calib::Problem pb = calib::make_problem(ps, system);
+    const auto idx = calib::all_indices(pb);
+    calib::FitOptions fo;
+    const calib::FitResult fr = calib::fit(pb, idx, fo);
+    std::printf("\n== %s: %zu runs, %zu free parameters; fit %.2f s; on bounds:", system, idx.size(), pb.free.size(),
+                fr.wall_s);
+    for (const auto& b : fr.on_bounds) std::printf(" %s", b.c_str());
+    std::printf("%s\n  theta:", fr.on_bounds.empty() ? " none" : "");
+    for (auto i : pb.free) std::printf(" %s=%.4g", param_table()[i].name, get(fr.params, i));
+    std::printf("\n");
+    line("preset defaults", pb, calib::predict(pb, idx, pb.start), false);
+    line("in-sample", pb, calib::predict(pb, idx, fr.params), residuals);
+    std::set<std::string> models, sources;
+    for (auto i : idx) {
+      models.insert(pb.samples[i].model_setting);
+      sources.insert(pb.samples[i].source);
+    }
+    if (models.size() > 1) {
+      const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
+      line("leave-one-model-out", pb, cv.out_of_sample, residuals);
+    }
+    if (sources.size() > 1) {
+      const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_source_out, 0}, fo);
+      line("leave-one-source-out", pb, cv.out_of_sample, residuals);
+    }
+    if (const auto val = calib::validation_indices(pb); !val.empty())
+      line("validation rows (not fitted)", pb, calib::predict(pb, val, fr.params), true);
+  }
+  return 0;
+}

@@ -1,0 +1,203 @@
+#include "io/published.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "io/csv.hpp"
+#include "io/error.hpp"
+#include "io/specs.hpp"
+
+namespace lmsim::io {
+
+namespace {
+
+const std::vector<std::string> kReadingColumns = {"file",
+                                                  "line",
+                                                  "use",
+                                                  "model",
+                                                  "system",
+                                                  "recompute",
+                                                  "sequence_parallel",
+                                                  "micro_batch_size",
+                                                  "virtual_pipeline",
+                                                  "precision",
+                                                  "tp_comm_overlap",
+                                                  "overlap_grad_reduce",
+                                                  "overlap_param_gather",
+                                                  "distributed_optimizer",
+                                                  "fp32_gradients",
+                                                  "flash_attention",
+                                                  "dropout",
+                                                  "overlap_p2p_comm",
+                                                  "note"};
+const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hidden", "heads", "ffn",  "vocab",
+                                               "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",
+                                               "dp",      "mbs",   "gbs",    "metric", "value", "unit", "gpu_type"};
+
+bool flag(const CsvTable& t, std::size_t r, const char* col) {
+  const std::string& v = t.text(r, col);
+  if (v == "true") return true;
+  if (v == "false") return false;
+  t.fail(r, col, "'" + v + "' is not true or false");
+}
+
+std::int64_t whole(const CsvTable& t, std::size_t r, const char* col, std::int64_t lo, std::int64_t hi) {
+  return t.integer(r, col, lo, hi);
+}
+
+bool is_integer_text(const std::string& s) {
+  if (s.empty()) return false;
+  for (char ch : s)
+    if (ch < '0' || ch > '9') return false;
+  return true;
+}
+
+// The published value: the first number of the cell ("30624 (29521)" lists a variant in parentheses).
+double published_value(const CsvTable& t, std::size_t r) {
+  std::string v = t.text(r, "value");
+  v = v.substr(0, v.find(' '));
+  double out = 0;
+  if (!parse_number(v, out) || !(out > 0)) t.fail(r, "value", "'" + t.text(r, "value") + "' is not a positive number");
+  return out;
+}
+
+// GPT as Megatron-LM builds it (Narayanan et al. 2021; NeMo's GPT-3 configs): MHA, GELU MLP, LayerNorm, biases,
+// tied embeddings, learned positions (not counted: a lookup). Architecture from the row.
+Model gpt_from_row(const CsvTable& t, std::size_t r) {
+  Model m;
+  m.name = t.text(r, "model");
+  m.num_layers = whole(t, r, "layers", 1, 4096);
+  m.hidden_size = whole(t, r, "hidden", 1, 1 << 20);
+  m.num_attention_heads = whole(t, r, "heads", 1, 4096);
+  m.num_kv_heads = m.num_attention_heads;
+  m.head_dim = m.hidden_size / m.num_attention_heads;
+  m.ffn_hidden_size = whole(t, r, "ffn", 1, 1 << 22);
+  m.vocab_size = t.rows[r][t.col("vocab")].empty() ? 50257 : whole(t, r, "vocab", 1, 1 << 24);  // GPT-2 BPE
+  m.tied_embeddings = true;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.qkv_bias = true;
+  if (auto why = validate(m); !why.empty()) t.fail(r, "model", why);
+  return m;
+}
+
+}  // namespace
+
+PublishedSet read_published(const std::string& dir) {
+  PublishedSet out;
+  out.root = dir;
+  const CsvTable rd = read_csv(dir + "/readings.csv", kReadingColumns);
+  std::map<std::string, CsvTable> files;
+  std::set<std::pair<std::string, long>> seen;
+  for (std::size_t i = 0; i < rd.rows.size(); ++i) {
+    const std::string file = rd.text(i, "file");
+    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
+      rd.fail(i, "file", "must name a file in the same folder");
+    const long line = static_cast<long>(rd.integer(i, "line", 2, 1 << 30));
+    if (!seen.insert({file, line}).second) rd.fail(i, "line", file + ":" + std::to_string(line) + " is read twice");
+    auto it = files.find(file);
+    if (it == files.end()) it = files.emplace(file, read_csv(dir + "/" + file, kDataColumns)).first;
+    const CsvTable& t = it->second;
+    std::size_t r = t.rows.size();
+    for (std::size_t k = 0; k < t.rows.size(); ++k)
+      if (t.lines[k] == line) r = k;
+    if (r == t.rows.size()) rd.fail(i, "line", file + " has no data row at line " + std::to_string(line));
+    const std::string label = t.text(r, "model") + " " + t.text(r, "gpus") + "x" + t.rows[r][t.col("gpu_type")];
+    const std::string use = rd.text(i, "use");
+    if (use == "drop") {
+      out.dropped.push_back({file, line, label, rd.text(i, "note")});
+      continue;
+    }
+    if (use != "use" && use != "validate") rd.fail(i, "use", "'" + use + "' is not use, validate or drop");
+
+    PublishedRun run;
+    run.fit = use == "use";
+    run.file = file;
+    run.line = line;
+    run.source = std::filesystem::path(file).stem().string();
+    run.system = rd.text(i, "system");
+    if (!presets().find_system(run.system)) rd.fail(i, "system", "'" + run.system + "' is not a system preset");
+    run.label = t.text(r, "model") + " " + t.text(r, "gpus") + "x" + run.system;
+    run.note = rd.text(i, "note");
+    const std::string model = rd.text(i, "model");
+    if (model == "row:gpt") {
+      run.model = gpt_from_row(t, r);
+    } else if (const ModelPreset* mp = presets().find_model(model)) {
+      run.model = mp->model;
+    } else {
+      rd.fail(i, "model", "'" + model + "' is neither a model preset nor row:gpt");
+    }
+
+    Strategy& s = run.strategy;
+    s.tensor_parallel = static_cast<int>(whole(t, r, "tp", 1, 65536));
+    s.pipeline_parallel = static_cast<int>(whole(t, r, "pp", 1, 128));
+    s.context_parallel = static_cast<int>(whole(t, r, "cp", 1, 65536));
+    s.expert_parallel = static_cast<int>(whole(t, r, "ep", 1, 65536));
+    s.data_parallel = static_cast<int>(whole(t, r, "dp", 1, 65536));
+    const std::int64_t gpus = whole(t, r, "gpus", 1, 1 << 24);
+    if (s.devices() != gpus)
+      t.fail(r, "dp", "tp·pp·cp·dp = " + std::to_string(s.devices()) + " is not the GPU count " + std::to_string(gpus));
+    const std::string rc = rd.text(i, "recompute");
+    s.recompute = rc == "full" ? Recompute::full : rc == "selective" ? Recompute::selective : Recompute::none;
+    if (rc != "full" && rc != "selective" && rc != "none")
+      rd.fail(i, "recompute", "'" + rc + "' is not full, selective or none");
+    s.virtual_pipeline = static_cast<int>(rd.integer(i, "virtual_pipeline", 1, 4096));
+    const std::string& vp = t.rows[r][t.col("vp")];
+    if (is_integer_text(vp) && std::stoll(vp) != s.virtual_pipeline)
+      rd.fail(i, "virtual_pipeline", "the row publishes vp " + vp);
+    s.micro_batch_size = rd.integer(i, "micro_batch_size", 1, 1 << 20);
+    const std::string& mbs = t.rows[r][t.col("mbs")];
+    if (is_integer_text(mbs) && std::stoll(mbs) != s.micro_batch_size)
+      rd.fail(i, "micro_batch_size", "the row publishes mbs " + mbs);
+
+    TrainingSettings& st = run.settings;
+    st.seq_length = whole(t, r, "seq_len", 1, 1 << 24);
+    st.global_batch_size = whole(t, r, "gbs", 1, 1 << 30);
+    st.micro_batch_size = s.micro_batch_size;
+    const std::string prec = rd.text(i, "precision");
+    if (prec == "fp8")
+      st.precision = Precision::fp8;
+    else if (prec == "bf16")
+      st.precision = Precision::bf16;
+    else if (prec == "fp16")
+      st.precision = Precision::fp16;
+    else
+      rd.fail(i, "precision", "'" + prec + "' is not fp8, bf16 or fp16");
+    st.sequence_parallel = flag(rd, i, "sequence_parallel");
+    st.tp_comm_overlap = flag(rd, i, "tp_comm_overlap");
+    st.overlap_grad_reduce = flag(rd, i, "overlap_grad_reduce");
+    st.overlap_param_gather = flag(rd, i, "overlap_param_gather");
+    st.distributed_optimizer = flag(rd, i, "distributed_optimizer");
+    st.fp32_gradients = flag(rd, i, "fp32_gradients");
+    st.flash_attention = flag(rd, i, "flash_attention");
+    st.dropout = flag(rd, i, "dropout");
+    st.overlap_p2p_comm = flag(rd, i, "overlap_p2p_comm");
+    st.fused_kernels = true;
+    if (auto why = validate(st); !why.empty()) t.fail(r, "gbs", why);
+
+    const std::string metric = t.text(r, "metric");
+    const double v = published_value(t, r);
+    const double B = static_cast<double>(st.global_batch_size), S = static_cast<double>(st.seq_length);
+    if (metric == "tokens_per_sec_per_GPU") {
+      run.time_s = B * S / (v * static_cast<double>(gpus));
+      run.derivation = "gbs·seq / (tokens/s/GPU · gpus)";
+    } else if (metric == "achieved_TFLOPs_per_GPU") {
+      // Narayanan et al. 2021, Eq. 3 (counts the recomputed forward pass): F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
+      const double l = static_cast<double>(run.model.num_layers), h = static_cast<double>(run.model.hidden_size);
+      const double V = static_cast<double>(run.model.vocab_size);
+      const double F = 96 * B * S * l * h * h * (1 + S / (6 * h) + V / (16 * l * h));
+      run.time_s = F / (v * 1e12 * static_cast<double>(gpus));
+      run.derivation = "Narayanan et al. 2021 Eq. 3 FLOPs / (TFLOP/s/GPU · gpus)";
+    } else {
+      t.fail(r, "metric",
+             "'" + metric + "' gives no iteration time (use tokens_per_sec_per_GPU or achieved_TFLOPs_per_GPU)");
+    }
+    out.runs.push_back(std::move(run));
+  }
+  if (out.runs.empty()) throw InputError(dir + "/readings.csv", 0, "use", "no row is used");
+  return out;
+}
+
+}  // namespace lmsim::io
