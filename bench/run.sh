@@ -15,3 +15,6 @@ OMP_NUM_THREADS=1 "$lmsim_build/bench/calibration_bench" "$@"
 echo
 echo "== search throughput (target: >= 2e6 configurations/s with 2 ranks; 1 -> 2 ranks >= 1.8x)"
 bash "$root/bench/search_bench.sh" "$lmsim_build"
+echo
+echo "== public GPU calibration (A100 / H100 / B200 from data/public; issue targets are on a validation set lmsim never sees)"
+OMP_NUM_THREADS=1 "$lmsim_build/bench/public_bench" "$@"

@@ -187,6 +187,8 @@ inline double collective_time_s(const Ctx& c, Prim prim, Group g, double bytes) 
 // softmax written and read back, 16-bit probabilities written); fused softmax reads and writes 16-bit once.
 constexpr double kScoreBytesFwdUnfused = 20, kScoreBytesBwdUnfused = 24;
 constexpr double kScoreBytesFwdFused = 4, kScoreBytesBwdFused = 6;
+// Dropout on the 16-bit attention probabilities (non-flash): read, write, 1-byte mask.
+constexpr double kScoreDropoutBytes = 5;
 // Cross-entropy bytes per logit element (vocab-parallel: cast, max, subtract, exp, sum, divide; backward).
 constexpr double kLossBytesFwdUnfused = 40, kLossBytesBwdUnfused = 16;
 constexpr double kLossBytesFwdFused = 12, kLossBytesBwdFused = 8;

@@ -107,9 +107,14 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
   const double S = c.tokens, t = c.tp, act = S * c.h * 2;
   const bool fused = c.t.fused_kernels;
   VectorWork w{};
-  // norms (read + write) and the two residual adds (two reads, one write), outside the TP region
-  double outside = (m.post_norms ? 8.0 : 4.0) * act + 6.0 * act;
-  if (c.t.dropout) outside += 5.0 * act;
+  // Outside the TP region (Korthikanti et al. 2022 §4.2.2): the norms (read + write) and the two residual adds
+  // (two reads, one write); with dropout, a 1-byte mask written too. Fused kernels do the bias-dropout-add in one
+  // pass (3 or 3.5 tensors); unfused, dropout is its own kernel (read, write, mask: 2.5 tensors). Their backward
+  // moves as many bytes: a norm's backward reads input and output gradient and writes the input gradient, the
+  // residual / dropout backward reads the gradient (and mask) and writes one.
+  const double norms = (m.post_norms ? 8.0 : 4.0) * act;
+  const double residual = c.t.dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act;
+  const double outside = norms + residual;
   double inside = 0;
   const double qk_width = S * (c.a + (m.is_mla() ? c.a : c.g)) * c.d / t * 2;
   inside += 2 * qk_width;                 // rotary embedding on q and k
@@ -125,8 +130,10 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
     inside += 4 * S * topk * c.h * 2 + 3 * S * static_cast<double>(m.num_experts) * 4;  // permute, router
   }
   inside += gate_in * mlp_rows * fm / t * 2;  // activation function
+  // Elementwise backward inside the TP region reads the saved input and the output gradient, writes the input
+  // gradient: 1.5x its forward traffic.
   w.fwd_bytes = outside / c.sp_div + inside;
-  w.bwd_bytes = 2 * w.fwd_bytes;
+  w.bwd_bytes = outside / c.sp_div + 1.5 * inside;
   const double kernels = (fused ? kLayerKernelsFused : kLayerKernelsUnfused) + (moe ? kMoeExtraKernels : 0);
   w.fwd_kernels = kernels;
   w.bwd_kernels = 2 * kernels;
@@ -134,6 +141,10 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
     const double scores = c.b * c.a / t * c.s_local * c.s;
     w.score_fwd_bytes = scores * (fused ? kScoreBytesFwdFused : kScoreBytesFwdUnfused);
     w.score_bwd_bytes = scores * (fused ? kScoreBytesBwdFused : kScoreBytesBwdUnfused);
+    if (c.t.dropout) {  // attention-probability dropout: read, write, 1-byte mask; backward likewise
+      w.score_fwd_bytes += scores * kScoreDropoutBytes;
+      w.score_bwd_bytes += scores * kScoreDropoutBytes;
+    }
   }
   return w;
 }
