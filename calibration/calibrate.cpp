@@ -125,7 +125,8 @@ std::size_t param_index(const std::string& name, const char* option) {
 }
 }  // namespace
 
-void restrict_free(Problem& pb, const std::vector<std::string>& free, const std::vector<std::string>& fix) {
+void restrict_free(Problem& problem, const std::vector<std::string>& free, const std::vector<std::string>& fix) {
+  Problem pb = problem;  // all or nothing: an error leaves the problem as it was
   if (!free.empty()) {
     std::vector<std::size_t> f;
     for (const auto& n : free) {
@@ -151,6 +152,7 @@ void restrict_free(Problem& pb, const std::vector<std::string>& free, const std:
     set(pb.start, i, v);
     pb.free.erase(std::remove(pb.free.begin(), pb.free.end(), i), pb.free.end());
   }
+  problem = std::move(pb);
 }
 
 std::vector<std::size_t> all_indices(const Problem& pb) {

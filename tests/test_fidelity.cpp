@@ -1,0 +1,335 @@
+// Megatron / NeMo execution effects: each test pins one formula or rule of simulator/ (issue: predictions at scale).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "calibration/calibrate.hpp"
+#include "helpers.hpp"
+#include "io/io.hpp"
+
+using namespace lmsim;
+using lmsim::test::strat;
+
+namespace {
+
+const System& h100() { return io::presets().find_system("h100_sxm_80g")->system; }
+const System& a100() { return io::presets().find_system("a100_sxm_80g")->system; }
+const Model& preset(const char* n) { return io::presets().find_model(n)->model; }
+
+// The 22B GPT of Korthikanti et al. 2022 (Table 4's layer): h 6144, 64 heads, 48 layers.
+Model gpt22b() {
+  Model m;
+  m.name = "GPT-22B";
+  m.hidden_size = 6144;
+  m.num_layers = 48;
+  m.num_attention_heads = m.num_kv_heads = 64;
+  m.head_dim = 96;
+  m.ffn_hidden_size = 4 * 6144;
+  m.vocab_size = 51200;
+  m.tied_embeddings = true;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.qkv_bias = true;
+  return m;
+}
+TrainingSettings megatron2022() {
+  TrainingSettings t;
+  t.seq_length = 2048;
+  t.global_batch_size = 4;
+  t.micro_batch_size = 4;
+  t.precision = Precision::fp16;
+  t.flash_attention = false;
+  t.dropout = true;
+  t.distributed_optimizer = false;
+  return t;
+}
+Strategy with(Strategy s, Recompute rc, bool sp) {
+  s.recompute = rc;
+  s.sequence_parallel = sp;
+  return s;
+}
+double bytes_of(const std::vector<CollectiveRecord>& v, const char* prim, const char* group) {
+  for (const auto& c : v)
+    if (c.primitive == prim && c.group == group) return c.bytes;
+  return 0;
+}
+
+}  // namespace
+
+TEST(Fidelity, SequenceParallelSavesOnlyTheWorkOutsideTheTensorParallelRegion) {
+  // Korthikanti et al. 2022 §4.2.2 / Table 4: SP divides the norm, dropout and residual work by t and adds two
+  // exposed all-gathers to backward, so it saves a little forward time and almost nothing in backward.
+  const Model m = gpt22b();
+  const TrainingSettings t = megatron2022();
+  const PlatformParams p;
+  const Prediction base = simulate(m, with(strat(1, 8, 1), Recompute::none, false), a100(), t, p);
+  const Prediction sp = simulate(m, with(strat(1, 8, 1), Recompute::none, true), a100(), t, p);
+  ASSERT_TRUE(base.ok() && sp.ok());
+  EXPECT_LT(sp.layer.forward_s, base.layer.forward_s);
+  const double saving = base.layer.forward_s + base.layer.backward_s - sp.layer.forward_s - sp.layer.backward_s;
+  EXPECT_LT(saving, 0.1 * (base.layer.forward_s + base.layer.backward_s));  // a few percent, not 15 %
+  EXPECT_GT(sp.layer.tp_comm_exposed_s, base.layer.tp_comm_exposed_s);      // the backward all-gathers
+  EXPECT_NEAR(sp.layer.backward_s, base.layer.backward_s, 0.05 * base.layer.backward_s);
+}
+
+TEST(Fidelity, SelectiveRecomputeReplaysTheAttentionCoreOnly) {
+  const Model m = gpt22b();
+  const TrainingSettings t = megatron2022();
+  const PlatformParams p;
+  const Prediction none = simulate(m, with(strat(1, 8, 1), Recompute::none, false), a100(), t, p);
+  const Prediction sel = simulate(m, with(strat(1, 8, 1), Recompute::selective, false), a100(), t, p);
+  const Prediction full = simulate(m, with(strat(1, 8, 1), Recompute::full, false), a100(), t, p);
+  const Prediction sel_sp = simulate(m, with(strat(1, 8, 1), Recompute::selective, true), a100(), t, p);
+  ASSERT_TRUE(none.ok() && sel.ok() && full.ok() && sel_sp.ok());
+  EXPECT_DOUBLE_EQ(none.layer.recompute_s, 0);
+  EXPECT_GT(sel.layer.recompute_s, 0);
+  EXPECT_LT(sel.layer.recompute_s, 0.25 * full.layer.recompute_s);
+  EXPECT_NEAR(full.layer.recompute_s, full.layer.forward_s, 1e-12);  // full recompute replays the forward
+  // The published ordering: selective recompute + SP costs more than neither.
+  EXPECT_GT(sel_sp.layer.forward_s + sel_sp.layer.backward_s, none.layer.forward_s + none.layer.backward_s);
+}
+
+TEST(Fidelity, PipelineScatterGatherSendsSlicesAndGathersOnNvlink) {
+  // Narayanan et al. 2021 §4.1: without SP each TP rank sends 2·S·h/t bytes; the receiver all-gathers.
+  const Model m = preset("GPT-3-175B");
+  TrainingSettings t;
+  t.seq_length = 2048;
+  t.global_batch_size = 64;
+  const Strategy s = with(strat(1, 8, 8), Recompute::full, false);
+  const double act = 2048.0 * 12288 * 2;
+  const auto on = collective_diagnostics(m, s, a100(), t, PlatformParams{});
+  EXPECT_DOUBLE_EQ(bytes_of(on, "send_recv", "pp"), act / 8);
+  t.pipeline_scatter_gather = false;
+  const auto off = collective_diagnostics(m, s, a100(), t, PlatformParams{});
+  EXPECT_DOUBLE_EQ(bytes_of(off, "send_recv", "pp"), act);
+  t.pipeline_scatter_gather = true;
+  const Prediction a = simulate(m, s, a100(), t, PlatformParams{});
+  t.pipeline_scatter_gather = false;
+  const Prediction b = simulate(m, s, a100(), t, PlatformParams{});
+  EXPECT_LT(a.breakdown.pp_comm_s, 0.5 * b.breakdown.pp_comm_s);
+}
+
+TEST(Fidelity, Fp8RunsOnlyTheLinearLayersInFp8) {
+  const Model m = preset("Llama-3-8B");
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 128;
+  t.precision = Precision::fp8;
+  const auto gemms = gemm_diagnostics(m, strat(8, 1, 1), h100(), t, PlatformParams{});
+  ASSERT_FALSE(gemms.empty());
+  for (const auto& g : gemms) {
+    const bool linear = g.name == "qkv" || g.name == "out" || g.name == "fc1" || g.name == "fc2";
+    EXPECT_EQ(g.dtype, linear ? Precision::fp8 : Precision::bf16) << g.name;
+  }
+  TrainingSettings bf = t;
+  bf.precision = Precision::bf16;
+  const double t8 = simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s;
+  const double t16 = simulate(m, strat(8, 1, 1), h100(), bf, PlatformParams{}).iteration_time_s;
+  EXPECT_LT(t8, t16);
+  EXPECT_GT(t8, 0.5 * t16);  // attention, norms, casts and the LM head keep FP8 well short of 2x
+}
+
+TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
+  const Model m = preset("Llama-3-70B");
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 64;
+  t.overlap_param_gather = true;
+  PlatformParams lo, hi;
+  lo.dp_overlap = 0;
+  hi.dp_overlap = 1;
+  const Strategy s = strat(8, 8, 4);
+  const Prediction a = simulate(m, s, h100(), t, lo), b = simulate(m, s, h100(), t, hi);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a.breakdown.dp_comm_exposed_s, b.breakdown.dp_comm_exposed_s);
+  EXPECT_GT(a.iteration_time_s, b.iteration_time_s);
+  t.overlap_grad_reduce = t.overlap_param_gather = false;
+  const Prediction c = simulate(m, s, h100(), t, hi);
+  EXPECT_DOUBLE_EQ(c.breakdown.dp_comm_overlapped_s, 0);
+}
+
+TEST(Fidelity, TensorParallelCommOverlapHidesTheSequenceParallelCollectives) {
+  const Model m = preset("Llama-3-70B");
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 32;
+  t.sequence_parallel = true;
+  const Strategy s = strat(4, 8, 2);
+  const Prediction plain = simulate(m, s, h100(), t, PlatformParams{});
+  t.tp_comm_overlap = true;
+  const Prediction ub = simulate(m, s, h100(), t, PlatformParams{});
+  EXPECT_LT(ub.breakdown.tp_comm_s, 0.5 * plain.breakdown.tp_comm_s);
+  EXPECT_LT(ub.iteration_time_s, plain.iteration_time_s);
+}
+
+TEST(Fidelity, PublishedLayoutsWithUnevenEndStagesPredict) {
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 512;
+  t.sequence_parallel = true;
+  ParseResult r = parse_config_name("dp8-tp8-pp8-cp2-noRC-vpp8");
+  const Prediction p = simulate(preset("Llama-3.1-405B"), *r.strategy, h100(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok()) << describe(p.rejection);
+  EXPECT_EQ(p.pipeline_split, SplitKind::embedding_loss);  // (126 + 2) / 64 chunks
+  EXPECT_EQ(p.stages[0].num_layers, 15);                   // its first chunk holds the embedding
+  EXPECT_EQ(p.stages[1].num_layers, 16);
+
+  const Model& ds = preset("DeepSeek-V3");
+  t.seq_length = 4096;
+  t.global_batch_size = 2048;
+  Strategy s = *parse_config_name("dp16-tp1-pp16-cp1-ep8-noRC").strategy;
+  const Prediction d = simulate(ds, s, io::presets().find_system("b200_sxm_180g")->system, t, PlatformParams{});
+  ASSERT_TRUE(d.ok()) << describe(d.rejection);
+  EXPECT_EQ(d.stages[15].mtp_layers, 1);  // (61 layers + MTP + embedding + loss) / 16
+  EXPECT_EQ(d.stages[15].num_layers, 2);
+
+  // Explicit first/last stage sizes, as Megatron's --decoder-first/last-pipeline-num-layers, round-trip by name.
+  r = parse_config_name("dp8-tp8-pp8-cp2-noRC-first15-last15");
+  ASSERT_TRUE(r.strategy);
+  EXPECT_EQ(config_name(*r.strategy), "dp8-tp8-pp8-cp2-noRC-first15-last15");
+  const Prediction e = simulate(preset("Llama-3.1-405B"), *r.strategy, h100(), t, PlatformParams{});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e.pipeline_split, SplitKind::explicit_layers);
+  EXPECT_EQ(e.stages[0].num_layers, 15);
+  EXPECT_EQ(e.stages[3].num_layers, 16);                         // (126 - 30) / 6
+  r = parse_config_name("dp8-tp8-pp8-cp2-noRC-first14-last14");  // 98 layers do not split over 6 stages
+  EXPECT_EQ(simulate(preset("Llama-3.1-405B"), *r.strategy, h100(), t, PlatformParams{}).rejection,
+            Rejection::layers_not_divisible_by_pp_vpp);
+}
+
+TEST(Fidelity, CollectivesAcrossNodesAreHierarchical) {
+  const Model m = preset("Llama-3-8B");
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 256;
+  // dp 128 with tp 1: 8 ranks per node over 16 nodes; with tp 8 the same dp spans 128 nodes, one rank each.
+  const auto hier = collective_diagnostics(m, strat(128, 1, 1), h100(), t, PlatformParams{});
+  const auto flat = collective_diagnostics(m, strat(128, 8, 1), h100(), t, PlatformParams{});
+  auto find = [](const std::vector<CollectiveRecord>& v) {
+    for (const auto& c : v)
+      if (c.group == "dp" && c.primitive == "reduce_scatter") return c;
+    return CollectiveRecord{};
+  };
+  const CollectiveRecord a = find(hier), b = find(flat);
+  EXPECT_EQ(a.nodes, 16);
+  EXPECT_EQ(b.nodes, 128);
+  // Per byte, the hierarchical reduce-scatter moves only 1/8 of the buffer over the rails.
+  EXPECT_LT(a.predicted_ms / a.bytes, 0.3 * b.predicted_ms / b.bytes);
+}
+
+TEST(Fidelity, ExpertDispatchIsShardedBySequenceParallelism) {
+  const Model& m = preset("Qwen3-30B-A3B");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 64;
+  Strategy one = strat(8, 1, 1), two = strat(8, 2, 1);
+  one.expert_parallel = two.expert_parallel = 8;
+  two.sequence_parallel = true;
+  const double b1 = bytes_of(collective_diagnostics(m, one, h100(), t, PlatformParams{}), "all_to_all", "ep");
+  const double b2 = bytes_of(collective_diagnostics(m, two, h100(), t, PlatformParams{}), "all_to_all", "ep");
+  EXPECT_GT(b1, 0);
+  EXPECT_DOUBLE_EQ(b2, b1 / 2);
+}
+
+TEST(Fidelity, BreakdownTermsAddUpToTheIterationTime) {
+  // Every non-hidden term of the one term table is on the critical path; together they are the iteration.
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 128;
+  t.overlap_param_gather = true;
+  for (const char* name : {"dp8-tp1-pp1-cp1-noRC", "dp2-tp4-pp4-cp1-RC-vpp2", "dp4-tp2-pp4-cp2-selRC-sp"}) {
+    const Prediction p = simulate(preset("Llama-3-8B"), *parse_config_name(name).strategy, h100(), t, PlatformParams{});
+    ASSERT_TRUE(p.ok()) << name;
+    double sum = 0;
+    for (const auto& term : breakdown_terms())
+      if (term.kind != TermKind::hidden) sum += p.breakdown.*(term.field);
+    EXPECT_NEAR(sum, p.iteration_time_s, 1e-9 * p.iteration_time_s) << name;
+  }
+  // Each field appears once.
+  for (std::size_t i = 0; i < kNumBreakdownTerms; ++i)
+    for (std::size_t j = i + 1; j < kNumBreakdownTerms; ++j)
+      EXPECT_NE(breakdown_terms()[i].field, breakdown_terms()[j].field);
+}
+
+TEST(Fidelity, DeviceCountIsSixtyFourBit) {
+  Strategy s;
+  s.data_parallel = 1048576;
+  s.tensor_parallel = 1048576;
+  EXPECT_EQ(s.devices(), std::int64_t{1} << 40);
+  EXPECT_EQ(check(preset("Llama-3-8B"), s, TrainingSettings{}, ValidityOptions{}), Rejection::degree_out_of_range);
+}
+
+TEST(Fidelity, BlackwellPresetsFollowTheirSpecSheets) {
+  const auto* b200 = io::presets().find_system("b200_sxm_180g");
+  const auto* nvl72 = io::presets().find_system("gb200_nvl72");
+  const auto* h200 = io::presets().find_system("h200_sxm_141g");
+  ASSERT_TRUE(b200 && nvl72 && h200);
+  EXPECT_DOUBLE_EQ(b200->system.peak_flops_fp8, 4.5e15);
+  EXPECT_DOUBLE_EQ(b200->system.peak_flops_bf16, 2.25e15);
+  EXPECT_EQ(nvl72->system.devices_per_node, 72);  // the NVLink domain
+  EXPECT_NEAR(h200->system.hbm_capacity_bytes, 141e9, 0.5e9);
+  EXPECT_DOUBLE_EQ(h200->system.hbm_bandwidth_bytes_per_s, 4.8e12);
+}
+
+TEST(Published, ReadsTheShippedSetWithItsReadings) {
+  const io::PublishedSet ps = io::read_published(io::data_dir() + "/public");
+  EXPECT_GE(ps.runs.size(), 25u);
+  EXPECT_GE(ps.dropped.size(), 1u);
+  for (const auto& r : ps.runs) {
+    EXPECT_GT(r.time_s, 0) << r.label;
+    EXPECT_FALSE(r.note.empty()) << r.label;
+  }
+  // Narayanan et al. 2021 Table 1, GPT 1.7B on 32 GPUs at 137 TFLOP/s: Eq. 3 gives 3.53 s.
+  bool found = false;
+  for (const auto& r : ps.runs)
+    if (r.label == "GPT 1.7B 32xa100_sxm_80g") {
+      found = true;
+      EXPECT_NEAR(r.time_s, 3.528, 0.005);
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(Published, BadReadingsNameTheFileLineAndField) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "lmsim_published_bad").string();
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(io::data_dir() + "/public/nemo2407_h100.csv", dir + "/nemo2407_h100.csv",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string head =
+      "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
+      "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
+      "flash_attention,dropout,overlap_p2p_comm,note\n";
+  auto expect_error = [&](const std::string& row, const char* field) {
+    std::ofstream(dir + "/readings.csv") << head << row << "\n";
+    try {
+      io::read_published(dir);
+      ADD_FAILURE() << "accepted: " << row;
+    } catch (const io::InputError& e) {
+      EXPECT_EQ(e.field(), field) << e.what();
+      EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
+    }
+  };
+  const std::string ok = "true,true,true,true,false,true,false,true,x";
+  expect_error("nemo2407_h100.csv,999,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "line");  // no such row
+  expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h999,none,false,1,1,fp8," + ok, "system");
+  expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,some,false,1,1,fp8," + ok, "recompute");
+  expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,2,1,fp8," + ok, "micro_batch_size");
+  expect_error("nemo2407_h100.csv,10,maybe,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "use");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Published, FixAndFreeRestrictTheFit) {
+  const io::PublishedSet ps = io::read_published(io::data_dir() + "/public");
+  calib::Problem pb = calib::make_problem(ps, "a100_sxm_80g");
+  calib::restrict_free(pb, {"matmul_efficiency"}, {"kernel_launch_us=3"});
+  ASSERT_EQ(pb.free.size(), 1u);
+  EXPECT_STREQ(param_table()[pb.free[0]].name, "matmul_efficiency");
+  EXPECT_DOUBLE_EQ(pb.start.kernel_launch_us, 3);
+  EXPECT_THROW(calib::restrict_free(pb, {"no_such"}, {}), io::InputError);
+  EXPECT_THROW(calib::restrict_free(pb, {}, {"kernel_launch_us=-1"}), io::InputError);
+  EXPECT_THROW(calib::restrict_free(pb, {"kernel_launch_us"}, {"kernel_launch_us=3"}), io::InputError);
+  ASSERT_EQ(pb.free.size(), 1u);  // a failed call changes nothing
+  const calib::FitResult fr = calib::fit(pb, calib::all_indices(pb), calib::FitOptions{});
+  EXPECT_DOUBLE_EQ(fr.params.kernel_launch_us, 3);  // held
+}
