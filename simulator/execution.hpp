@@ -118,18 +118,21 @@ inline double gemm_call_s(const Ctx& c, const Gemm& g) {
   if (c.sys->gemm_layout_conversion) t += vector_time_s(c, 4 * g.batch * (g.m * g.k + g.k * g.n + g.m * g.n), 1);
   return t;
 }
-// Forward: one call, plus (FP8) the input and weight casts.
-inline double gemm_forward_s(const Ctx& c, const Gemm& g) {
-  double t = gemm_call_s(c, g);
-  if (runs_fp8(c, g))
-    t += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n), kFp8KernelsFwd);
-  return t;
-}
-// Backward: two calls of the same size (input and weight gradients), plus (FP8) the output-gradient cast; the
-// flash-attention core 2.5x its forward.
-inline double gemm_backward_s(const Ctx& c, const Gemm& g) {
-  double t = (is_flash_core(c, g) ? kFlashBackwardFlopRatio : 2.0) * gemm_call_s(c, g);
-  if (runs_fp8(c, g)) t += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd);
+// A GEMM's time in the schedule. Forward: one call, plus (FP8) the input and weight casts. Backward: two calls
+// of the same size (input and weight gradients), plus (FP8) the output-gradient cast; the flash-attention core
+// 2.5x its forward.
+struct GemmTime {
+  double call, forward, backward;
+};
+inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
+  GemmTime t;
+  t.call = gemm_call_s(c, g);
+  t.forward = t.call;
+  t.backward = (is_flash_core(c, g) ? kFlashBackwardFlopRatio : 2.0) * t.call;
+  if (runs_fp8(c, g)) {
+    t.forward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n), kFp8KernelsFwd);
+    t.backward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd);
+  }
   return t;
 }
 

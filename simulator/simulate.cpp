@@ -212,13 +212,13 @@ inline std::size_t role_index(OpRole r) { return static_cast<std::size_t>(r); }
 
 LayerTime layer_time(const Ctx& c, bool moe) {
   LayerTime lt{};
-  std::array<double, kNumRoles>
-      call{};  // one forward call of each role's GEMMs (the compute that can hide a collective)
+  std::array<double, kNumRoles> call{};  // one forward call of each role's GEMMs (compute that can hide a collective)
   double gemm_fwd = 0, gemm_bwd = 0;
   visit_layer_ops(c, moe, [&](const Gemm& g) {
-    call[role_index(g.role)] += gemm_call_s(c, g);
-    gemm_fwd += gemm_forward_s(c, g);
-    gemm_bwd += gemm_backward_s(c, g);
+    const GemmTime gt = gemm_time(c, g);
+    call[role_index(g.role)] += gt.call;
+    gemm_fwd += gt.forward;
+    gemm_bwd += gt.backward;
   });
   const VectorWork v = layer_vector_work(c, moe);
   const double score_fwd = vector_time_s(c, v.score_fwd_bytes, 0);
@@ -268,15 +268,16 @@ struct EdgeTime {
 };
 EdgeTime edge_time(const Ctx& c, bool first, bool last) {
   EdgeTime e{};
+  if (!first && !last) return e;
   const double act = c.tokens * c.h * 2;
   if (first) {  // embedding lookup and its gradient scatter
     e.fwd += vector_time_s(c, 2 * act, 2);
     e.bwd += vector_time_s(c, 2 * act, 2);
   }
   if (last) {
-    const Gemm g = head_gemm(c);
-    e.fwd += gemm_forward_s(c, g);
-    e.bwd += gemm_backward_s(c, g);
+    const GemmTime g = gemm_time(c, head_gemm(c));
+    e.fwd += g.forward;
+    e.bwd += g.backward;
     const bool fused = c.t.fused_kernels;
     const double logits = c.tokens * c.vocab_padded / c.tp;
     e.fwd += vector_time_s(c, 2 * act / c.sp_div + logits * (fused ? kLossBytesFwdFused : kLossBytesFwdUnfused),
@@ -313,12 +314,22 @@ struct StageLayers {
 StageLayers stage_layers(const Model& m, const PipelineSplit& sp, int pp, int vpp, int i) {
   StageLayers out;
   out.first = static_cast<int>(sp.first_layer_of_chunk(i, m.num_layers));
+  if (i == pp - 1) out.mtp = static_cast<int>(m.mtp_layers);
+  if (!m.is_moe() && sp.kind != SplitKind::uneven) {  // dense: every chunk holds `middle` but the two ends
+    if (sp.chunks == 1) {
+      out.layers = static_cast<double>(sp.first);
+      return out;
+    }
+    out.layers = static_cast<double>(vpp) * static_cast<double>(sp.middle);
+    if (i == 0) out.layers += static_cast<double>(sp.first - sp.middle);
+    if (i == pp - 1) out.layers += static_cast<double>(sp.last - sp.middle);
+    return out;
+  }
   for (int v = 0; v < vpp; ++v) {
     const std::int64_t chunk = static_cast<std::int64_t>(v) * pp + i;
     const std::int64_t lo = sp.first_layer_of_chunk(chunk, m.num_layers), n = sp.layers_of_chunk(chunk, m.num_layers);
     out.layers += static_cast<double>(n);
     out.moe += moe_layers_in(m, lo, lo + n);
-    if (chunk == sp.chunks - 1) out.mtp = static_cast<int>(m.mtp_layers);
   }
   return out;
 }
@@ -402,6 +413,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   double max_c = 0, sum_c = 0, max_grad_tail = 0, max_step_tail = 0;
   int crit = 0, grad_stage = 0, step_stage = 0;
   std::array<double, kMaxStages> grad_exposed{}, param_exposed{};
+  StageParams dp_key{-1, -1};
+  double grad_time = 0, param_time = 0;
   for (int i = 0; i < pp; ++i) {
     StageResult& st = pr.stages[static_cast<std::size_t>(i)];
     st = StageResult{};
@@ -456,10 +469,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // during the last micro-batch's backward of this stage; with --overlap-param-gather the parameter all-gather
     // runs during the first micro-batch's forward. In 1F1B stage i also idles i chunk-backwards at the end of the
     // iteration (and i chunk-forwards at the start), time in which its traffic proceeds unhindered.
-    double grad_time = 0, param_time = 0;
-    visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
-      (k.grad ? grad_time : param_time) += collective_time_s(c, k.prim, k.group, k.bytes);
-    });
+    if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
+      dp_key = sp;
+      grad_time = param_time = 0;
+      visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
+        (k.grad ? grad_time : param_time) += collective_time_s(c, k.prim, k.group, k.bytes);
+      });
+    }
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
     const double grad_hidden =
         t.overlap_grad_reduce ? std::min(grad_time, p.dp_overlap * bwd_window + i * bwd_window / vpp) : 0.0;
