@@ -147,7 +147,12 @@ io::Json provenance(const io::Json& files, const std::string& data_root, const c
        {{"form",
          "weighted mean squared log-ratio of time, peak memory (per rank where "
          "available, else the maximum) and matrix-kernel latency"},
-        {"weights", {{"time", pb.weights.time}, {"memory", pb.weights.memory}, {"matrix", pb.weights.matrix}}},
+        {"weights",
+         {{"time", pb.weights.time},
+          {"memory", pb.weights.memory},
+          {"matrix", pb.weights.matrix},
+          {"prior", pb.weights.prior}}},
+        {"prior", "Gaussian around the start θ (the preset defaults unless --start), σ per parameter in docs/simulator.md"},
         {"value", fr.objective}}},
       {"evaluations", fr.evaluations},
       {"wall_s", fr.wall_s},
@@ -347,6 +352,9 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--global-algorithm", co.fit.global_algorithm, "GN_CRS2_LM, GN_ISRES, GN_DIRECT_L, GN_ESCH");
   cmd->add_option("--local-algorithm", co.fit.local_algorithm, "LN_BOBYQA, LN_SBPLX, LN_NELDERMEAD, LN_COBYLA");
   cmd->add_option("--weight-time", co.weights.time, "objective weight of iteration time")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--weight-prior", co.weights.prior,
+                  "prior strength: assumed per-run squared log error (0 = no prior, maximum likelihood)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--weight-memory", co.weights.memory, "objective weight of peak memory")->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--weight-matrix", co.weights.matrix, "objective weight of matrix-kernel latency")
       ->check(CLI::Range(0.0, 1e6));
