@@ -152,7 +152,8 @@ io::Json provenance(const io::Json& files, const std::string& data_root, const c
           {"memory", pb.weights.memory},
           {"matrix", pb.weights.matrix},
           {"prior", pb.weights.prior}}},
-        {"prior", "Gaussian around the start θ (the preset defaults unless --start), σ per parameter in docs/simulator.md"},
+        {"prior",
+         "Gaussian around the start θ (the preset defaults unless --start), σ per parameter in docs/simulator.md"},
         {"value", fr.objective}}},
       {"evaluations", fr.evaluations},
       {"wall_s", fr.wall_s},
@@ -231,7 +232,15 @@ void run() {
   const calib::CvSpec cv = calib::parse_cv(co.cv);
   spdlog::info("calibrating {} ({}) on {} configurations, {} free parameters", pb.platform, pb.system.name,
                train.size(), pb.free.size());
+  if (2 * pb.free.size() > train.size())
+    spdlog::warn(
+        "{} free parameters for {} measured configurations: θ is under-determined; hold some with --fix or "
+        "restrict them with --free",
+        pb.free.size(), train.size());
   const calib::FitResult fr = calib::fit(pb, train, co.fit);
+  for (const auto& name : fr.on_bounds)
+    for (const auto& info : param_table())
+      if (name == info.name) spdlog::warn("{} ended on its bound: the model may be missing {}", name, info.bound_hint);
   const auto in = calib::predict(pb, train, fr.params);
   const calib::Report rin = calib::score(pb, in);
   std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>> sets = {{"in_sample", in}};

@@ -19,10 +19,28 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   cmd.add_option(
          "--stack", o.platform_stack,
-         "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused) or npu (MindSpeed BF16, fused, SP)")
+         "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels, stored scores, no SP) or npu "
+         "(MindSpeed BF16, fused kernels; SP off and scores stored: in-sample readings of the bundled NPU data)")
       ->check(CLI::IsMember({"gpu", "npu"}));
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
 }
+
+namespace {
+// A θ records the training settings it was fitted under; a prediction under other settings is told so.
+void warn_if_other_stack(const std::string& theta_file, const TrainingSettings& now) {
+  const io::Json j = io::parse_json_file(theta_file);
+  if (!j.is_object() || !j.contains("provenance") || !j["provenance"].is_object()) return;
+  const io::Json& p = j["provenance"];
+  if (!p.contains("training_settings") || !p["training_settings"].is_object()) return;
+  const io::Json cur = io::to_json(now);
+  std::string diff;
+  for (auto it = p["training_settings"].begin(); it != p["training_settings"].end(); ++it)
+    if (cur.contains(it.key()) && cur[it.key()] != it.value())
+      diff +=
+          (diff.empty() ? "" : ", ") + it.key() + " " + cur[it.key()].dump() + " (fitted: " + it.value().dump() + ")";
+  if (!diff.empty()) spdlog::warn("θ {} was fitted under other training settings: {}", theta_file, diff);
+}
+}  // namespace
 
 Resolved resolve(const RunOptions& o) {
   Resolved r;
@@ -49,6 +67,11 @@ Resolved resolve(const RunOptions& o) {
     throw io::InputError(o.system, 0, "peak_tflops",
                          std::string("system has no ") + to_string(r.settings.precision) +
                              " throughput; choose another precision in --settings");
+  std::string theta_file = o.params_file;
+  if (theta_file.empty())
+    if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && !sp->calibrated_file.empty())
+      theta_file = io::data_dir() + "/" + sp->calibrated_file.substr(5);  // "data/..." relative to the data dir
+  if (!theta_file.empty()) warn_if_other_stack(theta_file, r.settings);
   if (!o.params_file.empty()) {
     r.params = io::load_params(o.params_file, r.params);
     r.params_source = "θ file " + o.params_file;

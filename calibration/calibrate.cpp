@@ -306,9 +306,12 @@ FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const Fi
     double val = 0;
     try {
       opt.optimize(u, val);
-    } catch (const nlopt::roundoff_limited&) {
+    } catch (const nlopt::roundoff_limited&) {  // converged as far as floating point allows: keep u
     } catch (const nlopt::forced_stop&) {
-    } catch (const std::invalid_argument&) {
+    } catch (const std::invalid_argument& e) {
+      throw io::InputError("calibration", 0, "algorithm",
+                           std::string("NLopt rejected ") + opt.get_algorithm_name() + " on " + std::to_string(k) +
+                               " free parameters: " + e.what());
     }
     val = objective(pb, train, to_params(u));
     if (val < best) {
@@ -325,8 +328,11 @@ FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const Fi
     for (auto& x : u) x = uni(rng);
     starts.push_back(u);
   }
+  // BOBYQA's quadratic model needs two dimensions; one free parameter is polished with COBYLA instead.
+  const nlopt::algorithm local =
+      (k == 1 && o.local_algorithm == "LN_BOBYQA") ? nlopt::LN_COBYLA : algorithm(o.local_algorithm);
   for (int s = 0; s < o.starts && k > 0 && o.local_evals > 0; ++s)
-    stage(algorithm(o.local_algorithm), o.local_evals, starts[static_cast<std::size_t>(s)], true);
+    stage(local, o.local_evals, starts[static_cast<std::size_t>(s)], true);
   r.params = to_params(best_u);
   r.objective = best;
   r.evaluations = ctx.evals;
@@ -352,6 +358,7 @@ namespace {
 StratumReport stratum(const Problem& pb, const std::string& name, const std::vector<const SamplePrediction*>& ps) {
   StratumReport st;
   st.name = name;
+  st.time_spearman = st.time_kendall = std::nan("");  // undefined without time rows
   std::vector<double> pt, mt, pm, mm;
   std::vector<std::string> cfg;
   for (const auto* p : ps) {
@@ -419,11 +426,13 @@ Report score(const Problem& pb, const std::vector<SamplePrediction>& preds) {
   r.memory_rank_mape_pct = prank.empty() ? std::nan("") : metrics::mape_pct(prank, mrank);
   r.memory_spearman = metrics::spearman(pm, mm);
   r.feasible_agreement = metrics::feasible_agreement(pf, mf);
-  r.min_model_time_spearman = r.min_model_memory_spearman = 1.0;
+  // The minimum over models of the defined coefficients; undefined (NaN) when none is, never a silent 1.0.
+  auto min_defined = [](double acc, double v) { return std::isnan(v) ? acc : std::isnan(acc) ? v : std::min(acc, v); };
+  r.min_model_time_spearman = r.min_model_memory_spearman = std::nan("");
   for (const auto& [name, ps] : by_model) {
     r.models.push_back(stratum(pb, name, ps));
-    r.min_model_time_spearman = std::min(r.min_model_time_spearman, r.models.back().time_spearman);
-    r.min_model_memory_spearman = std::min(r.min_model_memory_spearman, r.models.back().memory_spearman);
+    r.min_model_time_spearman = min_defined(r.min_model_time_spearman, r.models.back().time_spearman);
+    r.min_model_memory_spearman = min_defined(r.min_model_memory_spearman, r.models.back().memory_spearman);
   }
   for (const auto& [name, ps] : by_stratum) {
     r.strata.push_back(stratum(pb, name, ps));

@@ -36,7 +36,8 @@ struct ParamInfo {
   double upper;
   double PlatformParams::*field;
   const char* doc;
-  double prior_sd;  // standard deviation of the calibration prior around the preset's value, in `unit`
+  double prior_sd;         // standard deviation of the calibration prior around the preset's value, in `unit`
+  const char* bound_hint;  // the structural effect a fit that pins this parameter on a bound may be absorbing
 };
 
 constexpr std::size_t kNumParams = 14;
