@@ -246,6 +246,7 @@ void run() {
   std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>> sets = {{"in_sample", in}};
   io::Json out;
   out["params"] = io::to_json(fr.params);
+  out["uncertainty"] = uncertainty_json(calib::laplace(pb, train, fr.params));
   out["provenance"] = provenance(input_files(d, ps, pb),
                                  co.published.empty() ? d.root : co.published + " (published measurements)", pb, fr);
   io::Json rep;

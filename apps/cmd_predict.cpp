@@ -32,6 +32,13 @@ void run() {
     throw io::InputError("--strategy", 0, "optimization_config",
                          "'" + strategy_name + "' cannot run " + r.model.name + ": " + describe(p.rejection));
   const std::vector<double> mem = per_rank_peak_memory(p, s);
+  calib::PredictionIntervals iv{};  // a plain value: GCC 12 misreads an optional of doubles as uninitialised
+  bool has_iv = false;
+  if (r.uncertainty)
+    if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so)) {
+      iv = *x;
+      has_iv = true;
+    }
   if (!gemm_csv.empty()) {  // the predicted GEMMs in the shape of a profiler's matrix_operator_latency.csv
     std::string csv = "type,duration_us,batch,m,n,k,count,dtype,stage\n";
     for (const auto& g : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
@@ -54,6 +61,18 @@ void run() {
     j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;
     j["capacity_bytes"] = p.capacity_bytes;
     j["feasible"] = p.feasible;
+    if (has_iv) {  // central 80 % and 90 % prediction intervals: percentiles 10/90 and 5/95
+      j["iteration_time_s_p05"] = iv.time_s_90.lower;
+      j["iteration_time_s_p10"] = iv.time_s_80.lower;
+      j["iteration_time_s_p90"] = iv.time_s_80.upper;
+      j["iteration_time_s_p95"] = iv.time_s_90.upper;
+      if (iv.memory_log_sd > 0) {
+        j["max_peak_memory_bytes_p05"] = iv.memory_bytes_90.lower;
+        j["max_peak_memory_bytes_p10"] = iv.memory_bytes_80.lower;
+        j["max_peak_memory_bytes_p90"] = iv.memory_bytes_80.upper;
+        j["max_peak_memory_bytes_p95"] = iv.memory_bytes_90.upper;
+      }
+    }
     j["num_micro_batches"] = p.num_micro_batches;
     j["breakdown"] = terms_json(p.breakdown, breakdown_terms());
     j["pipeline_split"] = to_string(p.pipeline_split);
@@ -103,7 +122,11 @@ void run() {
   std::cout << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
             << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
             << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
-            << "iteration time  " << fmt(p.iteration_time_s, 3) << " s\n"
+            << "iteration time  " << fmt(p.iteration_time_s, 3) << " s"
+            << (has_iv ? "  (80 %: " + fmt(iv.time_s_80.lower, 3) + " - " + fmt(iv.time_s_80.upper, 3) +
+                             ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"
+                       : std::string())
+            << "\n"
             << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
             << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
   std::vector<std::vector<std::string>> terms;

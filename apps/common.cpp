@@ -25,6 +25,33 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
 }
 
+std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file) {
+  const io::Json j = io::parse_json_file(theta_file);
+  if (!j.is_object() || !j.contains("uncertainty")) return std::nullopt;
+  const io::Json& u = j["uncertainty"];
+  calib::UncertaintyJson f;
+  try {
+    f.free = u.at("free").get<std::vector<std::string>>();
+    f.covariance = u.at("covariance").get<std::vector<std::vector<double>>>();
+    f.time_log_sd = u.at("time_log_sd").get<double>();
+    f.memory_log_sd = u.at("memory_log_sd").get<double>();
+  } catch (const io::Json::exception& e) {
+    throw io::InputError(theta_file, 0, "uncertainty", std::string("malformed: ") + e.what());
+  }
+  return calib::from_json_form(f, theta_file);
+}
+
+io::Json uncertainty_json(const calib::Uncertainty& u) {
+  const calib::UncertaintyJson f = calib::to_json_form(u);
+  return io::Json{{"method", "Laplace (Gauss-Newton) approximation of the posterior at the MAP fit"},
+                  {"free", f.free},
+                  {"covariance", f.covariance},
+                  {"time_log_sd", f.time_log_sd},
+                  {"memory_log_sd", f.memory_log_sd},
+                  {"n_time", u.n_time},
+                  {"n_memory", u.n_memory}};
+}
+
 namespace {
 // A θ records the training settings it was fitted under; a prediction under other settings is told so.
 void warn_if_other_stack(const std::string& theta_file, const TrainingSettings& now) {
@@ -71,7 +98,10 @@ Resolved resolve(const RunOptions& o) {
   if (theta_file.empty())
     if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && !sp->calibrated_file.empty())
       theta_file = io::data_dir() + "/" + sp->calibrated_file.substr(5);  // "data/..." relative to the data dir
-  if (!theta_file.empty()) warn_if_other_stack(theta_file, r.settings);
+  if (!theta_file.empty()) {
+    warn_if_other_stack(theta_file, r.settings);
+    r.uncertainty = load_uncertainty(theta_file);
+  }
   if (!o.params_file.empty()) {
     r.params = io::load_params(o.params_file, r.params);
     r.params_source = "θ file " + o.params_file;

@@ -3,10 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "calibration/calibrate.hpp"
+#include "calibration/uncertainty.hpp"
 #include "io/io.hpp"
 
 namespace lmsim::app {
@@ -26,7 +28,11 @@ struct Resolved {
   TrainingSettings settings;
   PlatformParams params;
   std::string params_source;  // which θ: a --params file, the system's shipped fitted θ, or uncalibrated defaults
+  std::optional<calib::Uncertainty> uncertainty;  // θ's covariance when the θ file carries one
 };
+// The `uncertainty` object of a θ file (written by lmsim calibrate), when present.
+std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file);
+io::Json uncertainty_json(const calib::Uncertainty& u);
 Resolved resolve(const RunOptions& o);
 
 // Prints rows as an aligned text table.

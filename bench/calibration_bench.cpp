@@ -9,6 +9,7 @@
 #include <string>
 
 #include "calibration/calibrate.hpp"
+#include "calibration/uncertainty.hpp"
 #include "io/io.hpp"
 
 using namespace lmsim;
@@ -35,6 +36,17 @@ void print_report(const char* label, const calib::Report& r) {
     std::printf("      %-24s n=%2zu time rho %6.3f  top-1 %s  measured best %s, predicted best %s\n", s.name.c_str(),
                 s.n, s.time_spearman, s.top1_hit > 0 ? "hit " : "miss", s.measured_best.c_str(),
                 s.predicted_best.c_str());
+}
+void print_coverage(const char* label, const calib::Coverage& c) {
+  auto pct = [](std::size_t k, std::size_t n) {
+    return n ? 100.0 * static_cast<double>(k) / static_cast<double>(n) : 0.0;
+  };
+  std::printf("  %-22s interval coverage (target 80 / 90 %%): time %5.1f / %5.1f %% of %zu", label,
+              pct(c.time_in_80, c.n_time), pct(c.time_in_90, c.n_time), c.n_time);
+  if (c.n_memory)
+    std::printf(", memory %5.1f / %5.1f %% of %zu", pct(c.memory_in_80, c.n_memory), pct(c.memory_in_90, c.n_memory),
+                c.n_memory);
+  std::printf("\n");
 }
 }  // namespace
 
@@ -86,6 +98,10 @@ int main(int argc, char** argv) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       print_report("leave-one-config-out", cr.report);
       std::printf("  (LOO: %zu folds, %.1f s)\n", cr.folds.size(), s);
+      print_coverage("LOO", calib::interval_coverage(pb, cr));
+      const calib::CvResult mo = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
+      print_report("leave-one-model-out", mo.report);
+      print_coverage("leave-one-model-out", calib::interval_coverage(pb, mo));
       if (residuals)
         for (const auto& p : cr.out_of_sample) {
           const auto& smp = pb.samples[p.index];

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "calibration/calibrate.hpp"
+#include "calibration/uncertainty.hpp"
 #include "io/io.hpp"
 
 using namespace lmsim;
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
     if (models.size() > 1) {
       const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
       line("leave-one-model-out", pb, cv.out_of_sample, residuals);
+      const calib::Coverage c = calib::interval_coverage(pb, cv);
+      std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  interval coverage",
+                  c.time_in_80, c.n_time, c.time_in_90, c.n_time);
     }
     if (sources.size() > 1) {
       const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_source_out, 0}, fo);

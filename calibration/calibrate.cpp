@@ -182,13 +182,13 @@ std::vector<std::size_t> select(const Problem& pb, const std::vector<std::string
   return out;
 }
 
-namespace {
-
 SimOptions sim_options(const Problem& pb) {
   SimOptions o;
   o.validity = {pb.system.devices_per_node, true, true, true};
   return o;
 }
+
+namespace {
 
 double sq_log(double pred, double meas) {
   if (!(pred > 0) || !std::isfinite(pred)) return 100.0;  // keeps the optimizer away from invalid regions

@@ -85,6 +85,9 @@ struct FitResult {
 };
 
 double objective(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p);
+// How measured runs are simulated: they evidently ran, so validity is relaxed (padded heads, uneven layers,
+// cross-node TP).
+SimOptions sim_options(const Problem& pb);
 FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const FitOptions& o);
 
 struct SamplePrediction {

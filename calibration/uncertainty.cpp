@@ -1,0 +1,223 @@
+#include "calibration/uncertainty.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "io/error.hpp"
+
+namespace lmsim::calib {
+
+namespace {
+
+// Central-difference step of a parameter, kept inside its bounds.
+struct Step {
+  PlatformParams lo, hi;
+  double width;
+};
+Step step(const PlatformParams& theta, std::size_t i) {
+  const ParamInfo& info = param_table()[i];
+  const double h = 1e-3 * (info.upper - info.lower), v = get(theta, i);
+  Step s{theta, theta, 0};
+  set(s.lo, i, std::max(info.lower, v - h));
+  set(s.hi, i, std::min(info.upper, v + h));
+  s.width = get(s.hi, i) - get(s.lo, i);
+  return s;
+}
+
+// Inverts a symmetric positive-definite k x k matrix (Gauss-Jordan with partial pivoting); a ridge keeps
+// parameters the data cannot see from making it singular.
+std::vector<double> invert(std::vector<double> a, std::size_t k) {
+  std::vector<double> inv(k * k, 0.0);
+  for (std::size_t i = 0; i < k; ++i) inv[i * k + i] = 1;
+  for (std::size_t i = 0; i < k; ++i) a[i * k + i] += 1e-12 * (1 + std::fabs(a[i * k + i]));
+  for (std::size_t c = 0; c < k; ++c) {
+    std::size_t piv = c;
+    for (std::size_t r = c + 1; r < k; ++r)
+      if (std::fabs(a[r * k + c]) > std::fabs(a[piv * k + c])) piv = r;
+    for (std::size_t j = 0; j < k; ++j) {
+      std::swap(a[c * k + j], a[piv * k + j]);
+      std::swap(inv[c * k + j], inv[piv * k + j]);
+    }
+    const double d = a[c * k + c];
+    for (std::size_t j = 0; j < k; ++j) {
+      a[c * k + j] /= d;
+      inv[c * k + j] /= d;
+    }
+    for (std::size_t r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = a[r * k + c];
+      for (std::size_t j = 0; j < k; ++j) {
+        a[r * k + j] -= f * a[c * k + j];
+        inv[r * k + j] -= f * inv[c * k + j];
+      }
+    }
+  }
+  return inv;
+}
+
+double log_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log(v) : std::nan(""); }
+
+}  // namespace
+
+Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, const PlatformParams& theta) {
+  Uncertainty u;
+  u.free = pb.free;
+  const std::size_t k = u.free.size();
+  const SimOptions so = sim_options(pb);
+  // Residuals at the optimum, per kind.
+  double st = 0, sm = 0;
+  for (auto i : train) {
+    const Sample& s = pb.samples[i];
+    const Prediction p = simulate(s.model, s.strategy, pb.system, s.settings, theta, so);
+    if (!p.ok()) continue;
+    if (s.time_s > 0) {
+      st += std::pow(std::log(p.iteration_time_s / s.time_s), 2);
+      ++u.n_time;
+    }
+    if (s.mem_max_bytes > 0) {
+      sm += std::pow(std::log(p.max_peak_memory_bytes / s.mem_max_bytes), 2);
+      ++u.n_memory;
+    }
+  }
+  // Unbiased per-kind variances: the free parameters use up degrees of freedom of the pooled data.
+  const double n_all = static_cast<double>(u.n_time + u.n_memory);
+  const double dof = std::max(1.0, n_all - static_cast<double>(k)) / std::max(1.0, n_all);
+  u.time_log_sd = u.n_time ? std::sqrt(st / (static_cast<double>(u.n_time) * dof)) : 0;
+  u.memory_log_sd = u.n_memory ? std::sqrt(sm / (static_cast<double>(u.n_memory) * dof)) : 0;
+  if (k == 0) return u;
+  // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision in the
+  // same units (the objective's prior / n · z² against a mean squared log error, i.e. prior / s_t² per z²).
+  std::vector<double> info(k * k, 0.0);
+  std::vector<std::vector<double>> jt(k), jm(k);
+  for (std::size_t a = 0; a < k; ++a) {
+    const Step sp = step(theta, u.free[a]);
+    for (auto i : train) {
+      const Sample& s = pb.samples[i];
+      const Prediction lo = simulate(s.model, s.strategy, pb.system, s.settings, sp.lo, so);
+      const Prediction hi = simulate(s.model, s.strategy, pb.system, s.settings, sp.hi, so);
+      const bool ok = lo.ok() && hi.ok() && sp.width > 0;
+      if (s.time_s > 0)
+        jt[a].push_back(ok ? (log_or_nan(hi.iteration_time_s) - log_or_nan(lo.iteration_time_s)) / sp.width : 0);
+      if (s.mem_max_bytes > 0)
+        jm[a].push_back(ok ? (log_or_nan(hi.max_peak_memory_bytes) - log_or_nan(lo.max_peak_memory_bytes)) / sp.width
+                           : 0);
+    }
+  }
+  const double vt = std::max(u.time_log_sd * u.time_log_sd, 1e-8),
+               vm = std::max(u.memory_log_sd * u.memory_log_sd, 1e-8);
+  for (std::size_t a = 0; a < k; ++a)
+    for (std::size_t b = 0; b < k; ++b) {
+      double x = 0;
+      for (std::size_t r = 0; r < jt[a].size(); ++r)
+        if (std::isfinite(jt[a][r]) && std::isfinite(jt[b][r])) x += jt[a][r] * jt[b][r] / vt;
+      for (std::size_t r = 0; r < jm[a].size(); ++r)
+        if (std::isfinite(jm[a][r]) && std::isfinite(jm[b][r])) x += jm[a][r] * jm[b][r] / vm;
+      info[a * k + b] = x;
+    }
+  if (pb.weights.prior > 0)
+    for (std::size_t a = 0; a < k; ++a) {
+      const double sd = param_table()[u.free[a]].prior_sd;
+      info[a * k + a] += pb.weights.prior / (vt * sd * sd);
+    }
+  u.covariance = invert(info, k);
+  return u;
+}
+
+std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
+                                             const TrainingSettings& t, const PlatformParams& theta,
+                                             const Uncertainty& u, const SimOptions& o) {
+  const Prediction p = simulate(m, s, sys, t, theta, o);
+  if (!p.ok()) return std::nullopt;
+  const std::size_t k = u.free.size();
+  std::vector<double> gt(k, 0.0), gm(k, 0.0);
+  for (std::size_t a = 0; a < k; ++a) {
+    const Step sp = step(theta, u.free[a]);
+    const Prediction lo = simulate(m, s, sys, t, sp.lo, o), hi = simulate(m, s, sys, t, sp.hi, o);
+    if (!lo.ok() || !hi.ok() || !(sp.width > 0)) continue;
+    gt[a] = (std::log(hi.iteration_time_s) - std::log(lo.iteration_time_s)) / sp.width;
+    gm[a] = (std::log(hi.max_peak_memory_bytes) - std::log(lo.max_peak_memory_bytes)) / sp.width;
+  }
+  double vt = u.time_log_sd * u.time_log_sd, vm = u.memory_log_sd * u.memory_log_sd;
+  for (std::size_t a = 0; a < k && u.covariance.size() == k * k; ++a)
+    for (std::size_t b = 0; b < k; ++b) {
+      vt += gt[a] * u.covariance[a * k + b] * gt[b];
+      vm += gm[a] * u.covariance[a * k + b] * gm[b];
+    }
+  PredictionIntervals out;
+  out.time_log_sd = std::sqrt(std::max(0.0, vt));
+  out.memory_log_sd = u.memory_log_sd > 0 ? std::sqrt(std::max(0.0, vm)) : 0;
+  // Central normal quantiles: 80 % -> 1.2816, 90 % -> 1.6449.
+  auto band = [](double v, double sd, double z) { return Interval{v, v * std::exp(-z * sd), v * std::exp(z * sd)}; };
+  out.time_s_80 = band(p.iteration_time_s, out.time_log_sd, 1.2815516);
+  out.time_s_90 = band(p.iteration_time_s, out.time_log_sd, 1.6448536);
+  out.memory_bytes_80 = band(p.max_peak_memory_bytes, out.memory_log_sd, 1.2815516);
+  out.memory_bytes_90 = band(p.max_peak_memory_bytes, out.memory_log_sd, 1.6448536);
+  return out;
+}
+
+Coverage interval_coverage(const Problem& pb, const CvResult& cv) {
+  Coverage c;
+  const SimOptions so = sim_options(pb);
+  for (std::size_t f = 0; f < cv.folds.size(); ++f) {
+    const Uncertainty u = laplace(pb, cv.folds[f].train, cv.folds[f].params);
+    for (auto i : cv.test_sets[f]) {
+      const Sample& s = pb.samples[i];
+      const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, cv.folds[f].params, u, so);
+      if (!iv) continue;
+      auto in = [](const Interval& x, double v) { return v >= x.lower && v <= x.upper ? 1u : 0u; };
+      if (s.time_s > 0) {
+        ++c.n_time;
+        c.time_in_80 += in(iv->time_s_80, s.time_s);
+        c.time_in_90 += in(iv->time_s_90, s.time_s);
+      }
+      if (s.mem_max_bytes > 0 && u.memory_log_sd > 0) {
+        ++c.n_memory;
+        c.memory_in_80 += in(iv->memory_bytes_80, s.mem_max_bytes);
+        c.memory_in_90 += in(iv->memory_bytes_90, s.mem_max_bytes);
+      }
+    }
+  }
+  return c;
+}
+
+UncertaintyJson to_json_form(const Uncertainty& u) {
+  UncertaintyJson j{{}, {}, u.time_log_sd, u.memory_log_sd};
+  const std::size_t k = u.free.size();
+  for (std::size_t a = 0; a < k; ++a) {
+    j.free.push_back(param_table()[u.free[a]].name);
+    j.covariance.emplace_back(u.covariance.begin() + static_cast<long>(a * k),
+                              u.covariance.begin() + static_cast<long>((a + 1) * k));
+  }
+  return j;
+}
+
+Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
+  Uncertainty u;
+  const std::size_t k = j.free.size();
+  for (const auto& name : j.free) {
+    std::size_t i = kNumParams;
+    for (std::size_t p = 0; p < kNumParams; ++p)
+      if (name == param_table()[p].name) i = p;
+    if (i == kNumParams) throw io::InputError(file, 0, "uncertainty.free", "unknown parameter '" + name + "'");
+    u.free.push_back(i);
+  }
+  if (j.covariance.size() != k) throw io::InputError(file, 0, "uncertainty.covariance", "expected a square matrix");
+  for (const auto& row : j.covariance) {
+    if (row.size() != k) throw io::InputError(file, 0, "uncertainty.covariance", "expected a square matrix");
+    for (double v : row) {
+      if (!std::isfinite(v)) throw io::InputError(file, 0, "uncertainty.covariance", "entries must be finite");
+      u.covariance.push_back(v);
+    }
+  }
+  for (std::size_t a = 0; a < k; ++a)
+    if (!(u.covariance[a * k + a] >= 0))
+      throw io::InputError(file, 0, "uncertainty.covariance", "diagonal entries must be variances (>= 0)");
+  if (!(j.time_log_sd >= 0) || !(j.memory_log_sd >= 0) || !std::isfinite(j.time_log_sd) ||
+      !std::isfinite(j.memory_log_sd))
+    throw io::InputError(file, 0, "uncertainty", "log sds must be finite and non-negative");
+  u.time_log_sd = j.time_log_sd;
+  u.memory_log_sd = j.memory_log_sd;
+  return u;
+}
+
+}  // namespace lmsim::calib

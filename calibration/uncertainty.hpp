@@ -1,0 +1,59 @@
+// lmsim/calibration/uncertainty.hpp — how far to trust a prediction: θ's covariance and prediction intervals.
+//
+// Owns: the Laplace approximation of θ's posterior at the MAP fit (Gauss-Newton: the Jacobian of every fitted
+// run's log prediction with respect to the free parameters, by central differences, plus the prior's precision),
+// the residual log-error scale of time and peak memory, and turning both into prediction intervals for any
+// configuration: var(log T) = gᵀ Σ g + s², g = ∂ log T / ∂θ. Intervals are log-normal, so they are asymmetric in
+// seconds and bytes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calibration/calibrate.hpp"
+
+namespace lmsim::calib {
+
+struct Uncertainty {
+  std::vector<std::size_t> free;   // indices into param_table()
+  std::vector<double> covariance;  // free.size()² row-major, in the parameters' units
+  double time_log_sd = 0;          // residual sd of log(predicted / measured) time over the fitted runs
+  double memory_log_sd = 0;        // the same for peak memory; 0 when no memory was measured
+  std::size_t n_time = 0, n_memory = 0;
+};
+
+// θ's covariance at `theta` (the fit's optimum) over the training runs `train`.
+Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, const PlatformParams& theta);
+
+struct Interval {
+  double value = 0, lower = 0, upper = 0;  // lower/upper at the requested central coverage
+};
+struct PredictionIntervals {
+  Interval time_s_80, time_s_90;
+  Interval memory_bytes_80, memory_bytes_90;  // max over ranks; zero width when memory_log_sd is 0
+  double time_log_sd = 0, memory_log_sd = 0;  // total (parameter + residual) sd of the logs
+};
+// Intervals for one configuration; nullopt when the strategy is rejected.
+std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
+                                             const TrainingSettings& t, const PlatformParams& theta,
+                                             const Uncertainty& u, const SimOptions& o = {});
+
+// Measured coverage of the intervals on held-out runs: every CV fold's θ and its own Laplace covariance (from
+// that fold's training runs only) predict the fold's test runs.
+struct Coverage {
+  std::size_t n_time = 0, time_in_80 = 0, time_in_90 = 0;
+  std::size_t n_memory = 0, memory_in_80 = 0, memory_in_90 = 0;
+};
+Coverage interval_coverage(const Problem& pb, const CvResult& cv);
+
+// JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
+struct UncertaintyJson {
+  std::vector<std::string> free;
+  std::vector<std::vector<double>> covariance;
+  double time_log_sd, memory_log_sd;
+};
+UncertaintyJson to_json_form(const Uncertainty& u);
+Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file);
+
+}  // namespace lmsim::calib
