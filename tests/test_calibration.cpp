@@ -5,6 +5,7 @@
 #include <set>
 
 #include "calibration/calibrate.hpp"
+#include "calibration/uncertainty.hpp"
 #include "io/io.hpp"
 
 using namespace lmsim;
@@ -102,4 +103,54 @@ TEST(Calibration, BadInputsGiveClearErrors) {
   EXPECT_THROW(calib::cross_validate(pb, calib::all_indices(pb), {calib::CvKind::leave_one_model_out, 0}, {}),
                io::InputError);
   EXPECT_TRUE(calib::select(pb, {"dp8-tp1-pp1-cp1-RC", "qwen3_0.6b_4k:dp4-tp2-pp1-cp1-noRC"}).size() == 2);
+}
+
+TEST(Uncertainty, IntervalsContainThePredictionAndWidenWithLessData) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const calib::Problem pb = calib::make_problem(d, "gpu");
+  const auto all = calib::all_indices(pb);
+  const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
+  const calib::Uncertainty u = calib::laplace(pb, all, fr.params);
+  const std::size_t k = u.free.size();
+  ASSERT_EQ(u.covariance.size(), k * k);
+  for (std::size_t a = 0; a < k; ++a) {
+    EXPECT_GE(u.covariance[a * k + a], 0);
+    for (std::size_t b = 0; b < k; ++b)
+      EXPECT_NEAR(u.covariance[a * k + b], u.covariance[b * k + a], 1e-9 * (1 + std::fabs(u.covariance[a * k + b])));
+  }
+  EXPECT_GT(u.time_log_sd, 0);
+  EXPECT_GT(u.memory_log_sd, 0);
+  const calib::Sample& s = pb.samples[0];
+  const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, u, calib::sim_options(pb));
+  ASSERT_TRUE(iv);
+  EXPECT_LT(iv->time_s_90.lower, iv->time_s_80.lower);
+  EXPECT_LT(iv->time_s_80.lower, iv->time_s_80.value);
+  EXPECT_GT(iv->time_s_80.upper, iv->time_s_80.value);
+  EXPECT_GT(iv->time_s_90.upper, iv->time_s_80.upper);
+  EXPECT_GT(iv->memory_bytes_90.upper, iv->memory_bytes_80.upper);
+  // The same θ known from a quarter of the runs: its parameter part of the interval is wider.
+  std::vector<std::size_t> few(all.begin(), all.begin() + static_cast<long>(all.size() / 4));
+  calib::Uncertainty uf = calib::laplace(pb, few, fr.params);
+  uf.time_log_sd = u.time_log_sd;  // compare the parameter part only
+  const auto ivf = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, uf, calib::sim_options(pb));
+  ASSERT_TRUE(ivf);
+  EXPECT_GT(ivf->time_log_sd, iv->time_log_sd);
+}
+
+TEST(Uncertainty, JsonFormIsCheckedWhenRead) {
+  calib::UncertaintyJson j{{"matmul_efficiency", "kernel_launch_us"}, {{0.01, 0.0}, {0.0, 4.0}}, 0.03, 0.0};
+  const calib::Uncertainty u = calib::from_json_form(j, "theta.json");
+  EXPECT_EQ(u.free.size(), 2u);
+  const auto back = calib::to_json_form(u);
+  EXPECT_EQ(back.free, j.free);
+  EXPECT_EQ(back.covariance, j.covariance);
+  auto bad = j;
+  bad.free = {"no_such", "kernel_launch_us"};
+  EXPECT_THROW(calib::from_json_form(bad, "theta.json"), io::InputError);
+  bad = j;
+  bad.covariance = {{0.01}};
+  EXPECT_THROW(calib::from_json_form(bad, "theta.json"), io::InputError);
+  bad = j;
+  bad.covariance[0][0] = -1;
+  EXPECT_THROW(calib::from_json_form(bad, "theta.json"), io::InputError);
 }
