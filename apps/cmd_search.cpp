@@ -14,7 +14,7 @@ namespace lmsim::app {
 namespace {
 
 struct SearchCli {
-  std::string model, out, objective = "time", stack, settings_file, checkpoint_dir;
+  std::string model, out, objective = "time", stack, settings_file, checkpoint_dir, rank_by = "objective";
   std::vector<std::string> systems, params, recompute;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
@@ -38,8 +38,62 @@ std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   return out;
 }
 
+// Risk of the ranked candidates (issue: calibration you can trust): present when the scenario's θ carries a
+// covariance. Parameter uncertainty is shared between candidates on one θ, residual errors are not.
+std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model, const search::Space& space,
+                                                              const std::vector<search::Entry>& ranking,
+                                                              const std::vector<std::optional<calib::Uncertainty>>& unc,
+                                                              const search::SweepOptions& o) {
+  std::vector<std::optional<calib::LogSensitivity>> sens(ranking.size());
+  for (std::size_t i = 0; i < ranking.size(); ++i) {
+    const auto c = space.at(ranking[i].index);
+    const search::Scenario& s = space.scenarios()[c.scenario];
+    if (!unc[c.scenario]) continue;
+    SimOptions so;
+    so.validity = o.validity;
+    so.validity.devices_per_node = s.system.devices_per_node;
+    sens[i] = calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so);
+  }
+  std::vector<std::optional<calib::CandidateRisk>> out(ranking.size());
+  if (ranking.empty() || !sens[0]) return out;
+  const std::size_t s0 = space.at(ranking[0].index).scenario;
+  for (std::size_t i = 0; i < ranking.size(); ++i) {
+    if (!sens[i]) continue;
+    const std::size_t si = space.at(ranking[i].index).scenario;
+    const calib::Uncertainty& u = *unc[si];
+    calib::CandidateRisk cr;
+    const double vt = u.time_log_sd * u.time_log_sd + calib::quad(u, sens[i]->g_time, sens[i]->g_time);
+    const double vm = u.memory_log_sd * u.memory_log_sd + calib::quad(u, sens[i]->g_memory, sens[i]->g_memory);
+    cr.time_log_sd = std::sqrt(std::max(0.0, vt));
+    cr.time_p90_s = ranking[i].time_s * std::exp(1.2815516 * cr.time_log_sd);
+    const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
+    // A θ fitted without memory measurements knows nothing of memory error: P(fits) is unknown (NaN), not 1.
+    cr.p_fits = u.memory_log_sd > 0
+                    ? calib::normal_cdf((std::log(cap) - std::log(ranking[i].peak_bytes)) / std::sqrt(vm))
+                    : std::nan("");
+    if (i == 0) {
+      cr.p_within_5pct = 1;
+    } else {
+      double v = 0;
+      if (si == s0 || space.scenarios()[si].system.name == space.scenarios()[s0].system.name) {
+        std::vector<double> d(sens[i]->g_time.size());
+        for (std::size_t a = 0; a < d.size(); ++a) d[a] = sens[i]->g_time[a] - sens[0]->g_time[a];
+        v = calib::quad(u, d, d) + 2 * u.time_log_sd * u.time_log_sd;
+      } else {
+        const calib::Uncertainty& u0 = *unc[s0];
+        v = vt + u0.time_log_sd * u0.time_log_sd + calib::quad(u0, sens[0]->g_time, sens[0]->g_time);
+      }
+      const double gap = std::log(ranking[i].objective / ranking[0].objective) - std::log(1.05);
+      cr.p_within_5pct = v > 0 ? calib::normal_cdf(-gap / std::sqrt(v)) : (gap <= 0 ? 1.0 : 0.0);
+    }
+    out[i] = cr;
+  }
+  return out;
+}
+
 void write_results(const std::string& file, const search::Space& space, const search::SweepResult& r,
-                   const search::SweepOptions& o, const io::Json& provenance) {
+                   const search::SweepOptions& o, const io::Json& provenance,
+                   const std::vector<std::optional<calib::CandidateRisk>>& risk) {
   io::H5Writer w(file);
   auto table_of = [&](const std::string& g, const std::vector<search::Entry>& es, bool full) {
     std::vector<std::string> names, scen, rc;
@@ -99,6 +153,17 @@ void write_results(const std::string& file, const search::Space& space, const se
         w.attr(g + "/breakdown/" + term.name, "kind", std::string(to_string(term.kind)));
         w.attr(g + "/breakdown/" + term.name, "doc", std::string(term.doc));
       }
+      if (!risk.empty() && risk[0]) {  // NaN where a candidate's θ has no covariance
+        std::vector<double> pf, pw, t90;
+        for (const auto& x : risk) {
+          pf.push_back(x ? x->p_fits : std::nan(""));
+          pw.push_back(x ? x->p_within_5pct : std::nan(""));
+          t90.push_back(x ? x->time_p90_s : std::nan(""));
+        }
+        w.write(g + "/p_fits", pf);
+        w.write(g + "/p_within_5pct_of_best", pw);
+        w.write(g + "/iteration_time_s_p90", t90);
+      }
     }
   };
   table_of("/ranking", r.ranking, true);
@@ -148,6 +213,7 @@ void run() {
     throw io::InputError("command line", 0, "--resume", "--write-all cannot be resumed; rerun without --resume");
   const Model model = io::resolve_model(sc.model);
   std::vector<search::Scenario> scen;
+  std::vector<std::optional<calib::Uncertainty>> unc;  // per scenario: its θ's covariance, when known
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;
@@ -169,6 +235,7 @@ void run() {
                     std::to_string(gbs);
           scen.push_back(s);
         }
+    unc.resize(scen.size(), base.uncertainty);
   }
   search::SpaceFilter f;
   f.dp = sc.dp;
@@ -221,7 +288,7 @@ void run() {
         }(),
         omp_get_max_threads());
   search::install_stop_handlers();
-  const search::SweepResult r = search::sweep(space, o);
+  search::SweepResult r = search::sweep(space, o);
   if (rank != 0) return;
   if (r.resumed_chunks > 0)
     spdlog::info("search: resumed {} completed chunks from {}", r.resumed_chunks, o.checkpoint_dir);
@@ -240,8 +307,26 @@ void run() {
                                  {"devices", s.devices},
                                  {"settings", io::to_json(s.settings)},
                                  {"params", io::to_json(s.params)}});
+  auto risk = ranking_risk(model, space, r.ranking, unc, o);
+  if (sc.rank_by == "risk") {
+    // Risk-aware order: candidates that fit with probability >= 0.9 first, each group by the 90th percentile of
+    // its objective (objective x exp(1.28 sd)); candidates without a covariance keep their point order at the end.
+    std::vector<std::size_t> order(r.ranking.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto key = [&](std::size_t i) {
+      if (!risk[i]) return std::make_pair(2, r.ranking[i].objective);
+      return std::make_pair(std::isnan(risk[i]->p_fits) || risk[i]->p_fits >= 0.9 ? 0 : 1,
+                            r.ranking[i].objective * std::exp(1.2815516 * risk[i]->time_log_sd));
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    std::vector<search::Entry> ranked;
+    for (auto i : order) ranked.push_back(r.ranking[i]);
+    r.ranking = ranked;
+    risk = ranking_risk(model, space, r.ranking, unc, o);  // P(within 5 %) is relative to the new first
+  }
+  prov["rank_by"] = sc.rank_by;
   if (!sc.out.empty()) {
-    write_results(sc.out, space, r, o, prov);
+    write_results(sc.out, space, r, o, prov, risk);
     std::error_code ec;
     std::filesystem::remove_all(o.checkpoint_dir, ec);
   }
@@ -260,13 +345,20 @@ void run() {
       if (r.rejections[i]) rej[search::reason_name(i)] = r.rejections[i];
     j["rejections"] = rej;
     io::Json rk = io::Json::array();
-    for (const auto& e : r.ranking) {
+    for (std::size_t i = 0; i < r.ranking.size(); ++i) {
+      const auto& e = r.ranking[i];
       const auto c = space.at(e.index);
-      rk.push_back({{"config_name", config_name(c.strategy)},
-                    {"scenario", space.scenarios()[c.scenario].label},
-                    {"iteration_time_s", e.time_s},
-                    {"max_peak_memory_bytes", e.peak_bytes},
-                    {"objective", e.objective}});
+      io::Json row{{"config_name", config_name(c.strategy)},
+                   {"scenario", space.scenarios()[c.scenario].label},
+                   {"iteration_time_s", e.time_s},
+                   {"max_peak_memory_bytes", e.peak_bytes},
+                   {"objective", e.objective}};
+      if (risk[i]) {
+        row["p_fits"] = std::isnan(risk[i]->p_fits) ? io::Json(nullptr) : io::Json(risk[i]->p_fits);
+        row["p_within_5pct_of_best"] = risk[i]->p_within_5pct;
+        row["iteration_time_s_p90"] = risk[i]->time_p90_s;
+      }
+      rk.push_back(row);
     }
     j["ranking"] = rk;
     j["pareto_size"] = r.pareto.size();
@@ -279,12 +371,16 @@ void run() {
     const auto& e = r.ranking[i];
     const auto c = space.at(e.index);
     rows.push_back({std::to_string(i + 1), config_name(c.strategy), space.scenarios()[c.scenario].label,
-                    fmt(e.time_s, 3), gib(e.peak_bytes), fmt(e.objective, 4)});
+                    fmt(e.time_s, 3), gib(e.peak_bytes), fmt(e.objective, 4),
+                    risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
+                    risk[i] ? fmt(risk[i]->p_within_5pct, 2) : "-"});
   }
   std::cout << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
             << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
             << " fit in memory, Pareto front " << r.pareto.size() << "\n"
-            << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective)}, rows);
+            << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective), "P(fits)",
+                      "P(<=5% of #1)"},
+                     rows);
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
@@ -310,6 +406,10 @@ void register_search(CLI::App& app) {
       ->check(CLI::IsMember({"time", "tokens", "device-hours"}));
   cmd->add_option("--token-budget", sc.token_budget, "tokens for the device-hours objective")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--rank-by", sc.rank_by,
+                  "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
+                  "P(fits) is n/a when the θ was fitted without memory measurements)")
+      ->check(CLI::IsMember({"objective", "risk"}));
   cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--tp", sc.tp, "restrict tensor parallel")->delimiter(',');

@@ -123,26 +123,48 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
   return u;
 }
 
-std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
-                                             const TrainingSettings& t, const PlatformParams& theta,
-                                             const Uncertainty& u, const SimOptions& o) {
+std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s, const System& sys,
+                                              const TrainingSettings& t, const PlatformParams& theta,
+                                              const Uncertainty& u, const SimOptions& o) {
   const Prediction p = simulate(m, s, sys, t, theta, o);
   if (!p.ok()) return std::nullopt;
   const std::size_t k = u.free.size();
-  std::vector<double> gt(k, 0.0), gm(k, 0.0);
+  LogSensitivity out;
+  out.time_s = p.iteration_time_s;
+  out.memory_bytes = p.max_peak_memory_bytes;
+  out.g_time.assign(k, 0.0);
+  out.g_memory.assign(k, 0.0);
   for (std::size_t a = 0; a < k; ++a) {
     const Step sp = step(theta, u.free[a]);
     const Prediction lo = simulate(m, s, sys, t, sp.lo, o), hi = simulate(m, s, sys, t, sp.hi, o);
     if (!lo.ok() || !hi.ok() || !(sp.width > 0)) continue;
-    gt[a] = (std::log(hi.iteration_time_s) - std::log(lo.iteration_time_s)) / sp.width;
-    gm[a] = (std::log(hi.max_peak_memory_bytes) - std::log(lo.max_peak_memory_bytes)) / sp.width;
+    out.g_time[a] = (std::log(hi.iteration_time_s) - std::log(lo.iteration_time_s)) / sp.width;
+    out.g_memory[a] = (std::log(hi.max_peak_memory_bytes) - std::log(lo.max_peak_memory_bytes)) / sp.width;
   }
-  double vt = u.time_log_sd * u.time_log_sd, vm = u.memory_log_sd * u.memory_log_sd;
-  for (std::size_t a = 0; a < k && u.covariance.size() == k * k; ++a)
-    for (std::size_t b = 0; b < k; ++b) {
-      vt += gt[a] * u.covariance[a * k + b] * gt[b];
-      vm += gm[a] * u.covariance[a * k + b] * gm[b];
-    }
+  return out;
+}
+
+double quad(const Uncertainty& u, const std::vector<double>& g, const std::vector<double>& h) {
+  const std::size_t k = u.free.size();
+  if (u.covariance.size() != k * k || g.size() != k || h.size() != k) return 0;
+  double v = 0;
+  for (std::size_t a = 0; a < k; ++a)
+    for (std::size_t b = 0; b < k; ++b) v += g[a] * u.covariance[a * k + b] * h[b];
+  return v;
+}
+
+double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
+                                             const TrainingSettings& t, const PlatformParams& theta,
+                                             const Uncertainty& u, const SimOptions& o) {
+  const auto ls = log_sensitivity(m, s, sys, t, theta, u, o);
+  if (!ls) return std::nullopt;
+  const double vt = u.time_log_sd * u.time_log_sd + quad(u, ls->g_time, ls->g_time);
+  const double vm = u.memory_log_sd * u.memory_log_sd + quad(u, ls->g_memory, ls->g_memory);
+  struct {
+    double iteration_time_s, max_peak_memory_bytes;
+  } p{ls->time_s, ls->memory_bytes};
   PredictionIntervals out;
   out.time_log_sd = std::sqrt(std::max(0.0, vt));
   out.memory_log_sd = u.memory_log_sd > 0 ? std::sqrt(std::max(0.0, vm)) : 0;

@@ -34,6 +34,27 @@ struct PredictionIntervals {
   Interval memory_bytes_80, memory_bytes_90;  // max over ranks; zero width when memory_log_sd is 0
   double time_log_sd = 0, memory_log_sd = 0;  // total (parameter + residual) sd of the logs
 };
+// A prediction and the gradient of its logs with respect to the free parameters (central differences).
+struct LogSensitivity {
+  double time_s = 0, memory_bytes = 0;
+  std::vector<double> g_time, g_memory;
+};
+std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s, const System& sys,
+                                              const TrainingSettings& t, const PlatformParams& theta,
+                                              const Uncertainty& u, const SimOptions& o = {});
+// gᵀ Σ h.
+double quad(const Uncertainty& u, const std::vector<double>& g, const std::vector<double>& h);
+
+// Risk of ranked candidates that share one θ: P(peak ≤ capacity) and P(objective within 5 % of the first
+// candidate's). Parameter uncertainty is shared (so the difference of two candidates' logs has variance
+// (g_i − g_0)ᵀ Σ (g_i − g_0)); residual errors are independent per configuration.
+struct CandidateRisk {
+  double p_fits = 0, p_within_5pct = 0;
+  double time_p90_s = 0;  // upper end of the central 80 % interval
+  double time_log_sd = 0;
+};
+double normal_cdf(double z);
+
 // Intervals for one configuration; nullopt when the strategy is rejected.
 std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
                                              const TrainingSettings& t, const PlatformParams& theta,

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# What the CLI tells a user about trust: which θ it uses, prediction intervals, and the search's risk columns.
+set -euo pipefail
+lmsim=$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# A calibrated preset says so; an uncalibrated one warns; a θ from another system warns.
+"$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
+grep -q "fitted θ shipped for h100_sxm_80g" "$tmp/e" || fail "no θ source line: $(cat "$tmp/e")"
+"$lmsim" predict --model Qwen3-1.7B --system h200_sxm_141g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
+grep -q "uncalibrated" "$tmp/e" || fail "no uncalibrated warning"
+"$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
+  --params "$LMSIM_DATA_DIR/params/params_gpu.json" 2> "$tmp/e" > /dev/null
+grep -q "fitted on v100_sxm2_32g, not on h100_sxm_80g" "$tmp/e" || fail "no other-system warning"
+
+# Intervals bracket the point prediction, 90 % outside 80 %.
+"$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \
+  --strategy dp2-tp4-pp1-cp1-RC --json > "$tmp/p.json"
+python3 - "$tmp/p.json" <<'PY' || fail "intervals"
+import json, sys
+j = json.load(open(sys.argv[1]))
+t = j["iteration_time_s"]
+assert j["iteration_time_s_p05"] < j["iteration_time_s_p10"] < t < j["iteration_time_s_p90"] < j["iteration_time_s_p95"], j
+m = j["max_peak_memory_bytes"]
+assert j["max_peak_memory_bytes_p10"] < m < j["max_peak_memory_bytes_p90"]
+PY
+
+# Search: every ranked candidate carries P(fits) in [0, 1] and P(within 5 %); the first is 1 by definition;
+# a candidate predicted at the capacity edge is not certain to fit.
+mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
+  --seq 4096 --global-batch 32 --top 30 --json > "$tmp/s.json"
+python3 - "$tmp/s.json" <<'PY' || fail "search risk"
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = j["ranking"]
+assert r and r[0]["p_within_5pct_of_best"] == 1, r[0]
+for c in r:
+    assert 0 <= c["p_fits"] <= 1 and 0 <= c["p_within_5pct_of_best"] <= 1, c
+    assert c["iteration_time_s_p90"] > c["iteration_time_s"], c
+edge = [c for c in r if c["max_peak_memory_bytes"] > 0.98 * 32 * 2**30]
+assert all(c["p_fits"] < 0.9 for c in edge), edge
+PY
+mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
+  --seq 4096 --global-batch 32 --top 30 --rank-by risk --json > "$tmp/r.json"
+python3 - "$tmp/r.json" <<'PY' || fail "risk ranking"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranking"]
+groups = [0 if c["p_fits"] >= 0.9 else 1 for c in r]
+assert groups == sorted(groups), groups
+PY
+echo "cli_trust: all checks passed"
