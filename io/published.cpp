@@ -174,6 +174,8 @@ PublishedSet read_published(const std::string& dir) {
     st.flash_attention = flag(rd, i, "flash_attention");
     st.dropout = flag(rd, i, "dropout");
     st.overlap_p2p_comm = flag(rd, i, "overlap_p2p_comm");
+    if (rd.has("overlap_moe_expert_parallel_comm"))
+      st.overlap_moe_expert_parallel_comm = flag(rd, i, "overlap_moe_expert_parallel_comm");
     st.fused_kernels = true;
     if (auto why = validate(st); !why.empty()) t.fail(r, "gbs", why);
 

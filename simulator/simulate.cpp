@@ -254,6 +254,14 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         break;
     }
   });
+  // --overlap-moe-expert-parallel-comm: the steady 1F1B phase runs one micro-batch's forward beside another's
+  // backward, layer by layer, so each one's dispatch / combine all-to-alls hide under the other's compute.
+  if (c.t.overlap_moe_expert_parallel_comm && moe) {
+    const double ep = lt.ep_fwd + lt.ep_bwd, exposed = std::max(0.0, ep - (lt.fwd_compute + lt.bwd_compute));
+    const double scale = ep > 0 ? exposed / ep : 0;
+    lt.ep_fwd *= scale;
+    lt.ep_bwd *= scale;
+  }
   switch (c.r.s.recompute) {
     case Recompute::none: break;
     // Megatron's selective recompute re-runs the attention core (scores, softmax, dropout, scores·V).

@@ -36,6 +36,8 @@ struct TrainingSettings {
   bool overlap_param_gather = false;  // --overlap-param-gather: distributed-optimizer all-gather during forward
   bool pipeline_scatter_gather = true;  // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink
   bool overlap_p2p_comm = false;        // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
+  bool overlap_moe_expert_parallel_comm = false;  // batch-level overlap: one micro-batch's EP all-to-all under
+                                                  // another's compute (Megatron-core 0.14)
 };
 
 std::string validate(const TrainingSettings& t);

@@ -333,3 +333,20 @@ TEST(Published, FixAndFreeRestrictTheFit) {
   const calib::FitResult fr = calib::fit(pb, calib::all_indices(pb), calib::FitOptions{});
   EXPECT_DOUBLE_EQ(fr.params.kernel_launch_us, 3);  // held
 }
+
+TEST(Fidelity, BatchLevelMoeOverlapHidesExpertAllToAllUnderTheOtherMicroBatch) {
+  const Model& m = preset("DeepSeek-V3");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 8192;
+  t.precision = Precision::fp8;
+  t.sequence_parallel = true;
+  const Strategy s = *parse_config_name("dp64-tp2-pp8-cp1-ep64-noRC-vpp4").strategy;
+  const Prediction plain = simulate(m, s, h100(), t, PlatformParams{});
+  t.overlap_moe_expert_parallel_comm = true;
+  const Prediction ovl = simulate(m, s, h100(), t, PlatformParams{});
+  ASSERT_TRUE(plain.ok() && ovl.ok());
+  EXPECT_GT(plain.breakdown.ep_comm_s, 0);
+  EXPECT_LT(ovl.breakdown.ep_comm_s, plain.breakdown.ep_comm_s);
+  EXPECT_DOUBLE_EQ(ovl.breakdown.compute_s, plain.breakdown.compute_s);  // the compute itself is unchanged
+}
