@@ -348,5 +348,7 @@ TEST(Fidelity, BatchLevelMoeOverlapHidesExpertAllToAllUnderTheOtherMicroBatch) {
   ASSERT_TRUE(plain.ok() && ovl.ok());
   EXPECT_GT(plain.breakdown.ep_comm_s, 0);
   EXPECT_LT(ovl.breakdown.ep_comm_s, plain.breakdown.ep_comm_s);
-  EXPECT_DOUBLE_EQ(ovl.breakdown.compute_s, plain.breakdown.compute_s);  // the compute itself is unchanged
+  // The compute itself is unchanged (the bottleneck stage may change once the all-to-all is hidden).
+  EXPECT_DOUBLE_EQ(ovl.stages[1].forward_compute_s, plain.stages[1].forward_compute_s);
+  EXPECT_LT(ovl.stages[1].ep_comm_s, plain.stages[1].ep_comm_s);
 }
