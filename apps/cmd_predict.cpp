@@ -61,6 +61,10 @@ void run() {
     j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;
     j["capacity_bytes"] = p.capacity_bytes;
     j["feasible"] = p.feasible;
+    const Throughput tp = throughput(p, s, r.system, r.settings);
+    j["model_tflops_per_device"] = tp.model_tflops_per_device;
+    j["mfu"] = tp.mfu;
+    j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;
     if (has_iv) {  // central 80 % and 90 % prediction intervals: percentiles 10/90 and 5/95
       j["iteration_time_s_p05"] = iv.time_s_90.lower;
       j["iteration_time_s_p10"] = iv.time_s_80.lower;
@@ -127,6 +131,9 @@ void run() {
                              ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"
                        : std::string())
             << "\n"
+            << "throughput      " << fmt(throughput(p, s, r.system, r.settings).tokens_per_s_per_device, 0)
+            << " tokens/s per device, " << fmt(throughput(p, s, r.system, r.settings).model_tflops_per_device, 0)
+            << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"
             << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
             << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
   std::vector<std::vector<std::string>> terms;

@@ -91,6 +91,23 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
   return out;
 }
 
+// The practitioners' figures of a ranked candidate (re-simulated: the sweep keeps only time and memory).
+Throughput throughput_of(const Model& model, const search::Space& space, const search::Entry& e,
+                         const search::SweepOptions& o) {
+  const auto c = space.at(e.index);
+  const search::Scenario& s = space.scenarios()[c.scenario];
+  SimOptions so;
+  so.validity = o.validity;
+  so.validity.devices_per_node = s.system.devices_per_node;
+  return throughput(simulate(model, c.strategy, s.system, s.settings, s.params, so), c.strategy, s.system, s.settings);
+}
+
+// The objective as its name says: the sweep minimises device-seconds per token for the tokens objective, the
+// user reads tokens per second per device.
+double objective_shown(search::Objective obj, double value) {
+  return obj == search::Objective::tokens_per_device && value > 0 ? 1.0 / value : value;
+}
+
 void write_results(const std::string& file, const search::Space& space, const search::SweepResult& r,
                    const search::SweepOptions& o, const io::Json& provenance,
                    const std::vector<std::optional<calib::CandidateRisk>>& risk) {
@@ -153,6 +170,16 @@ void write_results(const std::string& file, const search::Space& space, const se
         w.attr(g + "/breakdown/" + term.name, "kind", std::string(to_string(term.kind)));
         w.attr(g + "/breakdown/" + term.name, "doc", std::string(term.doc));
       }
+      std::vector<double> mfu, tflops, tokens;
+      for (const auto& e : es) {
+        const Throughput tp = throughput_of(space.model(), space, e, o);
+        mfu.push_back(tp.mfu);
+        tflops.push_back(tp.model_tflops_per_device);
+        tokens.push_back(tp.tokens_per_s_per_device);
+      }
+      w.write(g + "/mfu", mfu);
+      w.write(g + "/model_tflops_per_device", tflops);
+      w.write(g + "/tokens_per_s_per_device", tokens);
       if (!risk.empty() && risk[0]) {  // NaN where a candidate's θ has no covariance
         std::vector<double> pf, pw, t90;
         for (const auto& x : risk) {
@@ -348,11 +375,15 @@ void run() {
     for (std::size_t i = 0; i < r.ranking.size(); ++i) {
       const auto& e = r.ranking[i];
       const auto c = space.at(e.index);
+      const Throughput tp = throughput_of(model, space, e, o);
       io::Json row{{"config_name", config_name(c.strategy)},
                    {"scenario", space.scenarios()[c.scenario].label},
                    {"iteration_time_s", e.time_s},
                    {"max_peak_memory_bytes", e.peak_bytes},
-                   {"objective", e.objective}};
+                   {"objective", e.objective},
+                   {"mfu", tp.mfu},
+                   {"model_tflops_per_device", tp.model_tflops_per_device},
+                   {"tokens_per_s_per_device", tp.tokens_per_s_per_device}};
       if (risk[i]) {
         row["p_fits"] = std::isnan(risk[i]->p_fits) ? io::Json(nullptr) : io::Json(risk[i]->p_fits);
         row["p_within_5pct_of_best"] = risk[i]->p_within_5pct;
@@ -370,16 +401,17 @@ void run() {
   for (std::size_t i = 0; i < r.ranking.size(); ++i) {
     const auto& e = r.ranking[i];
     const auto c = space.at(e.index);
+    const Throughput tp = throughput_of(model, space, e, o);
     rows.push_back({std::to_string(i + 1), config_name(c.strategy), space.scenarios()[c.scenario].label,
-                    fmt(e.time_s, 3), gib(e.peak_bytes), fmt(e.objective, 4),
-                    risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
+                    fmt(e.time_s, 3), gib(e.peak_bytes), fmt(objective_shown(o.objective, e.objective), 4),
+                    fmt(100 * tp.mfu, 1), risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
                     risk[i] ? fmt(risk[i]->p_within_5pct, 2) : "-"});
   }
   std::cout << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
             << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
             << " fit in memory, Pareto front " << r.pareto.size() << "\n"
-            << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective), "P(fits)",
-                      "P(<=5% of #1)"},
+            << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %",
+                      "P(fits)", "P(<=5% of #1)"},
                      rows);
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)

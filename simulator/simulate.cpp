@@ -204,6 +204,7 @@ LayerActivation layer_activation_from(const Ctx& c, bool moe) {
 // Time of one layer's passes for one micro-batch. Communication is split into exposed and hidden per group.
 struct LayerTime {
   double fwd_compute, bwd_compute, recompute, attn_fwd;
+  double model_flops;  // 3x the forward GEMM FLOPs of the layer (model FLOPs, no recompute)
   double tp_fwd, tp_bwd, tp_hidden, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
 };
 
@@ -216,6 +217,9 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   double gemm_fwd = 0, gemm_bwd = 0;
   visit_layer_ops(c, moe, [&](const Gemm& g) {
     const GemmTime gt = gemm_time(c, g);
+    // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks.
+    const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
+    lt.model_flops += 3 * 2 * g.batch * g.m * g.n * g.k * causal;
     call[role_index(g.role)] += gt.call;
     gemm_fwd += gt.forward;
     gemm_bwd += gt.backward;
@@ -437,6 +441,11 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.mtp_layers = sl.mtp;
     const EdgeTime e = edge_time(c, is_first, is_last);
     st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * head_only.fwd;
+    const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
+    pr.model_flops_per_device +=
+        static_cast<double>(mb) *
+        (ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0)) /
+        static_cast<double>(pp);
     st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * head_only.bwd;
     st.recompute_s = ld * dense_t.recompute + lm * moe_t.recompute;
     st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd;
@@ -549,6 +558,16 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   pr.capacity_bytes = sys.hbm_capacity_bytes;
   pr.feasible = pr.max_peak_memory_bytes <= capacity;
   return pr;
+}
+
+Throughput throughput(const Prediction& p, const Strategy& s, const System& sys, const TrainingSettings& t) {
+  Throughput out;
+  if (!p.ok() || !(p.iteration_time_s > 0)) return out;
+  out.model_tflops_per_device = p.model_flops_per_device / p.iteration_time_s / 1e12;
+  out.mfu = p.model_flops_per_device / p.iteration_time_s / sys.peak_flops(t.precision);
+  out.tokens_per_s_per_device = static_cast<double>(t.global_batch_size) * static_cast<double>(t.seq_length) /
+                                (p.iteration_time_s * static_cast<double>(s.devices()));
+  return out;
 }
 
 double predict_gemm_us(const System& sys, Precision dtype, const PlatformParams& p, double batch, double m, double n,

@@ -101,6 +101,10 @@ struct LayerTiming {
 
 struct Prediction {
   Rejection rejection = Rejection::ok;  // not ok: nothing else is set
+  // Model FLOPs of one iteration per device: three times the forward GEMM FLOPs of the op list (forward, input and
+  // weight gradients), causal attention counted at half, recomputation not counted (the MFU convention of
+  // Chowdhery et al. 2022 / Narayanan et al. 2021 without their recompute term).
+  double model_flops_per_device = 0;
   SplitKind pipeline_split = SplitKind::even;
   LayerTiming layer;
   double iteration_time_s = 0;
@@ -124,6 +128,13 @@ struct SimOptions {
 
 Prediction simulate(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
                     const PlatformParams& p, const SimOptions& o = {});
+
+// The figures practitioners compare: model TFLOP/s per device, MFU (against the training precision's dense
+// peak: FP8 runs against the FP8 peak) and tokens per second per device.
+struct Throughput {
+  double model_tflops_per_device = 0, mfu = 0, tokens_per_s_per_device = 0;
+};
+Throughput throughput(const Prediction& p, const Strategy& s, const System& sys, const TrainingSettings& t);
 
 // Megatron rank order: tensor fastest, then context, then data (expert inside data), then pipeline.
 struct RankCoord {

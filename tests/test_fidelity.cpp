@@ -352,3 +352,21 @@ TEST(Fidelity, BatchLevelMoeOverlapHidesExpertAllToAllUnderTheOtherMicroBatch) {
   EXPECT_DOUBLE_EQ(ovl.stages[1].forward_compute_s, plain.stages[1].forward_compute_s);
   EXPECT_LT(ovl.stages[1].ep_comm_s, plain.stages[1].ep_comm_s);
 }
+
+TEST(Fidelity, ModelFlopsFollowSixNPlusAttention) {
+  // Dense GPT, no recompute: model FLOPs = 6·N·tokens + causal attention 6·L·s·h·tokens (Narayanan et al. 2021
+  // Eq. 3 without its recompute term), per device.
+  const Model m = preset("GPT-3-175B");
+  TrainingSettings t;
+  t.seq_length = 2048;
+  t.global_batch_size = 1536;
+  const Strategy s = strat(8, 8, 8);
+  const Prediction p = simulate(m, s, a100(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  const double tokens = 1536.0 * 2048, L = 96, h = 12288, V = 51200;
+  const double f = 72 * 1536.0 * 2048 * L * h * h * (1 + 2048 / (12 * h) + V / (12 * L * h));  // 6·N·T form
+  EXPECT_NEAR(p.model_flops_per_device, f / s.devices(), 0.03 * f / s.devices());
+  const Throughput tp = throughput(p, s, a100(), t);
+  EXPECT_NEAR(tp.tokens_per_s_per_device, tokens / (p.iteration_time_s * 512), 1e-9);
+  EXPECT_NEAR(tp.mfu, tp.model_tflops_per_device * 1e12 / a100().peak_flops(t.precision), 1e-12);
+}
