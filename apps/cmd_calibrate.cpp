@@ -358,7 +358,9 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--local-evals", co.fit.local_evals, "evaluations of each local polish")
       ->check(CLI::Range(0, 10000000));
   cmd->add_option("--starts", co.fit.starts, "local polishes (multi-start)")->check(CLI::Range(1, 1000));
-  cmd->add_option("--ftol-rel", co.fit.ftol_rel, "relative objective tolerance")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--ftol-rel", co.fit.ftol_rel, "relative objective tolerance")
+      ->check(finite_number())
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--global-algorithm", co.fit.global_algorithm, "GN_CRS2_LM, GN_ISRES, GN_DIRECT_L, GN_ESCH");
   cmd->add_option("--local-algorithm", co.fit.local_algorithm, "LN_BOBYQA, LN_SBPLX, LN_NELDERMEAD, LN_COBYLA");
   cmd->add_option("--weight-time", co.weights.time, "objective weight of iteration time")->check(CLI::Range(0.0, 1e6));

@@ -258,6 +258,8 @@ void run() {
           s.settings.seq_length = seq;
           s.settings.global_batch_size = gbs;
           s.settings.micro_batch_size = 1;
+          if (auto why = validate(s.settings); !why.empty())  // the same checks as predict
+            throw io::InputError("command line", 0, "--seq/--global-batch", why);
           s.label = base.system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
                     std::to_string(gbs);
           scen.push_back(s);
@@ -437,12 +439,14 @@ void register_search(CLI::App& app) {
   cmd->add_option("--objective", sc.objective, "time, tokens (per device) or device-hours")
       ->check(CLI::IsMember({"time", "tokens", "device-hours"}));
   cmd->add_option("--token-budget", sc.token_budget, "tokens for the device-hours objective")
+      ->check(finite_number())
       ->check(CLI::PositiveNumber);
   cmd->add_option("--rank-by", sc.rank_by,
                   "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
                   "P(fits) is n/a when the θ was fitted without memory measurements)")
       ->check(CLI::IsMember({"objective", "risk"}));
   cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")
+      ->check(finite_number())
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--tp", sc.tp, "restrict tensor parallel")->delimiter(',');
   cmd->add_option("--pp", sc.pp, "restrict pipeline parallel")->delimiter(',');
@@ -456,10 +460,12 @@ void register_search(CLI::App& app) {
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");
   cmd->add_flag("--allow-uneven-layers", sc.uneven, "let pipeline stages differ by one layer");
-  cmd->add_option("--chunk", sc.chunk, "candidates per work chunk (default: automatic)");
+  cmd->add_option("--chunk", sc.chunk, "candidates per work chunk (default: automatic)")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
   cmd->add_flag("--write-all", sc.write_all, "also write every evaluated configuration");
   cmd->add_option("--checkpoint-dir", sc.checkpoint_dir, "checkpoint folder (default: <out>.ckpt)");
   cmd->add_option("--checkpoint-every", sc.checkpoint_every, "seconds between checkpoints")
+      ->check(finite_number())
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_flag("--resume", sc.resume, "continue from the checkpoints of an interrupted run");
   cmd->add_flag("--quiet", sc.quiet, "no progress output");

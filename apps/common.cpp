@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace lmsim::app {
@@ -121,6 +122,18 @@ Resolved resolve(const RunOptions& o) {
   else
     spdlog::info("using {}", r.params_source);
   return r;
+}
+
+const CLI::Validator& finite_number() {
+  static const CLI::Validator v(
+      [](std::string& text) {
+        double d = 0;
+        if (!io::parse_number(text, d) || !std::isfinite(d))
+          return std::string("'" + text + "' is not a finite number");
+        return std::string();
+      },
+      "FINITE");
+  return v;
 }
 
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {

@@ -35,6 +35,9 @@ std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file
 io::Json uncertainty_json(const calib::Uncertainty& u);
 Resolved resolve(const RunOptions& o);
 
+// A command-line number that must be finite (CLI11's ranges let NaN through: NaN compares false).
+const CLI::Validator& finite_number();
+
 // Prints rows as an aligned text table.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string fmt(double v, int prec = 3);

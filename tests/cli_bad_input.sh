@@ -20,6 +20,17 @@ expect 0 "predict" --help
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "recompute field" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+# Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
+srch=(search --model Llama-3-8B --system h100_sxm_80g --devices 8 --top 1)
+expect 2 "not a finite number" "${srch[@]}" --token-budget nan
+expect 2 "not a finite number" "${srch[@]}" --memory-margin inf
+expect 2 "not a finite number" "${srch[@]}" --checkpoint-every nan
+expect 2 "not in range" "${srch[@]}" --chunk -1
+expect 2 "global_batch_size" "${srch[@]}" --global-batch 1099511627776
+expect 2 "not a finite number" calibrate --platform gpu --out "$tmp/x.json" --ftol-rel nan
+expect 2 "no such parameter" calibrate --platform gpu --out "$tmp/x.json" --fix nope=1
+expect 2 "is not a number in" calibrate --platform gpu --out "$tmp/x.json" --fix kernel_launch_us=-4
+[ -e "$tmp/x.json" ] && { echo "FAIL: calibrate wrote output after bad input"; fail=1; }
 expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC --stack gpu
 expect 2 "uses 8 devices" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --devices 16
 expect 2 "no bf16" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16"}')
