@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/common.hpp"
+#include "apps/emit.hpp"
 
 namespace lmsim::app {
 
@@ -9,7 +10,7 @@ namespace {
 RunOptions opt;
 std::string strategy_name;
 bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
-std::string gemm_csv;
+std::string gemm_csv, emit;
 
 template <class Owner, std::size_t N>
 io::Json terms_json(const Owner& x, const std::array<TermInfo<Owner>, N>& terms) {
@@ -56,6 +57,8 @@ void run() {
     j["settings"] = io::to_json(r.settings);
     j["params"] = io::to_json(r.params);
     j["params_source"] = r.params_source;
+    if (!emit.empty())
+      j["emit"] = {{"framework", emit}, {"flags", emit_flags(emit, r.model, s, r.settings, allow_uneven)}};
     j["iteration_time_s"] = p.iteration_time_s;
     j["peak_memory_bytes"] = mem;
     j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;
@@ -123,6 +126,10 @@ void run() {
     std::cout << j.dump(1) << "\n";
     return;
   }
+  if (!emit.empty()) {  // the flags alone, so they can be pasted or piped
+    std::cout << emit_flags(emit, r.model, s, r.settings, allow_uneven) << "\n";
+    return;
+  }
   std::cout << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
             << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
             << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
@@ -178,6 +185,8 @@ void register_predict(CLI::App& app) {
                   "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")
       ->required();
   cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");
+  cmd->add_option("--emit", emit, "print the strategy as megatron, nemo or mindspeed flags")
+      ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));
   cmd->add_option("--gemms-csv", gemm_csv, "write the predicted GEMMs as a matrix_operator_latency-style CSV");
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");

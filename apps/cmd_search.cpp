@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/common.hpp"
+#include "apps/emit.hpp"
 #include "search/search.hpp"
 
 namespace lmsim::app {
@@ -14,7 +15,7 @@ namespace lmsim::app {
 namespace {
 
 struct SearchCli {
-  std::string model, out, objective = "time", stack, settings_file, checkpoint_dir, rank_by = "objective";
+  std::string model, out, objective = "time", stack, settings_file, checkpoint_dir, rank_by = "objective", emit;
   std::vector<std::string> systems, params, recompute;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
@@ -394,6 +395,12 @@ void run() {
       rk.push_back(row);
     }
     j["ranking"] = rk;
+    if (!sc.emit.empty() && !r.ranking.empty()) {
+      const auto c = space.at(r.ranking[0].index);
+      j["emit"] = {
+          {"framework", sc.emit},
+          {"flags", emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven)}};
+    }
     j["pareto_size"] = r.pareto.size();
     j["output"] = sc.out;
     std::cout << j.dump(1) << "\n";
@@ -419,6 +426,11 @@ void run() {
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
   if (!rej.empty()) std::cout << "\nrejected:\n" << table({"reason", "count"}, rej);
+  if (!sc.emit.empty() && !r.ranking.empty()) {
+    const auto c = space.at(r.ranking[0].index);
+    std::cout << "\n#1 as " << sc.emit << " flags:\n"
+              << emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven) << "\n";
+  }
   if (!sc.out.empty()) std::cout << "wrote " << sc.out << "\n";
 }
 }  // namespace
@@ -445,6 +457,8 @@ void register_search(CLI::App& app) {
                   "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
                   "P(fits) is n/a when the θ was fitted without memory measurements)")
       ->check(CLI::IsMember({"objective", "risk"}));
+  cmd->add_option("--emit", sc.emit, "print the best candidate as megatron, nemo or mindspeed flags")
+      ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));
   cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")
       ->check(finite_number())
       ->check(CLI::Range(0.0, 1e6));

@@ -1,0 +1,80 @@
+#include "apps/emit.hpp"
+
+#include "io/error.hpp"
+
+namespace lmsim::app {
+
+namespace {
+std::string n(std::int64_t v) { return std::to_string(v); }
+}  // namespace
+
+std::string emit_flags(const std::string& framework, const Model& m, const Strategy& s, const TrainingSettings& t,
+                       bool allow_uneven_layers) {
+  const ResolvedStrategy r = resolve(s, t);
+  const auto split = pipeline_split(m, s, allow_uneven_layers);
+  std::string out;
+  auto add = [&](const std::string& f) { out += (out.empty() ? "" : " ") + f; };
+  if (framework == "megatron" || framework == "mindspeed") {
+    add("--tensor-model-parallel-size " + n(s.tensor_parallel));
+    add("--pipeline-model-parallel-size " + n(s.pipeline_parallel));
+    add("--context-parallel-size " + n(s.context_parallel));
+    if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
+    if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
+      add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
+    else if (s.virtual_pipeline > 1)
+      add("--num-virtual-stages-per-pipeline-rank " + n(s.virtual_pipeline));
+    if (split && split->kind == SplitKind::embedding_loss)
+      add("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split");
+    if (split && split->kind == SplitKind::explicit_layers)
+      add("--decoder-first-pipeline-num-layers " + n(split->first) + " --decoder-last-pipeline-num-layers " +
+          n(split->last));
+    if (r.sequence_parallel) add("--sequence-parallel");
+    if (s.recompute == Recompute::full)
+      add("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    if (s.recompute == Recompute::selective) add("--recompute-granularity selective");
+    if (r.distributed_optimizer) add("--use-distributed-optimizer");
+    if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
+    if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
+    if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
+    if (t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--overlap-p2p-communication");
+    if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
+    if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
+    if (t.precision == Precision::bf16) add("--bf16");
+    if (t.precision == Precision::fp16) add("--fp16");
+    if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
+    if (t.flash_attention) add(framework == "mindspeed" ? "--use-flash-attn" : "--attention-backend flash");
+    add("--micro-batch-size " + n(r.micro_batch_size));
+    add("--global-batch-size " + n(t.global_batch_size));
+    add("--seq-length " + n(t.seq_length));
+    return out;
+  }
+  if (framework == "nemo") {
+    add("trainer.strategy.tensor_model_parallel_size=" + n(s.tensor_parallel));
+    add("trainer.strategy.pipeline_model_parallel_size=" + n(s.pipeline_parallel));
+    add("trainer.strategy.virtual_pipeline_model_parallel_size=" +
+        (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
+    add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
+    add("trainer.strategy.expert_model_parallel_size=" + n(s.expert_parallel));
+    add(std::string("trainer.strategy.sequence_parallel=") + (r.sequence_parallel ? "true" : "false"));
+    if (split && split->kind == SplitKind::embedding_loss)
+      add("model.config.account_for_embedding_in_pipeline_split=true "
+          "model.config.account_for_loss_in_pipeline_split=true");
+    if (split && split->kind == SplitKind::explicit_layers)
+      add("model.config.num_layers_in_first_pipeline_stage=" + n(split->first) +
+          " model.config.num_layers_in_last_pipeline_stage=" + n(split->last));
+    if (s.recompute == Recompute::full)
+      add("model.config.recompute_granularity=full model.config.recompute_method=uniform "
+          "model.config.recompute_num_layers=1");
+    if (s.recompute == Recompute::selective) add("model.config.recompute_granularity=selective");
+    add(std::string("optim.config.use_distributed_optimizer=") + (r.distributed_optimizer ? "true" : "false"));
+    if (t.tp_comm_overlap && r.sequence_parallel) add("model.config.tp_comm_overlap=true");
+    if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");
+    add("data.micro_batch_size=" + n(r.micro_batch_size));
+    add("data.global_batch_size=" + n(t.global_batch_size));
+    add("data.seq_length=" + n(t.seq_length));
+    return out;
+  }
+  throw io::InputError("--emit", 0, "emit", "'" + framework + "' is not megatron, nemo or mindspeed");
+}
+
+}  // namespace lmsim::app

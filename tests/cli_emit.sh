@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `--emit`: the strategy as each framework's flags, consistent with the configuration name.
+set -euo pipefail
+lmsim=$1
+fail() { echo "FAIL: $*"; exit 1; }
+run() { "$lmsim" --log-level error predict --model Llama-3.1-405B --system h100_sxm_80g --seq 8192 --global-batch 512 "$@"; }
+m=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron)
+for f in "--tensor-model-parallel-size 8" "--pipeline-model-parallel-size 8" "--context-parallel-size 2" \
+         "--num-virtual-stages-per-pipeline-rank 8" "--account-for-embedding-in-pipeline-split" \
+         "--account-for-loss-in-pipeline-split" "--sequence-parallel" "--recompute-granularity full" \
+         "--use-distributed-optimizer" "--micro-batch-size 1" "--global-batch-size 512" "--seq-length 8192"; do
+  [[ "$m" == *"$f"* ]] || fail "megatron flags lack '$f': $m"
+done
+n=$(run --strategy dp8-tp8-pp8-cp2-selRC-vpp8-nosp --emit nemo)
+[[ "$n" == *"trainer.strategy.virtual_pipeline_model_parallel_size=8"* ]] || fail "nemo vpp: $n"
+[[ "$n" == *"trainer.strategy.sequence_parallel=false"* ]] || fail "nemo sp: $n"
+[[ "$n" == *"model.config.recompute_granularity=selective"* ]] || fail "nemo recompute: $n"
+e=$(run --strategy dp8-tp8-pp8-cp2-noRC-first15-last15-sp --emit mindspeed)
+[[ "$e" == *"--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15"* ]] || fail "uneven: $e"
+[[ "$e" != *"--recompute"* ]] || fail "noRC emitted recompute: $e"
+j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron --json)
+python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framework']=='megatron' and '--sequence-parallel' in j['emit']['flags']" "$j" || fail "json emit"
+echo "cli_emit: all checks passed"
