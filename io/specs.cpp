@@ -146,6 +146,108 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
   return m;
 }
 
+bool is_hf_config(const Json& j) { return j.is_object() && (j.contains("architectures") || j.contains("model_type")); }
+
+Model model_from_hf_config(const Json& j, const std::string& file) {
+  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+                             j["architectures"][0].is_string()
+                         ? j["architectures"][0].get<std::string>()
+                         : "";
+  const std::string type =
+      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  auto need = [&](const char* key) -> const Json& {
+    if (!j.contains(key))
+      throw InputError(file, 0, key, "HuggingFace config lacks '" + std::string(key) + "' (" + arch + ")");
+    return j[key];
+  };
+  auto integer = [&](const char* key, std::int64_t lo, std::int64_t hi) {
+    const Json& v = need(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+      throw InputError(file, 0, key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v.get<std::int64_t>();
+  };
+  auto integer_or = [&](const char* key, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
+    return j.contains(key) && !j[key].is_null() ? integer(key, lo, hi) : dflt;
+  };
+  auto flag_or = [&](const char* key, bool dflt) {
+    if (!j.contains(key) || j[key].is_null()) return dflt;
+    if (!j[key].is_boolean()) throw InputError(file, 0, key, "expected true or false");
+    return j[key].get<bool>();
+  };
+  struct Family {
+    const char *arch, *type;
+  };
+  const Family families[] = {{"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "mistral"},
+                             {"MixtralForCausalLM", "mixtral"}, {"Qwen2ForCausalLM", "qwen2"},
+                             {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3_moe"},
+                             {"Gemma2ForCausalLM", "gemma2"},   {"DeepseekV3ForCausalLM", "deepseek_v3"}};
+  std::string family;
+  for (const auto& f : families)
+    if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;
+  if (family.empty()) {
+    std::string list;
+    for (const auto& f : families) list += (list.empty() ? "" : ", ") + std::string(f.arch);
+    throw InputError(
+        file, 0, "architectures",
+        "'" + (arch.empty() ? type : arch) + "' is not a supported architecture (supported: " + list + ")");
+  }
+  Model m;
+  m.name =
+      j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty()
+          ? j["_name_or_path"].get<std::string>()
+          : std::filesystem::path(file).parent_path().filename().string();
+  if (m.name.empty()) m.name = family;
+  m.hidden_size = integer("hidden_size", 1, 1 << 20);
+  m.num_layers = integer("num_hidden_layers", 1, 4096);
+  m.num_attention_heads = integer("num_attention_heads", 1, 4096);
+  m.num_kv_heads = integer_or("num_key_value_heads", 1, 4096, m.num_attention_heads);
+  m.head_dim = integer_or("head_dim", 1, 1 << 16, m.hidden_size / m.num_attention_heads);
+  m.vocab_size = integer("vocab_size", 1, 1 << 24);
+  m.tied_embeddings = flag_or("tie_word_embeddings", family == "gemma2");  // transformers' per-family default
+  m.norm = Norm::rmsnorm;
+  const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>()
+                          : j.contains("hidden_activation") && j["hidden_activation"].is_string()
+                              ? j["hidden_activation"].get<std::string>()
+                              : "silu";
+  m.activation = act.rfind("gelu", 0) == 0 ? Activation::geglu : Activation::swiglu;  // every family here is gated
+  m.qkv_bias = family == "qwen2" || flag_or("attention_bias", false);
+  m.qk_norm = family == "qwen3" || family == "qwen3_moe";
+  m.post_norms = family == "gemma2";
+  if (family == "mixtral") {
+    m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
+    m.num_experts = integer("num_local_experts", 1, 65536);
+    m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
+    m.moe_ffn_hidden_size = m.ffn_hidden_size;
+  } else if (family == "qwen3_moe") {
+    m.ffn_hidden_size = integer_or("intermediate_size", 0, 1 << 22, 0);
+    m.num_experts = integer("num_experts", 1, 65536);
+    m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
+    m.moe_ffn_hidden_size = integer("moe_intermediate_size", 1, 1 << 22);
+    m.moe_layer_frequency = integer_or("decoder_sparse_step", 1, 4096, 1);
+    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
+      throw InputError(file, 0, "mlp_only_layers",
+                       "dense layers inside a MoE stack are not supported; give a model JSON");
+  } else if (family == "deepseek_v3") {
+    m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
+    m.num_experts = integer("n_routed_experts", 1, 65536);
+    m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
+    m.moe_ffn_hidden_size = integer("moe_intermediate_size", 1, 1 << 22);
+    m.num_shared_experts = integer_or("n_shared_experts", 0, 64, 0);
+    m.first_dense_layers = integer_or("first_k_dense_replace", 0, 4096, 0);
+    m.moe_layer_frequency = integer_or("moe_layer_freq", 1, 4096, 1);
+    m.q_lora_rank = integer_or("q_lora_rank", 0, 1 << 16, 0);
+    m.kv_lora_rank = integer("kv_lora_rank", 1, 1 << 16);
+    m.qk_rope_head_dim = integer("qk_rope_head_dim", 1, 1 << 12);
+    m.head_dim = integer("qk_nope_head_dim", 1, 1 << 12);
+    m.v_head_dim = integer("v_head_dim", 1, 1 << 12);
+    m.mtp_layers = integer_or("num_nextn_predict_layers", 0, 16, 0);
+  } else {
+    m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
+  }
+  if (auto why = validate(m); !why.empty()) throw InputError(file, 0, "(model)", why);
+  return m;
+}
+
 Json to_json(const Model& m) {
   Json j;
   j["name"] = m.name;
@@ -371,8 +473,10 @@ const SystemPreset* Presets::find_system(const std::string& name) const {
 
 Model resolve_model(const std::string& name) {
   if (const ModelPreset* mp = presets().find_model(name)) return mp->model;
-  if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name))
-    return model_from_json(parse_json_file(name), name);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name)) {
+    const Json j = parse_json_file(name);
+    return is_hf_config(j) ? model_from_hf_config(j, name) : model_from_json(j, name);
+  }
   std::string list;
   for (const auto& m : presets().models) list += (list.empty() ? "" : ", ") + m.model.name;
   throw InputError("--model", 0, "", "unknown model '" + name + "' (not a preset, not a .json file). Presets: " + list);

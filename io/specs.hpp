@@ -40,6 +40,10 @@ struct SystemPreset {
 };
 
 Model model_from_json(const Json& j, const std::string& file, const std::string& path = "");
+// A HuggingFace `config.json` (Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma-2, DeepSeek-V3 families).
+// Another architecture, or a missing key, is an input error naming it.
+Model model_from_hf_config(const Json& j, const std::string& file);
+bool is_hf_config(const Json& j);
 Json to_json(const Model& m);
 System system_from_json(const Json& j, const std::string& file, const std::string& path = "",
                         PlatformParams* defaults = nullptr);

@@ -125,7 +125,8 @@ TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
       s.root / "processed_gpu" / (kSetting + "_tp_pp_sweep_cp1_gpu") / "training_settings.json";
   spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"bf16\"}");
   EXPECT_THROW(io::read_dataset(s.root.string()), io::InputError);
-  spit(gpu_settings, "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"fp16\", \"flash_attention\": true}");
+  spit(gpu_settings,
+       "{\"seq_length\": 32768, \"global_batch_size\": 8, \"precision\": \"fp16\", \"flash_attention\": true}");
   const io::Dataset d = io::read_dataset(s.root.string());
   ASSERT_EQ(d.collections.size(), 2u);
   const io::Collection* g = d.find(kSetting, "gpu");
@@ -351,4 +352,49 @@ TEST(Hdf5, WritesAtomicallyAndReadsBack) {
     w.write("/x", std::vector<double>{1});
   }  // abandoned without commit
   EXPECT_FALSE(fs::exists(f));
+}
+
+TEST(HuggingFace, ConfigPredictsExactlyLikeThePreset) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  const std::pair<const char*, const char*> pairs[] = {{"llama3_8b", "Llama-3-8B"},
+                                                       {"qwen3_1p7b", "Qwen3-1.7B"},
+                                                       {"qwen3_30b_a3b", "Qwen3-30B-A3B"},
+                                                       {"gemma2_9b", "Gemma-2-9B"},
+                                                       {"deepseek_v3", "DeepSeek-V3"}};
+  const System& sys = io::presets().find_system("h100_sxm_80g")->system;
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 256;
+  for (const auto& [folder, preset] : pairs) {
+    const Model hf = io::resolve_model(dir + folder + "/config.json");
+    const Model& pm = io::presets().find_model(preset)->model;
+    Strategy s;
+    s.data_parallel = 4;
+    s.tensor_parallel = 2;
+    s.pipeline_parallel = 2;
+    if (pm.is_moe()) s.expert_parallel = 4;
+    const Prediction a = simulate(hf, s, sys, t, PlatformParams{}), b = simulate(pm, s, sys, t, PlatformParams{});
+    ASSERT_TRUE(a.ok() && b.ok()) << folder;
+    EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s) << folder;
+    EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes) << folder;
+    EXPECT_DOUBLE_EQ(count_params(hf).total, count_params(pm).total) << folder;
+  }
+}
+
+TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  try {
+    io::resolve_model(dir + "phi3/config.json");
+    ADD_FAILURE();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "architectures");
+    EXPECT_NE(std::string(e.what()).find("Phi3ForCausalLM"), std::string::npos);
+  }
+  const io::Json j = io::Json::parse(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096})");
+  try {
+    io::model_from_hf_config(j, "config.json");
+    ADD_FAILURE();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "num_hidden_layers");
+  }
 }
