@@ -297,8 +297,14 @@ void run() {
     rep["coverage"] = coverage;
   }
   out["report"] = rep;
-  io::write_file_atomic(co.out, out.dump(1) + "\n");
+  // All outputs or none: the report first (the likelier to fail), then θ; a failed θ write takes the report back.
   if (!co.report.empty()) write_h5(co.report, pb, fr, sets, out["provenance"]);
+  try {
+    io::write_file_atomic(co.out, out.dump(1) + "\n");
+  } catch (...) {
+    if (!co.report.empty() && io::check_output(co.report) == io::OutputMode::replace) std::remove(co.report.c_str());
+    throw;
+  }
   if (co.json) {
     std::cout << out.dump(1) << "\n";
     return;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -15,7 +16,45 @@
 
 namespace lmsim::io {
 
+namespace {
+std::mutex& inputs_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::string>& inputs() {
+  static std::set<std::string> s;
+  return s;
+}
+std::string canonical_or_same(const std::string& path) {
+  std::error_code ec;
+  const auto c = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : c.string();
+}
+}  // namespace
+
+void note_input(const std::string& path) {
+  const std::string c = canonical_or_same(path);
+  std::lock_guard<std::mutex> lock(inputs_mutex());
+  inputs().insert(c);
+}
+
+OutputMode check_output(const std::string& path) {
+  const std::string c = canonical_or_same(path);
+  {
+    std::lock_guard<std::mutex> lock(inputs_mutex());
+    if (inputs().count(c)) throw InputError(path, 0, "", "is also an input of this run: refusing to overwrite it");
+  }
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return OutputMode::replace;
+  if (std::filesystem::is_character_file(st)) return OutputMode::write_through;
+  if (!std::filesystem::is_regular_file(st))
+    throw InputError(path, 0, "", "exists and is not a regular file (a folder, FIFO or socket): not replaced");
+  return OutputMode::replace;
+}
+
 std::string read_file(const std::string& path) {
+  note_input(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw InputError(path, 0, "", "file does not exist");
   if (std::filesystem::is_directory(path, ec)) throw InputError(path, 0, "", "is a directory, expected a file");
@@ -27,6 +66,13 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
+  if (check_output(path) == OutputMode::write_through) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) throw InputError(path, 0, "", "write failed");
+    return;
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

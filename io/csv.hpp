@@ -36,8 +36,17 @@ CsvTable read_csv(const std::string& path, const std::vector<std::string>& requi
 // A strict number: the whole string must be a finite decimal number.
 bool parse_number(std::string_view s, double& out);
 
+// Reads a whole file; every path read is remembered as an input of this process (see check_output).
 std::string read_file(const std::string& path);
-// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
+void note_input(const std::string& path);
+
+// Output safety, the one rule every writer follows: an output may not resolve to a file this process read as
+// input, nor to an existing folder, FIFO or socket; a character device (/dev/null, /dev/stdout) is written
+// through, never replaced; anything else is replaced atomically (temporary file in the same folder, renamed).
+enum class OutputMode { replace, write_through };
+OutputMode check_output(const std::string& path);
+
+// Writes `text` to `path` under check_output's rule.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace lmsim::io

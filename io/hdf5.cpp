@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
+#include "io/csv.hpp"
 #include "io/error.hpp"
 
 namespace lmsim::io {
@@ -70,6 +72,7 @@ struct ReadFile {
   hid_t id;
   explicit ReadFile(const std::string& f) {
     if (!std::filesystem::exists(f)) throw InputError(f, 0, "", "HDF5 file does not exist");
+    note_input(f);
     id = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (id < 0) throw InputError(f, 0, "", "not an HDF5 file");
   }
@@ -91,9 +94,12 @@ hid_t open_ds(hid_t f, const std::string& file, const std::string& path, std::si
 
 H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through InputError
-  tmp_ = final_ + ".tmp." + std::to_string(::getpid());
+  write_through_ = check_output(final_) == OutputMode::write_through;
+  tmp_ = write_through_
+             ? (std::filesystem::temp_directory_path() / ("lmsim." + std::to_string(::getpid()) + ".h5")).string()
+             : final_ + ".tmp." + std::to_string(::getpid());
   const auto parent = std::filesystem::path(final_).parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent))
+  if (!write_through_ && !parent.empty() && !std::filesystem::is_directory(parent))
     throw InputError(final_, 0, "", "output folder does not exist");
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) throw InputError(final_, 0, "", "cannot create HDF5 file");
@@ -139,6 +145,13 @@ void H5Writer::commit() {
     throw InputError(final_, 0, "", "closing the HDF5 file failed");
   }
   file_ = -1;
+  if (write_through_) {  // a device: stream the finished file into it, never replace it
+    std::ifstream in(tmp_, std::ios::binary);
+    std::ofstream out(final_, std::ios::binary);
+    out << in.rdbuf();
+    if (!out) throw InputError(final_, 0, "", "write failed");
+    return;  // the destructor removes the temporary file
+  }
   std::error_code ec;
   std::filesystem::rename(tmp_, final_, ec);
   if (ec) throw InputError(final_, 0, "", "cannot rename the finished file into place: " + ec.message());

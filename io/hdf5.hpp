@@ -32,6 +32,7 @@ class H5Writer {
   std::string final_, tmp_;
   std::int64_t file_ = -1;
   bool committed_ = false;
+  bool write_through_ = false;  // the target is a character device: build in the temp folder, then stream
 };
 
 // Read-back helpers (tests, tools). Throw InputError on a missing object.

@@ -6,5 +6,5 @@
 #include "io/dataset.hpp"
 #include "io/error.hpp"
 #include "io/hdf5.hpp"
-#include "io/specs.hpp"
 #include "io/published.hpp"
+#include "io/specs.hpp"

@@ -20,6 +20,20 @@ expect 0 "predict" --help
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "recompute field" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+# Outputs: a device is written through, never replaced; an output that is an input, or a folder, is refused.
+printf '{"params": {"kernel_launch_us": 5}}\n' > "$tmp/theta_in.json"
+expect 0 "" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --gemms-csv /dev/null
+[ -c /dev/null ] || { echo "FAIL: /dev/null is no longer a character device"; fail=1; }
+expect 2 "also an input" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC \
+  --params "$tmp/theta_in.json" --gemms-csv "$tmp/theta_in.json"
+grep -q kernel_launch_us "$tmp/theta_in.json" || { echo "FAIL: input overwritten"; fail=1; }
+expect 2 "also an input" calibrate --platform gpu --start "$tmp/theta_in.json" --out "$tmp/theta_in.json"
+mkdir -p "$tmp/adir"
+expect 2 "not a regular file" calibrate --platform gpu --out "$tmp/adir"
+expect 2 "not a regular file" calibrate --platform gpu --out "$tmp/ok.json" --report "$tmp/adir"
+[ -e "$tmp/ok.json" ] && { echo "FAIL: calibrate wrote --out although --report failed"; fail=1; }
+ls "$tmp" | grep -q "\.tmp\." && { echo "FAIL: temporary files left behind"; fail=1; }
+
 # Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
 srch=(search --model Llama-3-8B --system h100_sxm_80g --devices 8 --top 1)
 expect 2 "not a finite number" "${srch[@]}" --token-budget nan
