@@ -39,14 +39,14 @@ void note_input(const std::string& path) {
 }
 
 OutputMode check_output(const std::string& path) {
-  const std::string c = canonical_or_same(path);
-  {
-    std::lock_guard<std::mutex> lock(inputs_mutex());
-    if (inputs().count(c)) throw InputError(path, 0, "", "is also an input of this run: refusing to overwrite it");
-  }
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) return OutputMode::replace;
+  if (ec || !std::filesystem::exists(st)) return OutputMode::replace;  // nothing there to protect
+  {
+    std::lock_guard<std::mutex> lock(inputs_mutex());
+    if (inputs().count(canonical_or_same(path)))
+      throw InputError(path, 0, "", "is also an input of this run: refusing to overwrite it");
+  }
   if (std::filesystem::is_character_file(st)) return OutputMode::write_through;
   if (!std::filesystem::is_regular_file(st))
     throw InputError(path, 0, "", "exists and is not a regular file (a folder, FIFO or socket): not replaced");
