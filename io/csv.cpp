@@ -38,6 +38,12 @@ void note_input(const std::string& path) {
   inputs().insert(c);
 }
 
+void forget_input(const std::string& path) {
+  const std::string c = canonical_or_same(path);
+  std::lock_guard<std::mutex> lock(inputs_mutex());
+  inputs().erase(c);
+}
+
 OutputMode check_output(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);

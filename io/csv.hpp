@@ -39,6 +39,9 @@ bool parse_number(std::string_view s, double& out);
 // Reads a whole file; every path read is remembered as an input of this process (see check_output).
 std::string read_file(const std::string& path);
 void note_input(const std::string& path);
+// Library data read eagerly (the presets' shipped θ) is not an input of the run; a command that reads the same
+// file again registers it again.
+void forget_input(const std::string& path);
 
 // Output safety, the one rule every writer follows: an output may not resolve to a file this process read as
 // input, nor to an existing folder, FIFO or socket; a character device (/dev/null, /dev/stdout) is written

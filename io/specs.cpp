@@ -449,6 +449,7 @@ Presets load_presets(const std::string& dir) {
       if (!std::filesystem::exists(f))
         throw InputError(sf, 0, "systems[" + std::to_string(i) + "].calibrated_params", "no file " + f);
       sp.calibrated_params = load_params(f, sp.default_params);
+      forget_input(f);  // library data, not an input of the command that happens to load the presets
     }
     p.systems.push_back(std::move(sp));
   }
