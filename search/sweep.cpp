@@ -72,17 +72,42 @@ struct RankState {
   std::vector<Entry> entries;                    // top-k and Pareto candidates (merged lazily)
 };
 
-std::uint64_t fingerprint(const Space& s, std::uint64_t chunk) {
+// Everything that changes a search's results: the model's architecture (not just its name), every scenario's
+// system, training settings, θ and device count, the space's size and chunking, and every search option that
+// filters, scores or ranks. A resume with any of them changed is refused instead of mixing two searches.
+std::uint64_t fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions& o) {
+  std::ostringstream d;
+  d.precision(17);
+  const Model& m = s.model();
+  d << m.name << ' ' << m.hidden_size << ' ' << m.num_layers << ' ' << m.num_attention_heads << ' ' << m.num_kv_heads
+    << ' ' << m.head_dim << ' ' << m.ffn_hidden_size << ' ' << m.vocab_size << ' ' << m.tied_embeddings << ' '
+    << static_cast<int>(m.activation) << ' ' << static_cast<int>(m.norm) << ' ' << m.qkv_bias << m.qk_norm
+    << m.post_norms << ' ' << m.num_experts << ' ' << m.experts_per_token << ' ' << m.moe_ffn_hidden_size << ' '
+    << m.num_shared_experts << ' ' << m.first_dense_layers << ' ' << m.moe_layer_frequency << ' ' << m.mtp_layers << ' '
+    << m.q_lora_rank << ' ' << m.kv_lora_rank << ' ' << m.qk_rope_head_dim << ' ' << m.v_head_dim << '\n';
+  for (const auto& sc : s.scenarios()) {
+    const System& y = sc.system;
+    const TrainingSettings& t = sc.settings;
+    d << sc.label << ' ' << sc.devices << ' ' << y.name << ' ' << y.devices_per_node << ' ' << y.peak_flops_fp16 << ' '
+      << y.peak_flops_bf16 << ' ' << y.peak_flops_fp8 << ' ' << y.hbm_capacity_bytes << ' '
+      << y.hbm_bandwidth_bytes_per_s << ' ' << y.intra_node.bandwidth_bytes_per_s << ' ' << y.intra_node.latency_s
+      << ' ' << y.inter_node.bandwidth_bytes_per_s << ' ' << y.inter_node.latency_s << ' ' << y.gemm_layout_conversion
+      << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
+      << static_cast<int>(t.precision) << t.distributed_optimizer << t.flash_attention << t.fused_kernels
+      << t.sequence_parallel << t.dropout << t.fp32_gradients << t.tp_comm_overlap << t.overlap_grad_reduce
+      << t.overlap_param_gather << t.pipeline_scatter_gather << t.overlap_p2p_comm << t.overlap_moe_expert_parallel_comm
+      << ' ' << t.moe_load_imbalance;
+    for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
+    d << '\n';
+  }
+  d << s.size() << '/' << chunk << ' ' << static_cast<int>(o.objective) << ' ' << o.token_budget << ' '
+    << o.memory_margin_bytes << ' ' << o.top_k << ' ' << o.write_all << ' ' << o.validity.allow_cross_node_tp
+    << o.validity.allow_uneven_layers << o.validity.allow_padded_heads;
   std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](const std::string& t) {
-    for (unsigned char ch : t) {
-      h ^= ch;
-      h *= 1099511628211ULL;
-    }
-  };
-  mix(s.model().name);
-  for (const auto& sc : s.scenarios()) mix(sc.label);
-  mix(std::to_string(s.size()) + "/" + std::to_string(chunk));
+  for (unsigned char ch : d.str()) {
+    h ^= ch;
+    h *= 1099511628211ULL;
+  }
   return h;
 }
 
@@ -198,7 +223,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
   // Chunk size depends on the space only, so a resumed run may use another number of ranks or threads.
   const std::uint64_t chunk = o.chunk ? o.chunk : std::clamp<std::uint64_t>(size / 20000, 1024, 1 << 20);
   const std::uint64_t n_chunks = (size + chunk - 1) / chunk;
-  const std::uint64_t fp = fingerprint(space, chunk);
+  const std::uint64_t fp = fingerprint(space, chunk, o);
   const KeyFn key = [&space](std::uint64_t i) { return candidate_key(space, i); };
 
   RankState state;

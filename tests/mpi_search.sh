@@ -47,6 +47,14 @@ wait "$pid" 2>/dev/null
 sleep 0.5
 [ -e "$tmp/killed.h5" ] && bad "a killed search left a file at the final path"
 ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 || bad "no checkpoint was written before the kill"
+# Resuming with anything that changes the results (here the memory margin) is refused, the checkpoint kept.
+if OMP_NUM_THREADS=1 timeout 120 mpirun -np 1 "$lmsim" search "${big[@]}" --quiet --resume --memory-margin 1 \
+     --out "$tmp/killed.h5" >"$tmp/mixed.out" 2>&1; then
+  bad "resume with another --memory-margin was accepted"
+else
+  grep -q "different search" "$tmp/mixed.out" || bad "changed-option resume: unclear message: $(tail -2 "$tmp/mixed.out")"
+fi
+ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 || bad "a refused resume removed the checkpoints"
 OMP_NUM_THREADS=2 timeout 300 mpirun -np 3 "$lmsim" search "${big[@]}" --quiet --resume --out "$tmp/killed.h5" \
   >"$tmp/resume.out" 2>&1 || bad "resume failed: $(tail -3 "$tmp/resume.out")"
 same_ranking "$tmp/full.h5" "$tmp/killed.h5" && say "kill -9 + resume (2 ranks -> 3 ranks) reproduces the ranking"
