@@ -21,7 +21,7 @@ struct SearchCli {
   std::vector<std::int64_t> seq, gbs, mbs;
   std::vector<std::string> sp, distopt;
   std::size_t top = 20;
-  double memory_margin_gib = 0, token_budget = 1e12, checkpoint_every = 30;
+  double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
   bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
 } sc;
@@ -278,14 +278,16 @@ void run() {
   if (!sc.recompute.empty()) {
     f.recompute.clear();
     for (const auto& r : sc.recompute) {
-      if (r == "none")
+      // Spelled as in configuration names (noRC, selRC, RC) or as Megatron's flags (none, selective, full).
+      if (r == "none" || r == "noRC")
         f.recompute.push_back(Recompute::none);
-      else if (r == "selective")
+      else if (r == "selective" || r == "selRC")
         f.recompute.push_back(Recompute::selective);
-      else if (r == "full")
+      else if (r == "full" || r == "RC")
         f.recompute.push_back(Recompute::full);
       else
-        throw io::InputError("command line", 0, "--recompute", "'" + r + "' is not none, selective or full");
+        throw io::InputError("command line", 0, "--recompute",
+                             "'" + r + "' is not none|noRC, selective|selRC or full|RC");
     }
   }
   if (!sc.sp.empty()) f.sequence_parallel = bools(sc.sp, "--sp");
@@ -459,7 +461,9 @@ void register_search(CLI::App& app) {
       ->check(CLI::IsMember({"objective", "risk"}));
   cmd->add_option("--emit", sc.emit, "print the best candidate as megatron, nemo or mindspeed flags")
       ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));
-  cmd->add_option("--memory-margin", sc.memory_margin_gib, "GiB kept free on every device")
+  cmd->add_option("--memory-margin", sc.memory_margin_gib,
+                  "GiB kept free on every device: headroom for what the memory model does not see (allocator "
+                  "fragmentation peaks, NCCL and framework buffers); 0 to rank up to the capacity")
       ->check(finite_number())
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--tp", sc.tp, "restrict tensor parallel")->delimiter(',');
@@ -469,7 +473,7 @@ void register_search(CLI::App& app) {
   cmd->add_option("--ep", sc.ep, "restrict expert parallel")->delimiter(',');
   cmd->add_option("--vpp", sc.vpp, "restrict virtual pipeline")->delimiter(',');
   cmd->add_option("--micro-batch", sc.mbs, "restrict micro-batch sizes")->delimiter(',');
-  cmd->add_option("--recompute", sc.recompute, "none, selective, full")->delimiter(',');
+  cmd->add_option("--recompute", sc.recompute, "none|noRC, selective|selRC, full|RC")->delimiter(',');
   cmd->add_option("--sp", sc.sp, "sequence parallel on/off")->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");

@@ -44,9 +44,11 @@ int main(int argc, char** argv) {
   CLI::App app{"lmsim: calibrated simulation and search of LLM training parallel strategies"};
   app.set_version_flag("--version", std::string("lmsim ") + LMSIM_VERSION);
   std::string level = "info";
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--log-level", level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.require_subcommand(1);
+  app.fallthrough();  // global options also after the subcommand: `lmsim predict ... --log-level warn`
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(level)); });
   spdlog::set_default_logger(spdlog::stderr_color_mt("lmsim"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");

@@ -24,11 +24,22 @@ class Obj {
   }
   ~Obj() = default;
   std::string where(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  bool has(const std::string& key) const { return j_.contains(key); }
+  bool has(const std::string& key) const {
+    asked_.insert(key);
+    return j_.contains(key);
+  }
   const Json& raw(const std::string& key) {
     seen_.insert(key);
+    asked_.insert(key);
     auto it = j_.find(key);
-    if (it == j_.end()) throw InputError(file_, 0, where(key), "required key is missing");
+    if (it == j_.end()) {
+      std::vector<std::string> present;
+      for (auto k = j_.begin(); k != j_.end(); ++k) present.push_back(k.key());
+      const std::string typo = did_you_mean(key, present);
+      throw InputError(file_, 0, where(key),
+                       typo.empty() ? "required key is missing"
+                                    : "required key is missing (is '" + typo + "' a misspelling of it?)");
+    }
     return *it;
   }
   double number(const std::string& key, double lo, double hi) {
@@ -78,9 +89,15 @@ class Obj {
     throw InputError(file_, 0, where(key), "'" + v + "' is not one of " + list);
   }
   Obj sub(const std::string& key) { return Obj(raw(key), file_, where(key)); }
+  // Every key must be known; an unknown one names the closest known key (`num_layer` -> `num_layers`).
   void finish() const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
-      if (!seen_.count(it.key())) throw InputError(file_, 0, where(it.key()), "unknown key");
+      if (!seen_.count(it.key())) {
+        const std::vector<std::string> cands(asked_.begin(), asked_.end());
+        const std::string hint = did_you_mean(it.key(), cands);
+        throw InputError(file_, 0, where(it.key()),
+                         hint.empty() ? "unknown key" : "unknown key; did you mean '" + hint + "'?");
+      }
   }
   void mark(const std::string& key) { seen_.insert(key); }
   const std::string& file() const { return file_; }
@@ -93,6 +110,7 @@ class Obj {
   const Json& j_;
   std::string file_, path_;
   std::set<std::string> seen_;
+  mutable std::set<std::string> asked_;  // every key the reader knows of, for "did you mean"
 };
 
 constexpr double kGiB = 1073741824.0;
@@ -461,14 +479,54 @@ const Presets& presets() {
   return p;
 }
 
+namespace {
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+// Levenshtein distance, for "did you mean".
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(lower(name), lower(c));
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best_d <= std::max<std::size_t>(2, name.size() / 3) ? best : "";
+}
+
+// Names match without regard to case (`llama-3-8b` is `Llama-3-8B`).
 const ModelPreset* Presets::find_model(const std::string& name) const {
   for (const auto& m : models)
     if (m.model.name == name) return &m;
+  for (const auto& m : models)
+    if (lower(m.model.name) == lower(name)) return &m;
   return nullptr;
 }
 const SystemPreset* Presets::find_system(const std::string& name) const {
   for (const auto& s : systems)
     if (s.system.name == name) return &s;
+  for (const auto& s : systems)
+    if (lower(s.system.name) == lower(name)) return &s;
   return nullptr;
 }
 
@@ -479,8 +537,15 @@ Model resolve_model(const std::string& name) {
     return is_hf_config(j) ? model_from_hf_config(j, name) : model_from_json(j, name);
   }
   std::string list;
-  for (const auto& m : presets().models) list += (list.empty() ? "" : ", ") + m.model.name;
-  throw InputError("--model", 0, "", "unknown model '" + name + "' (not a preset, not a .json file). Presets: " + list);
+  std::vector<std::string> names;
+  for (const auto& m : presets().models) {
+    list += (list.empty() ? "" : ", ") + m.model.name;
+    names.push_back(m.model.name);
+  }
+  const std::string hint = did_you_mean(name, names);
+  throw InputError("--model", 0, "",
+                   "unknown model '" + name + "' (not a preset, not a .json file)" +
+                       (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " Presets: " + list);
 }
 
 System resolve_system(const std::string& name, PlatformParams* defaults, std::string* params_source) {
@@ -493,9 +558,15 @@ System resolve_system(const std::string& name, PlatformParams* defaults, std::st
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name))
     return system_from_json(parse_json_file(name), name, "", defaults);
   std::string list;
-  for (const auto& s : presets().systems) list += (list.empty() ? "" : ", ") + s.system.name;
+  std::vector<std::string> names;
+  for (const auto& s : presets().systems) {
+    list += (list.empty() ? "" : ", ") + s.system.name;
+    names.push_back(s.system.name);
+  }
+  const std::string hint = did_you_mean(name, names);
   throw InputError("--system", 0, "",
-                   "unknown system '" + name + "' (not a preset, not a .json file). Presets: " + list);
+                   "unknown system '" + name + "' (not a preset, not a .json file)" +
+                       (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " Presets: " + list);
 }
 
 PlatformParams load_params(const std::string& file, const PlatformParams& base) {

@@ -71,6 +71,8 @@ Presets load_presets(const std::string& dir);
 
 // A model or system given as a preset name or a path to a JSON file; unknown names list what exists.
 Model resolve_model(const std::string& name_or_file);
+// The candidate closest to `name` (case-insensitive edit distance), or empty when none is close.
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates);
 System resolve_system(const std::string& name_or_file, PlatformParams* defaults = nullptr,
                       std::string* params_source = nullptr);
 // θ from a params.json written by `lmsim calibrate` (or a bare object of parameters).

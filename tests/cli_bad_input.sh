@@ -34,6 +34,13 @@ expect 2 "not a regular file" calibrate --platform gpu --out "$tmp/ok.json" --re
 [ -e "$tmp/ok.json" ] && { echo "FAIL: calibrate wrote --out although --report failed"; fail=1; }
 ls "$tmp" | grep -q "\.tmp\." && { echo "FAIL: temporary files left behind"; fail=1; }
 
+# Names: case-insensitive presets, "did you mean" for presets and JSON keys.
+expect 0 "" predict --model llama-3-8b --system H100_SXM_80G --strategy dp8-tp1-pp1-cp1-noRC
+expect 2 "did you mean 'Llama-3-8B'" predict --model Llama-3-8 --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC
+printf '{"name":"x","hidden_size":64,"num_layers":2,"num_attention_heads":4,"ffn_hidden_size":128,"vocab_size":100,"tied_embedding":true}' > "$tmp/typo.json"
+expect 2 "did you mean 'tied_embeddings'" predict --model "$tmp/typo.json" --system h100_sxm_80g --strategy dp1-tp1-pp1-cp1-noRC
+expect 2 "not none|noRC" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --recompute sometimes
+
 # Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
 srch=(search --model Llama-3-8B --system h100_sxm_80g --devices 8 --top 1)
 expect 2 "not a finite number" "${srch[@]}" --token-budget nan
