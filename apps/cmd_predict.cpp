@@ -3,6 +3,7 @@
 
 #include "apps/common.hpp"
 #include "apps/emit.hpp"
+#include "apps/predict_report.hpp"
 
 namespace lmsim::app {
 
@@ -12,34 +13,14 @@ std::string strategy_name;
 bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
 std::string gemm_csv, emit;
 
-template <class Owner, std::size_t N>
-io::Json terms_json(const Owner& x, const std::array<TermInfo<Owner>, N>& terms) {
-  io::Json j = io::Json::object();
-  for (const auto& t : terms) j[t.name] = x.*(t.field);
-  return j;
-}
-
 void run() {
-  const Resolved r = resolve(opt);
-  const Strategy s = io::parse_strategy(strategy_name);
-  if (opt.devices && opt.devices != s.devices())
-    throw io::InputError("--strategy", 0, "optimization_config",
-                         "'" + strategy_name + "' uses " + std::to_string(s.devices()) + " devices, --devices is " +
-                             std::to_string(opt.devices));
-  SimOptions so;
-  so.validity = {r.system.devices_per_node, allow_cross_node, allow_uneven};
-  const Prediction p = simulate(r.model, s, r.system, r.settings, r.params, so);
-  if (!p.ok())
-    throw io::InputError("--strategy", 0, "optimization_config",
-                         "'" + strategy_name + "' cannot run " + r.model.name + ": " + describe(p.rejection));
-  const std::vector<double> mem = per_rank_peak_memory(p, s);
-  calib::PredictionIntervals iv{};  // a plain value: GCC 12 misreads an optional of doubles as uninitialised
-  bool has_iv = false;
-  if (r.uncertainty)
-    if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so)) {
-      iv = *x;
-      has_iv = true;
-    }
+  const PredictResult res = predict({opt, strategy_name, allow_uneven, allow_cross_node, emit});
+  const Resolved& r = res.r;
+  const Strategy& s = res.s;
+  const Prediction& p = res.p;
+  const std::vector<double>& mem = res.mem;
+  const bool has_iv = res.has_iv;
+  const calib::PredictionIntervals& iv = res.iv;
   if (!gemm_csv.empty()) {  // the predicted GEMMs in the shape of a profiler's matrix_operator_latency.csv
     std::string csv = "type,duration_us,batch,m,n,k,count,dtype,stage\n";
     for (const auto& g : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
@@ -49,81 +30,7 @@ void run() {
     io::write_file_atomic(gemm_csv, csv);
   }
   if (opt.json) {
-    io::Json j;
-    j["model"] = r.model.name;
-    j["system"] = r.system.name;
-    j["strategy"] = config_name(s);
-    j["devices"] = s.devices();
-    j["settings"] = io::to_json(r.settings);
-    j["params"] = io::to_json(r.params);
-    j["params_source"] = r.params_source;
-    if (!emit.empty())
-      j["emit"] = {{"framework", emit}, {"flags", emit_flags(emit, r.model, s, r.settings, allow_uneven)}};
-    j["iteration_time_s"] = p.iteration_time_s;
-    j["peak_memory_bytes"] = mem;
-    j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;
-    j["capacity_bytes"] = p.capacity_bytes;
-    j["feasible"] = p.feasible;
-    const Throughput tp = throughput(p, s, r.system, r.settings);
-    j["model_tflops_per_device"] = tp.model_tflops_per_device;
-    j["mfu"] = tp.mfu;
-    j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;
-    if (has_iv) {  // central 80 % and 90 % prediction intervals: percentiles 10/90 and 5/95
-      j["iteration_time_s_p05"] = iv.time_s_90.lower;
-      j["iteration_time_s_p10"] = iv.time_s_80.lower;
-      j["iteration_time_s_p90"] = iv.time_s_80.upper;
-      j["iteration_time_s_p95"] = iv.time_s_90.upper;
-      if (iv.memory_log_sd > 0) {
-        j["max_peak_memory_bytes_p05"] = iv.memory_bytes_90.lower;
-        j["max_peak_memory_bytes_p10"] = iv.memory_bytes_80.lower;
-        j["max_peak_memory_bytes_p90"] = iv.memory_bytes_80.upper;
-        j["max_peak_memory_bytes_p95"] = iv.memory_bytes_90.upper;
-      }
-    }
-    j["num_micro_batches"] = p.num_micro_batches;
-    j["breakdown"] = terms_json(p.breakdown, breakdown_terms());
-    j["pipeline_split"] = to_string(p.pipeline_split);
-    j["layer"] = {{"forward_s", p.layer.forward_s},
-                  {"backward_s", p.layer.backward_s},
-                  {"recompute_s", p.layer.recompute_s},
-                  {"tp_comm_exposed_s", p.layer.tp_comm_exposed_s},
-                  {"tp_comm_hidden_s", p.layer.tp_comm_hidden_s}};
-    io::Json stages = io::Json::array();
-    for (int i = 0; i < p.num_stages; ++i) {
-      const StageResult& st = p.stages[static_cast<std::size_t>(i)];
-      io::Json sj = terms_json(st, stage_time_terms());
-      sj["stage"] = i;
-      sj["first_layer"] = st.first_layer;
-      sj["num_layers"] = st.num_layers;
-      sj["mtp_layers"] = st.mtp_layers;
-      sj["memory"] = terms_json(st, stage_memory_terms());
-      stages.push_back(sj);
-    }
-    j["stages"] = stages;
-    io::Json gemms = io::Json::array();
-    for (const auto& g : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
-      gemms.push_back({{"name", g.name},
-                       {"stage", g.stage},
-                       {"batch", g.batch},
-                       {"m", g.m},
-                       {"n", g.n},
-                       {"k", g.k},
-                       {"dtype", to_string(g.dtype)},
-                       {"count", g.count},
-                       {"predicted_us", g.predicted_us}});
-    j["gemms"] = gemms;
-    io::Json colls = io::Json::array();
-    for (const auto& c : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
-      colls.push_back({{"primitive", c.primitive},
-                       {"group", c.group},
-                       {"stage", c.stage},
-                       {"group_size", c.group_size},
-                       {"nodes", c.nodes},
-                       {"bytes", c.bytes},
-                       {"count", c.count},
-                       {"predicted_ms", c.predicted_ms}});
-    j["collectives"] = colls;
-    std::cout << j.dump(1) << "\n";
+    std::cout << res.json().dump(1) << "\n";
     return;
   }
   if (!emit.empty()) {  // the flags alone, so they can be pasted or piped

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libnlopt-cxx-dev libhdf5-dev hdf5-tools libspdlog-dev
       libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev python3 python3-h5py
-      python3-matplotlib python3-numpy slurm-wlm munge ${LMSIM_EXTRA_PACKAGES:-})
+      python3-matplotlib python3-numpy python3-dev pybind11-dev python3-pytest slurm-wlm munge ${LMSIM_EXTRA_PACKAGES:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,34 @@
+// `lmsim predict` as a function: one simulation with its intervals, and its `--json` report. Shared by the CLI and
+// the Python module, so both give the same figures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "apps/common.hpp"
+
+namespace lmsim::app {
+
+struct PredictRequest {
+  RunOptions run;
+  std::string strategy;
+  bool allow_uneven = false, allow_cross_node = false;
+  std::string emit;  // megatron | nemo | mindspeed | empty
+};
+
+struct PredictResult {
+  Resolved r;
+  Strategy s;
+  Prediction p;
+  std::vector<double> mem;  // per rank
+  bool has_iv = false;
+  calib::PredictionIntervals iv{};
+  std::string emit;
+  bool allow_uneven = false;
+  io::Json json() const;  // the `predict --json` document
+};
+
+// Throws io::InputError for bad input or a strategy that cannot run the model.
+PredictResult predict(const PredictRequest& q);
+
+}  // namespace lmsim::app

@@ -1,0 +1,55 @@
+"""The Python module: same figures as the CLI, numpy per-rank memory, ValueError on bad input, installable."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import lmsim
+
+CLI = os.environ["LMSIM_BIN"]
+KW = dict(model="Qwen3-1.7B", system="v100_sxm2_32g", devices=8, strategy="dp2-tp4-pp1-cp1-RC")
+
+
+def cli(*args):
+    return json.loads(subprocess.check_output([CLI, "--log-level", "error", "predict", *args, "--json"]))
+
+
+def test_predict_equals_the_cli():
+    d = lmsim.predict(**KW)
+    c = cli("--model", "Qwen3-1.7B", "--system", "v100_sxm2_32g", "--devices", "8", "--strategy", "dp2-tp4-pp1-cp1-RC")
+    assert d["iteration_time_s"] == c["iteration_time_s"]
+    assert d["max_peak_memory_bytes"] == c["max_peak_memory_bytes"]
+    assert d["breakdown"] == c["breakdown"]
+    assert isinstance(d["peak_memory_bytes"], np.ndarray) and d["peak_memory_bytes"].shape == (8,)
+    assert np.array_equal(d["peak_memory_bytes"], np.array(c["peak_memory_bytes"]))
+    for key in ("mfu", "model_tflops_per_device", "tokens_per_s_per_device", "iteration_time_s_p90"):
+        assert key in d
+
+
+def test_options_are_the_cli_options():
+    d = lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp8-tp1-pp1-cp1-noRC", seq=8192,
+                      global_batch=64, emit="megatron")
+    assert d["settings"]["seq_length"] == 8192 and d["settings"]["global_batch_size"] == 64
+    assert "--tensor-model-parallel-size 1" in d["emit"]["flags"]
+
+
+def test_bad_input_raises_value_error():
+    with pytest.raises(ValueError, match="unknown model"):
+        lmsim.predict(model="NoSuch", system="v100_sxm2_32g", strategy="dp8-tp1-pp1-cp1-RC")
+    with pytest.raises(ValueError, match="unknown keyword"):
+        lmsim.predict(modle="Qwen3-1.7B", system="v100_sxm2_32g", strategy="dp8-tp1-pp1-cp1-RC")
+    with pytest.raises(ValueError, match="cannot run"):
+        lmsim.predict(model="Qwen3-1.7B", system="v100_sxm2_32g", strategy="dp1-tp1-pp8-cp1-RC")
+
+
+def test_cmake_install_puts_the_module_in_site_packages(tmp_path):
+    build = os.environ["LMSIM_BUILD_DIR"]
+    subprocess.check_call(["cmake", "--install", build], env={**os.environ, "DESTDIR": str(tmp_path)},
+                          stdout=subprocess.DEVNULL)
+    found = [p for p in tmp_path.rglob("lmsim*.so") if "site-packages" in str(p) or "dist-packages" in str(p)]
+    assert found, "no module under a site-packages folder"
+    out = subprocess.check_output(["/usr/bin/python3", "-c", "import lmsim; print(lmsim.__version__)"],
+                                  env={**os.environ, "PYTHONPATH": str(found[0].parent)})
+    assert out.strip()
