@@ -530,22 +530,28 @@ const SystemPreset* Presets::find_system(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+// An unknown preset name: the closest preset, then all of them.
+[[noreturn]] void unknown_preset(const char* option, const char* kind, const std::string& name,
+                                 const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  const std::string hint = did_you_mean(name, names);
+  throw InputError(option, 0, "",
+                   "unknown " + std::string(kind) + " '" + name + "' (not a preset, not a .json file)" +
+                       (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " Presets: " + list);
+}
+}  // namespace
+
 Model resolve_model(const std::string& name) {
   if (const ModelPreset* mp = presets().find_model(name)) return mp->model;
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name)) {
     const Json j = parse_json_file(name);
     return is_hf_config(j) ? model_from_hf_config(j, name) : model_from_json(j, name);
   }
-  std::string list;
   std::vector<std::string> names;
-  for (const auto& m : presets().models) {
-    list += (list.empty() ? "" : ", ") + m.model.name;
-    names.push_back(m.model.name);
-  }
-  const std::string hint = did_you_mean(name, names);
-  throw InputError("--model", 0, "",
-                   "unknown model '" + name + "' (not a preset, not a .json file)" +
-                       (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " Presets: " + list);
+  for (const auto& m : presets().models) names.push_back(m.model.name);
+  unknown_preset("--model", "model", name, names);
 }
 
 System resolve_system(const std::string& name, PlatformParams* defaults, std::string* params_source) {
@@ -557,16 +563,9 @@ System resolve_system(const std::string& name, PlatformParams* defaults, std::st
   if (params_source) *params_source = "uncalibrated defaults of " + name;
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && std::filesystem::exists(name))
     return system_from_json(parse_json_file(name), name, "", defaults);
-  std::string list;
   std::vector<std::string> names;
-  for (const auto& s : presets().systems) {
-    list += (list.empty() ? "" : ", ") + s.system.name;
-    names.push_back(s.system.name);
-  }
-  const std::string hint = did_you_mean(name, names);
-  throw InputError("--system", 0, "",
-                   "unknown system '" + name + "' (not a preset, not a .json file)" +
-                       (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " Presets: " + list);
+  for (const auto& s : presets().systems) names.push_back(s.system.name);
+  unknown_preset("--system", "system", name, names);
 }
 
 PlatformParams load_params(const std::string& file, const PlatformParams& base) {
