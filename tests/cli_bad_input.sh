@@ -8,7 +8,13 @@ fail=0
 expect() {  # expect <code> <message-substring> <args...>
   local code="$1" msg="$2"
   shift 2
-  "$lmsim" "$@" >"$tmp/out" 2>"$tmp/err"
+  # `search` initialises Open MPI, under which LeakSanitizer cannot run (the mpi_ tests skip the sanitizer pass
+  # for the same reason); address and undefined-behaviour checks stay on.
+  if [ "$1" = search ]; then
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$lmsim" "$@" >"$tmp/out" 2>"$tmp/err"
+  else
+    "$lmsim" "$@" >"$tmp/out" 2>"$tmp/err"
+  fi
   local rc=$?
   if [ "$rc" != "$code" ] || ! grep -q -- "$msg" "$tmp/err" "$tmp/out"; then
     echo "FAIL: lmsim $* -> exit $rc (want $code), stderr: $(head -c 300 "$tmp/err")"
