@@ -343,6 +343,10 @@ void visit_pipeline_collectives(const Ctx& c, F&& f) {
 // Data-parallel gradient reduction and (distributed optimizer) parameter all-gather for one stage, once per
 // iteration: dense parameters over dp·cp, expert parameters over the expert-data-parallel group.
 // `grad` marks the gradient reduction (overlappable with backward), the rest gathers parameters.
+// Bytes per parameter of the gradient buffers (and of their data-parallel reduction): fp32 with Megatron's
+// --accumulate-allreduce-grads-in-fp32, else 16-bit.
+inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gradients ? 4.0 : 2.0; }
+
 struct DpCollective {
   Prim prim;
   Group group;
@@ -351,7 +355,7 @@ struct DpCollective {
 };
 template <class F>
 void visit_dp_collectives(const Ctx& c, double dense_params, double expert_params, F&& f) {
-  const double gb = c.t.fp32_gradients ? 4.0 : 2.0, pb = 2.0;  // parameters are gathered in 16 bits
+  const double gb = grad_bytes_per_param(c.t), pb = 2.0;  // parameters are gathered in 16 bits
   const std::pair<Group, double> parts[2] = {{Group::dp, dense_params}, {Group::edp, expert_params}};
   for (const auto& [g, params] : parts) {
     if (params <= 0 || c.group(g).size <= 1) continue;

@@ -417,7 +417,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       c, [&](const Collective& k) { p2p += (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes); });
   // Loss peak on the last stage: 16-bit logits, their fp32 softmax kept for backward, 16-bit logit gradient.
   const double logits_bytes = kLogitBytesPerElement * c.tokens * c.vocab_padded / c.tp;
-  const double grad_bytes_per_param = t.fp32_gradients ? 4.0 : 2.0;
+  const double grad_bytes = grad_bytes_per_param(t);
   const double weight_bytes_per_param = t.precision == Precision::fp8 ? 3.0 : 2.0;
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
   const EdgeTime head_only = edge_time(c, false, true);
@@ -466,7 +466,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const StageParams sp = stage_params(c, lp, sl, is_first, is_last);
     const double params = sp.dense + sp.expert;
     st.weight_bytes = weight_bytes_per_param * params;
-    st.gradient_bytes = grad_bytes_per_param * params;
+    st.gradient_bytes = grad_bytes * params;
     const bool dist = c.r.distributed_optimizer;
     const double owned = dist ? sp.dense / c.group(Group::dp).size + sp.expert / c.group(Group::edp).size : params;
     st.optimizer_bytes = p.optimizer_bytes_per_param * owned;
@@ -501,9 +501,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     grad_exposed[static_cast<std::size_t>(i)] = grad_time - grad_hidden;
     param_exposed[static_cast<std::size_t>(i)] = param_time - param_hidden;
     if (pp > 1 && m.tied_embeddings && (is_first || is_last))  // embedding gradients shared by first and last stage
-      grad_exposed[static_cast<std::size_t>(i)] +=
-          collective_time_s(c, Prim::all_reduce, GroupUse{2, 1, c.group(Group::pp).nodes},
-                            grad_bytes_per_param * c.vocab_padded * c.h / c.tp);
+      grad_exposed[static_cast<std::size_t>(i)] += collective_time_s(
+          c, Prim::all_reduce, GroupUse{2, 1, c.group(Group::pp).nodes}, grad_bytes * c.vocab_padded * c.h / c.tp);
     st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)];
     st.dp_comm_overlapped_s = grad_hidden + param_hidden;
     st.optimizer_s = vector_time_s(c, kOptimizerBytesPerParam * owned, 6 + 2.0 * (sl.layers + sl.mtp));
