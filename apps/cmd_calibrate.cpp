@@ -11,6 +11,7 @@
 #include "apps/common.hpp"
 #include "calibration/calibrate.hpp"
 #include "calibration/metrics.hpp"
+#include "io/hash.hpp"
 
 namespace lmsim::app {
 
@@ -84,23 +85,12 @@ struct CalOpts {
   calib::Weights weights;
 } co;
 
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 // The files a fit read, with content hashes.
 io::Json input_files(const io::Dataset& d, const io::PublishedSet& ps, const calib::Problem& pb) {
   io::Json files = io::Json::array();
   auto add = [&](const std::string& path) {
     if (!std::filesystem::exists(path)) return;
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(io::read_file(path))));
-    files.push_back({{"path", path}, {"fnv1a64", hex}});
+    files.push_back({{"path", path}, {"sha256", io::sha256_file(path)}});
   };
   for (const auto& c : d.collections) {
     if (c.platform != pb.platform && c.system != pb.platform) continue;

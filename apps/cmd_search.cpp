@@ -8,6 +8,8 @@
 
 #include "apps/common.hpp"
 #include "apps/emit.hpp"
+#include "search/checkpoint.hpp"
+#include "search/records.hpp"
 #include "search/search.hpp"
 
 namespace lmsim::app {
@@ -206,20 +208,7 @@ void write_results(const std::string& file, const search::Space& space, const se
   }
   w.write("/feasibility/reason", reasons);
   w.write("/feasibility/count", counts);
-  if (o.write_all) {
-    std::vector<std::string> names, status;
-    std::vector<double> t, mem;
-    for (const auto& a : r.all) {
-      names.push_back(search::candidate_key(space, a.index));
-      status.push_back(search::reason_name(static_cast<std::size_t>(a.reason)));
-      t.push_back(a.time_s);
-      mem.push_back(a.peak_bytes);
-    }
-    w.write("/all/config_key", names);
-    w.write("/all/status", status);
-    w.write("/all/iteration_time_s", t);
-    w.write("/all/max_peak_memory_bytes", mem);
-  }
+  if (o.write_all) search::write_all_records(w, space, o.checkpoint_dir, r.chunk);
   w.group("/provenance");
   w.attr("/provenance", "json", provenance.dump());
   w.attr("/provenance", "lmsim_version", std::string(LMSIM_VERSION_STRING));
@@ -237,8 +226,8 @@ void run() {
   if (sc.systems.empty()) throw io::InputError("command line", 0, "--system", "at least one system is required");
   if (!sc.params.empty() && sc.params.size() != sc.systems.size())
     throw io::InputError("command line", 0, "--params", "give one θ file per --system, in the same order");
-  if (sc.resume && sc.write_all)
-    throw io::InputError("command line", 0, "--resume", "--write-all cannot be resumed; rerun without --resume");
+  if (sc.write_all && sc.out.empty())
+    throw io::InputError("command line", 0, "--write-all", "needs --out: the records go into its HDF5 file");
   const Model model = io::resolve_model(sc.model);
   std::vector<search::Scenario> scen;
   std::vector<std::optional<calib::Uncertainty>> unc;  // per scenario: its θ's covariance, when known
@@ -319,6 +308,12 @@ void run() {
           return n;
         }(),
         omp_get_max_threads());
+  if (!sc.out.empty()) {  // refuse a bad --out before hours of sweeping, not after
+    io::check_output(sc.out);
+    const auto parent = std::filesystem::path(sc.out).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent))
+      throw io::InputError(sc.out, 0, "--out", "output folder does not exist");
+  }
   search::install_stop_handlers();
   search::SweepResult r = search::sweep(space, o);
   if (rank != 0) return;
@@ -359,8 +354,7 @@ void run() {
   prov["rank_by"] = sc.rank_by;
   if (!sc.out.empty()) {
     write_results(sc.out, space, r, o, prov, risk);
-    std::error_code ec;
-    std::filesystem::remove_all(o.checkpoint_dir, ec);
+    search::remove_checkpoints(o.checkpoint_dir);
   }
   const double rate = static_cast<double>(r.evaluated) / std::max(r.wall_s, 1e-9);
   if (sc.json) {

@@ -105,7 +105,22 @@ H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
   if (file_ < 0) throw InputError(final_, 0, "", "cannot create HDF5 file");
 }
 
+static hid_t bool_type() {
+  hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+  for (std::int8_t v : {0, 1}) H5Tenum_insert(t, v ? "TRUE" : "FALSE", &v);
+  return t;
+}
+
+void H5Writer::close_columns() {
+  for (auto& c : columns_) {
+    H5Dclose(c.dataset);
+    H5Tclose(c.type);
+  }
+  columns_.clear();
+}
+
 H5Writer::~H5Writer() {
+  close_columns();
   if (file_ >= 0) H5Fclose(file_);
   if (!committed_) std::remove(tmp_.c_str());
 }
@@ -126,6 +141,64 @@ void H5Writer::write(const std::string& path, const std::vector<std::string>& v)
   write_1d(file_, final_, path, t, v.size(), [&] { return p.data(); });
   H5Tclose(t);
 }
+void H5Writer::write_bools(const std::string& path, const std::vector<bool>& v) {
+  std::vector<std::int8_t> b(v.begin(), v.end());
+  hid_t t = bool_type();
+  write_1d(file_, final_, path, t, b.size(), [&] { return b.data(); });
+  H5Tclose(t);
+}
+
+H5Writer::ColumnId H5Writer::column(const std::string& path, H5Type type, std::size_t n) {
+  const hid_t native = type == H5Type::f64   ? H5T_NATIVE_DOUBLE
+                       : type == H5Type::i64 ? H5T_NATIVE_INT64
+                                             : H5T_NATIVE_INT32;
+  hid_t t = H5Tcopy(native);
+  ensure_parents(file_, path);
+  hsize_t dims[1] = {static_cast<hsize_t>(n)};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t ds = H5Dcreate2(file_, path.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Sclose(space);
+  if (ds < 0) {
+    H5Tclose(t);
+    throw InputError(final_, 0, path, "cannot create dataset");
+  }
+  columns_.push_back({ds, t, path});
+  return columns_.size() - 1;
+}
+
+H5Writer::ColumnId H5Writer::enum_column(const std::string& path, const std::vector<std::string>& names,
+                                         std::size_t n) {
+  hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto v = static_cast<std::int8_t>(i);
+    H5Tenum_insert(t, names[i].c_str(), &v);
+  }
+  ensure_parents(file_, path);
+  hsize_t dims[1] = {static_cast<hsize_t>(n)};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t ds = H5Dcreate2(file_, path.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Sclose(space);
+  if (ds < 0) {
+    H5Tclose(t);
+    throw InputError(final_, 0, path, "cannot create dataset");
+  }
+  columns_.push_back({ds, t, path});
+  return columns_.size() - 1;
+}
+
+void H5Writer::write_at(ColumnId c, std::size_t offset, const void* data, std::size_t count) {
+  if (count == 0) return;
+  const Column& col = columns_.at(c);
+  hid_t fspace = H5Dget_space(col.dataset);
+  hsize_t start[1] = {static_cast<hsize_t>(offset)}, cnt[1] = {static_cast<hsize_t>(count)};
+  herr_t rc = H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr);
+  hid_t mspace = H5Screate_simple(1, cnt, nullptr);
+  if (rc >= 0) rc = H5Dwrite(col.dataset, col.type, mspace, fspace, H5P_DEFAULT, data);
+  H5Sclose(mspace);
+  H5Sclose(fspace);
+  check(rc, final_, col.path);
+}
+
 void H5Writer::attr(const std::string& object, const std::string& name, const std::string& value) {
   hid_t t = string_type();
   const char* p = value.c_str();
@@ -140,6 +213,8 @@ void H5Writer::attr(const std::string& object, const std::string& name, std::int
 }
 
 void H5Writer::commit() {
+  close_columns();
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw InputError(final_, 0, "", "writing the HDF5 file failed");
   if (H5Fclose(file_) < 0) {
     file_ = -1;
     throw InputError(final_, 0, "", "closing the HDF5 file failed");
@@ -172,7 +247,17 @@ std::vector<std::int64_t> h5_read_ints(const std::string& file, const std::strin
   std::size_t n = 0;
   hid_t ds = open_ds(f.id, file, path, n);
   std::vector<std::int64_t> v(n);
-  if (n) H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  hid_t t = H5Dget_type(ds);
+  if (H5Tget_class(t) == H5T_ENUM) {  // booleans and enumerations: read the int8 codes
+    std::vector<std::int8_t> codes(n);
+    hid_t mt = H5Tget_native_type(t, H5T_DIR_ASCEND);
+    if (n) H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, codes.data());
+    H5Tclose(mt);
+    v.assign(codes.begin(), codes.end());
+  } else if (n) {
+    H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  }
+  H5Tclose(t);
   H5Dclose(ds);
   return v;
 }

@@ -14,15 +14,11 @@ void TopK::offer(const Entry& e) {
   if (k_ == 0) return;
   auto worse = [this](const Entry& a, const Entry& b) { return better(a, b); };  // heap top = worst
   if (heap_.size() < k_) {
-    for (const auto& x : heap_)
-      if (x.index == e.index) return;
     heap_.push_back(e);
     std::push_heap(heap_.begin(), heap_.end(), worse);
     return;
   }
   if (!better(e, heap_.front())) return;
-  for (const auto& x : heap_)
-    if (x.index == e.index) return;
   std::pop_heap(heap_.begin(), heap_.end(), worse);
   heap_.back() = e;
   std::push_heap(heap_.begin(), heap_.end(), worse);

@@ -23,6 +23,8 @@ struct Entry {
 // Tie-break key of an index (configuration name and scenario), used only when objectives are equal.
 using KeyFn = std::function<std::string(std::uint64_t)>;
 
+// The k best entries. Each index must be offered at most once (O(log k) per offer, whatever k is): callers
+// merge disjoint sets, or de-duplicate first.
 class TopK {
  public:
   TopK(std::size_t k, const KeyFn* key) : k_(k), key_(key) {}

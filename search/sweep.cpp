@@ -1,23 +1,24 @@
 #include "search/sweep.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
-#include <stdexcept>
 
 #include "io/error.hpp"
+#include "io/hash.hpp"
+#include "search/checkpoint.hpp"
+#include "search/records.hpp"
 
 namespace fs = std::filesystem;
 
@@ -26,13 +27,13 @@ namespace lmsim::search {
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
-using Counts = std::array<std::uint64_t, kReasons>;  // [0] = feasible
 }  // namespace
 
 void install_stop_handlers() {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 }
+bool stop_requested() { return g_stop.load(); }
 
 const char* to_string(Objective o) {
   switch (o) {
@@ -59,23 +60,18 @@ double objective_value(const Prediction& p, const Scenario& sc, const Strategy& 
   switch (o.objective) {
     case Objective::time: return p.iteration_time_s;
     case Objective::tokens_per_device:  // maximise throughput per device == minimise device-seconds per token
-      return p.iteration_time_s * s.devices() / tokens;
-    case Objective::device_hours: return p.iteration_time_s * s.devices() * (o.token_budget / tokens) / 3600.0;
+      return p.iteration_time_s * static_cast<double>(s.devices()) / tokens;
+    case Objective::device_hours:
+      return p.iteration_time_s * static_cast<double>(s.devices()) * (o.token_budget / tokens) / 3600.0;
   }
   return p.iteration_time_s;
 }
 
-namespace {
+std::uint64_t chunk_size(std::uint64_t space_size, const SweepOptions& o) {
+  return o.chunk ? o.chunk : std::clamp<std::uint64_t>(space_size / 20000, 1024, 1 << 20);
+}
 
-struct RankState {
-  std::map<std::uint64_t, Counts> chunk_counts;  // completed chunks and what they counted
-  std::vector<Entry> entries;                    // top-k and Pareto candidates (merged lazily)
-};
-
-// Everything that changes a search's results: the model's architecture (not just its name), every scenario's
-// system, training settings, θ and device count, the space's size and chunking, and every search option that
-// filters, scores or ranks. A resume with any of them changed is refused instead of mixing two searches.
-std::uint64_t fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions& o) {
+std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions& o) {
   std::ostringstream d;
   d.precision(17);
   const Model& m = s.model();
@@ -103,92 +99,142 @@ std::uint64_t fingerprint(const Space& s, std::uint64_t chunk, const SweepOption
   d << s.size() << '/' << chunk << ' ' << static_cast<int>(o.objective) << ' ' << o.token_budget << ' '
     << o.memory_margin_bytes << ' ' << o.top_k << ' ' << o.write_all << ' ' << o.validity.allow_cross_node_tp
     << o.validity.allow_uneven_layers << o.validity.allow_padded_heads;
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : d.str()) {
-    h ^= ch;
-    h *= 1099511628211ULL;
-  }
-  return h;
+  return io::sha256_hex(d.str());
 }
 
-void write_checkpoint(const std::string& dir, int rank, std::uint64_t fp, std::uint64_t chunk, const RankState& st) {
-  std::ostringstream o;
-  o.precision(17);
-  o << "lmsim-checkpoint 1 " << fp << " " << chunk << "\n";
-  for (const auto& [id, c] : st.chunk_counts) {
-    o << "C " << id;
-    for (auto v : c) o << " " << v;
-    o << "\n";
-  }
-  for (const auto& e : st.entries)
-    o << "E " << e.index << " " << e.objective << " " << e.time_s << " " << e.peak_bytes << "\n";
-  o << "END\n";
-  const std::string path = dir + "/rank_" + std::to_string(rank) + ".ckpt";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << o.str();
-    f.flush();
-    if (!f) throw std::runtime_error("cannot write checkpoint " + tmp);
-  }
-  fs::rename(tmp, path);
-}
+// ---- evaluate_chunk ----------------------------------------------------------------------------------------
 
-// Reads every checkpoint of the folder; unions completed chunks (identical duplicates are harmless) and entries.
-void read_checkpoints(const std::string& dir, std::uint64_t fp, std::uint64_t chunk, RankState& into) {
-  if (!fs::is_directory(dir)) return;
-  std::map<std::uint64_t, Entry> entries;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".ckpt") continue;
-    std::ifstream f(e.path());
-    std::string magic, line;
-    int version = 0;
-    std::uint64_t ffp = 0, fchunk = 0;
-    f >> magic >> version >> ffp >> fchunk;
-    if (magic != "lmsim-checkpoint" || version != 1)
-      throw io::InputError(e.path().string(), 1, "", "not an lmsim checkpoint");
-    if (ffp != fp || fchunk != chunk)
-      throw io::InputError(e.path().string(), 1, "",
-                           "checkpoint of a different search (model, scenarios, space or "
-                           "chunk size differ); remove it or drop --resume");
-    std::getline(f, line);
-    RankState part;
-    std::map<std::uint64_t, Entry> part_entries;
-    bool complete = false;
-    while (std::getline(f, line)) {
-      std::istringstream ls(line);
-      std::string tag;
-      ls >> tag;
-      if (tag == "C") {
-        std::uint64_t id;
-        Counts c{};
-        ls >> id;
-        for (auto& v : c) ls >> v;
-        part.chunk_counts[id] = c;
-      } else if (tag == "E") {
-        Entry en{};
-        ls >> en.index >> en.objective >> en.time_s >> en.peak_bytes;
-        part_entries[en.index] = en;
-      } else if (tag == "END") {
-        complete = true;
-      }
+namespace {
+// The union of a top-k and a Pareto front, each index once.
+std::vector<Entry> union_of(const TopK& top, const Pareto& front) {
+  std::vector<Entry> v = top.raw();
+  v.insert(v.end(), front.front().begin(), front.front().end());
+  std::sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.index < b.index; });
+  v.erase(std::unique(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.index == b.index; }), v.end());
+  return v;
+}
+}  // namespace
+
+ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t hi, const SweepOptions& o,
+                           const KeyFn& key, std::vector<AllRecord>* records) {
+  SimOptions so;
+  so.validity = o.validity;
+  so.memory_margin_bytes = o.memory_margin_bytes;
+  TopK top(o.top_k, &key);
+  Pareto front(&key);
+  ChunkResult r;
+  for (std::uint64_t i = lo; i < hi; ++i) {
+    const Candidate c = space.at(i);
+    const Scenario& sc = space.scenarios()[c.scenario];
+    so.validity.devices_per_node = sc.system.devices_per_node;
+    const Prediction p = simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, so);
+    std::int32_t reason = 0;
+    if (!p.ok()) {
+      reason = static_cast<std::int32_t>(p.rejection);
+    } else if (!p.feasible) {
+      reason = static_cast<std::int32_t>(kExceedsMemory);
+    } else {
+      const Entry e{objective_value(p, sc, c.strategy, o), i, p.iteration_time_s, p.max_peak_memory_bytes};
+      top.offer(e);
+      front.offer(e);
     }
-    if (!complete) continue;  // a torn file (should not happen: files are renamed into place)
-    for (auto& [id, c] : part.chunk_counts) into.chunk_counts[id] = c;
-    for (auto& [i, en] : part_entries) entries[i] = en;
+    ++r.counts[static_cast<std::size_t>(reason)];
+    if (records)
+      records->push_back({i, p.ok() ? p.iteration_time_s : 0.0, p.ok() ? p.max_peak_memory_bytes : 0.0, reason});
   }
-  for (auto& [i, en] : entries) into.entries.push_back(en);
+  r.entries = union_of(top, front);
+  return r;
 }
 
-// Keeps only the entries that can still be in the top-k or on the Pareto front.
-void compact(std::vector<Entry>& entries, std::size_t k, const KeyFn& key) {
-  TopK t(k, &key);
-  Pareto f(&key);
-  t.merge(entries);
-  f.merge(entries);
-  entries = t.raw();
-  entries.insert(entries.end(), f.front().begin(), f.front().end());
+// ---- work queues -------------------------------------------------------------------------------------------
+
+std::optional<std::uint64_t> LocalWorkQueue::claim(bool stop_here) {
+  if (stop_here) stop_.store(true);
+  if (stop_.load()) {
+    stopped_.store(true);
+    return std::nullopt;
+  }
+  const std::uint64_t id = next_.fetch_add(1);
+  if (id >= n_) return std::nullopt;
+  return id;
 }
+
+namespace {
+// The chunk counter and the stop flag live in a window on rank 0; a claim adds 1 to the counter and this rank's
+// stop request to the flag in one exclusive epoch, so a stop asked anywhere is seen by everyone's next claim.
+class MpiWorkQueue final : public WorkQueue {
+ public:
+  explicit MpiWorkQueue(std::uint64_t n_chunks) : n_(n_chunks) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Win_allocate(rank == 0 ? static_cast<MPI_Aint>(2 * sizeof(std::int64_t)) : 0, sizeof(std::int64_t),
+                     MPI_INFO_NULL, MPI_COMM_WORLD, &base_, &win_);
+    if (rank == 0) base_[0] = base_[1] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  ~MpiWorkQueue() override { MPI_Win_free(&win_); }
+  std::optional<std::uint64_t> claim(bool stop_here) override {
+    std::lock_guard<std::mutex> lock(mu_);  // MPI_THREAD_SERIALIZED
+    const std::int64_t one = 1, ask = stop_here ? 1 : 0;
+    std::int64_t got = 0, stop = 0;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win_);
+    MPI_Fetch_and_op(&ask, &stop, MPI_INT64_T, 0, 1, MPI_SUM, win_);
+    MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 0, 0, MPI_SUM, win_);
+    MPI_Win_unlock(0, win_);
+    if (stop + ask > 0) {
+      stopped_.store(true);
+      return std::nullopt;
+    }
+    if (static_cast<std::uint64_t>(got) >= n_) return std::nullopt;
+    return static_cast<std::uint64_t>(got);
+  }
+
+ private:
+  std::uint64_t n_;
+  std::int64_t* base_ = nullptr;
+  MPI_Win win_;
+  std::mutex mu_;
+};
+}  // namespace
+
+// ---- progress ----------------------------------------------------------------------------------------------
+
+Progress::Progress(std::uint64_t space_size, std::uint64_t chunk, bool enabled)
+    : size_(space_size),
+      chunk_(chunk),
+      n_chunks_((space_size + chunk - 1) / chunk),
+      enabled_(enabled),
+      tty_(isatty(fileno(stderr))),
+      t0_(std::chrono::steady_clock::now()) {}
+
+void Progress::claimed(std::uint64_t chunk_id) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0_).count();
+  std::int64_t last = last_print_ns_.load();
+  const std::int64_t every = tty_ ? 250'000'000 : 10'000'000'000;
+  if (ns - last < every || !last_print_ns_.compare_exchange_strong(last, ns)) return;
+  const double el = static_cast<double>(ns) * 1e-9;
+  const double frac = std::min(1.0, static_cast<double>(chunk_id + 1) / static_cast<double>(n_chunks_));
+  const double rate = static_cast<double>(chunk_id + 1) * static_cast<double>(chunk_) / std::max(el, 1e-9);
+  const double eta = frac > 0 ? el * (1 - frac) / frac : 0;
+  if (tty_) {
+    const int w = 30, filled = static_cast<int>(frac * w);
+    std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.3g cfg/s  ETA %.0f s ", filled, "##############################",
+                 w - filled, "", 100 * frac, rate, eta);
+  } else {
+    spdlog::info("search: {:.1f}% of {} configurations, {:.3g} configurations/s, ETA {:.0f} s", 100 * frac, size_, rate,
+                 eta);
+  }
+}
+
+void Progress::finish() {
+  if (enabled_ && tty_ && last_print_ns_.load() > 0) std::fprintf(stderr, "\n");
+}
+
+// ---- the driver ----------------------------------------------------------------------------------------------
+
+namespace {
 
 // Concatenation of every rank's vector on rank 0 (trivially copyable elements, sent as bytes).
 template <class T>
@@ -209,6 +255,48 @@ std::vector<T> gather_to_root(const std::vector<T>& mine, int rank, int nranks) 
   return out;
 }
 
+// Every rank must run the same search: rank 0's fingerprint is broadcast and compared everywhere.
+void check_same_search(const std::string& fp, int rank) {
+  char root[65] = {};
+  if (rank == 0) std::snprintf(root, sizeof root, "%s", fp.c_str());
+  MPI_Bcast(root, 65, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const int mine = fp == root ? 1 : 0;
+  int all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all)
+    throw io::InputError("command line", 0, "",
+                         mine ? "the ranks of this job were started with different searches (another rank's model, "
+                                "systems, options or θ differ from rank 0's)"
+                              : "this rank was started with a different search than rank 0 (model, systems, options "
+                                "or θ differ)");
+}
+
+// An exclusive lock on the checkpoint folder for the sweep's lifetime: two searches never share one.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw io::InputError(dir, 0, "", "cannot create the checkpoint folder: " + ec.message());
+    const std::string path = (fs::path(dir) / "lock").string();
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw io::InputError(path, 0, "", "cannot open the lock file of the checkpoint folder");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      throw io::InputError(dir, 0, "",
+                           "another search is using this checkpoint folder (the same --out?); wait for it or choose "
+                           "another --out / --checkpoint-dir");
+    }
+  }
+  ~FolderLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 SweepResult sweep(const Space& space, const SweepOptions& o) {
@@ -220,151 +308,128 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
   res.ranks = nranks;
   res.threads = omp_get_max_threads();
   const std::uint64_t size = space.size();
-  // Chunk size depends on the space only, so a resumed run may use another number of ranks or threads.
-  const std::uint64_t chunk = o.chunk ? o.chunk : std::clamp<std::uint64_t>(size / 20000, 1024, 1 << 20);
+  const std::uint64_t chunk = chunk_size(size, o);
   const std::uint64_t n_chunks = (size + chunk - 1) / chunk;
-  const std::uint64_t fp = fingerprint(space, chunk, o);
+  res.chunk = chunk;
+  const CheckpointKey ckey{fingerprint(space, chunk, o), chunk, size};
+  check_same_search(ckey.fingerprint, rank);
   const KeyFn key = [&space](std::uint64_t i) { return candidate_key(space, i); };
+  const bool checkpoints = !o.checkpoint_dir.empty();
+  if (o.write_all && !checkpoints) throw std::invalid_argument("sweep: write_all needs a checkpoint folder");
 
-  RankState state;
+  // Rank 0 locks the folder, then clears what an earlier search left unless resuming.
+  std::optional<FolderLock> lock;
+  int lock_ok = 1;
+  std::optional<io::InputError> lock_error;
+  if (checkpoints && rank == 0) {
+    try {
+      lock.emplace(o.checkpoint_dir);
+      if (!o.resume) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(o.checkpoint_dir, ec)) {
+          const std::string n = e.path().filename().string();
+          if (n.rfind("rank_", 0) == 0) fs::remove(e.path(), ec);
+        }
+      }
+    } catch (const io::InputError& e) {
+      lock_ok = 0;
+      lock_error = e;
+    }
+  }
+  MPI_Bcast(&lock_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!lock_ok) {
+    if (lock_error) throw *lock_error;
+    throw io::InputError(o.checkpoint_dir, 0, "", "rank 0 could not lock the checkpoint folder");
+  }
+
+  // Completed chunks of an earlier run: in a checkpoint and, with write_all, also spooled.
+  CheckpointState state;
   std::vector<char> done(n_chunks, 0);
-  if (o.resume && !o.checkpoint_dir.empty()) {
-    RankState prior;
-    read_checkpoints(o.checkpoint_dir, fp, chunk, prior);
-    for (const auto& [id, c] : prior.chunk_counts)
-      if (id < n_chunks) done[id] = 1;
+  if (o.resume && checkpoints) {
+    CheckpointState prior = read_checkpoints(o.checkpoint_dir, ckey);
+    if (o.write_all) {
+      const std::set<std::uint64_t> spooled = spooled_chunks(o.checkpoint_dir, size, chunk);
+      for (auto it = prior.chunk_counts.begin(); it != prior.chunk_counts.end();)
+        it = spooled.count(it->first) ? std::next(it) : prior.chunk_counts.erase(it);
+      std::erase_if(prior.entries, [&](const Entry& e) { return !prior.chunk_counts.count(e.index / chunk); });
+    }
+    for (const auto& [id, c] : prior.chunk_counts) done[id] = 1;
     res.resumed_chunks = prior.chunk_counts.size();
     if (rank == 0) state = std::move(prior);  // rank 0 carries the earlier results forward
-    MPI_Barrier(MPI_COMM_WORLD);              // everyone has read the old files before any is rewritten
   }
-  if (!o.checkpoint_dir.empty() && rank == 0) fs::create_directories(o.checkpoint_dir);
-  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);  // everyone has read the old files before any is rewritten
 
-  // Shared chunk counter on rank 0, advanced with one-sided fetch-and-add.
-  std::int64_t* counter = nullptr;
-  MPI_Win win;
-  MPI_Win_allocate(rank == 0 ? static_cast<MPI_Aint>(sizeof(std::int64_t)) : 0, sizeof(std::int64_t), MPI_INFO_NULL,
-                   MPI_COMM_WORLD, &counter, &win);
-  if (rank == 0) *counter = 0;
-  MPI_Barrier(MPI_COMM_WORLD);
-  auto next_chunk = [&]() {
-    const std::int64_t one = 1;
-    std::int64_t got = 0;
-    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
-    MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 0, 0, MPI_SUM, win);
-    MPI_Win_unlock(0, win);
-    return static_cast<std::uint64_t>(got);
-  };
+  TopK top(o.top_k, &key);
+  Pareto front(&key);
+  top.merge(state.entries);
+  front.merge(state.entries);
+  std::optional<RecordSpool> spool;
+  if (o.write_all) spool.emplace(records_path(o.checkpoint_dir, rank));
 
-  std::mutex mu;  // guards `state`, the write_all records and MPI calls from threads (MPI_THREAD_SERIALIZED)
-  std::vector<AllRecord> all;
+  MpiWorkQueue queue(n_chunks);
+  Progress progress(size, chunk, o.progress && rank == 0);
+  std::mutex mu;  // guards state, top, front, the spool and checkpoint writes
   auto last_ckpt = std::chrono::steady_clock::now();
-  auto last_print = last_ckpt;
-  const bool tty = isatty(fileno(stderr));
   std::atomic<bool> failed{false};
   std::string failure;
   std::uint64_t evaluated_here = 0;
+  auto save = [&] {
+    state.entries = union_of(top, front);
+    if (spool) spool->flush();  // records reach the disk before the checkpoint that counts them
+    write_checkpoint(checkpoint_path(o.checkpoint_dir, rank), ckey, state);
+  };
 
 #pragma omp parallel
   {
     try {
-      SimOptions so;
-      so.validity = o.validity;
-      so.memory_margin_bytes = o.memory_margin_bytes;
-      while (!g_stop.load() && !failed.load()) {
-        std::uint64_t id;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          id = next_chunk();
-        }
-        if (id >= n_chunks) break;
-        if (done[id]) continue;
-        const std::uint64_t lo = id * chunk, hi = std::min(size, lo + chunk);
-        TopK top(o.top_k, &key);
-        Pareto front(&key);
-        Counts counts{};
-        std::vector<AllRecord> recs;
-        for (std::uint64_t i = lo; i < hi; ++i) {
-          const Candidate c = space.at(i);
-          const Scenario& sc = space.scenarios()[c.scenario];
-          so.validity.devices_per_node = sc.system.devices_per_node;
-          const Prediction p = simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, so);
-          std::int32_t reason = 0;
-          if (!p.ok()) {
-            reason = static_cast<std::int32_t>(p.rejection);
-          } else if (!p.feasible) {
-            reason = static_cast<std::int32_t>(kExceedsMemory);
-          } else {
-            const Entry e{objective_value(p, sc, c.strategy, o), i, p.iteration_time_s, p.max_peak_memory_bytes};
-            top.offer(e);
-            front.offer(e);
-          }
-          ++counts[static_cast<std::size_t>(reason)];
-          if (o.write_all)
-            recs.push_back({i, p.ok() ? p.iteration_time_s : 0.0, p.ok() ? p.max_peak_memory_bytes : 0.0, reason});
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        state.chunk_counts[id] = counts;
+      std::vector<AllRecord> recs;
+      while (!failed.load()) {
+        const auto id = queue.claim(g_stop.load());
+        if (!id) break;
+        progress.claimed(*id);
+        if (done[*id]) continue;
+        const std::uint64_t lo = *id * chunk, hi = std::min(size, lo + chunk);
+        recs.clear();
+        ChunkResult cr = evaluate_chunk(space, lo, hi, o, key, o.write_all ? &recs : nullptr);
+        std::lock_guard<std::mutex> guard(mu);
+        if (spool) spool->append(*id, recs);
+        state.chunk_counts[*id] = cr.counts;
         evaluated_here += hi - lo;
-        for (const auto& e : top.raw()) state.entries.push_back(e);
-        for (const auto& e : front.front()) state.entries.push_back(e);
-        if (state.entries.size() > 8 * (o.top_k + 64)) {  // compact: keep only what can still matter
-          compact(state.entries, o.top_k, key);
-        }
-        if (o.write_all) all.insert(all.end(), recs.begin(), recs.end());
+        top.merge(cr.entries);
+        front.merge(cr.entries);
         const auto now = std::chrono::steady_clock::now();
-        if (!o.checkpoint_dir.empty() &&
-            std::chrono::duration<double>(now - last_ckpt).count() >= o.checkpoint_every_s) {
-          write_checkpoint(o.checkpoint_dir, rank, fp, chunk, state);
+        if (checkpoints && std::chrono::duration<double>(now - last_ckpt).count() >= o.checkpoint_every_s) {
+          save();
           last_ckpt = now;
-        }
-        if (rank == 0 && o.progress && std::chrono::duration<double>(now - last_print).count() >= (tty ? 0.25 : 10.0)) {
-          last_print = now;
-          const double el = std::chrono::duration<double>(now - t0).count();
-          const double frac = std::min(1.0, static_cast<double>(id + 1) / static_cast<double>(n_chunks));
-          const double rate = static_cast<double>(id + 1) * chunk / std::max(el, 1e-9);
-          const double eta = frac > 0 ? el * (1 - frac) / frac : 0;
-          if (tty) {
-            const int w = 30, filled = static_cast<int>(frac * w);
-            std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.3g cfg/s  ETA %.0f s ", filled,
-                         "##############################", w - filled, "", 100 * frac, rate, eta);
-          } else {
-            spdlog::info("search: {:.1f}% of {} configurations, {:.3g} configurations/s, ETA {:.0f} s", 100 * frac,
-                         size, rate, eta);
-          }
         }
       }
     } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> guard(mu);
       failure = e.what();
       failed.store(true);
     }
   }
-  if (rank == 0 && o.progress && tty) std::fprintf(stderr, "\n");
+  progress.finish();
   if (failed.load()) {
     std::fprintf(stderr, "lmsim: error on rank %d: %s\n", rank, failure.c_str());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  MPI_Win_free(&win);
-  int stopped_here = g_stop.load() ? 1 : 0, stopped = 0;
+  int stopped_here = queue.stopped() ? 1 : 0, stopped = 0;
   MPI_Allreduce(&stopped_here, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (!o.checkpoint_dir.empty() && stopped) write_checkpoint(o.checkpoint_dir, rank, fp, chunk, state);
+  if (checkpoints && stopped) save();
+  if (spool) spool->flush();
+  spool.reset();
   res.interrupted = stopped != 0;
 
-  // Merge: counts by reduction, entries and records gathered on rank 0.
+  // Merge: counts by reduction, entries gathered on rank 0.
   Counts mine{};
   for (const auto& [id, c] : state.chunk_counts)
     for (std::size_t r = 0; r < kReasons; ++r) mine[r] += c[r];
   Counts total{};
   MPI_Reduce(mine.data(), total.data(), static_cast<int>(kReasons), MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-  compact(state.entries, o.top_k, key);
-  const std::vector<Entry> gathered = gather_to_root(state.entries, rank, nranks);
-  if (o.write_all) {
-    std::vector<AllRecord> every = gather_to_root(all, rank, nranks);
-    std::sort(every.begin(), every.end(), [](const AllRecord& a, const AllRecord& b) { return a.index < b.index; });
-    res.all = std::move(every);
-  }
+  const std::vector<Entry> gathered = gather_to_root(union_of(top, front), rank, nranks);
   if (rank == 0) {
+    // Ranks evaluated disjoint chunks, so every index arrives once.
     TopK t(o.top_k, &key);
     Pareto f(&key);
     t.merge(gathered);
@@ -375,8 +440,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
     res.feasible = total[0];
     for (auto v : total) res.evaluated += v;
   }
-  std::uint64_t ev = evaluated_here, ev_total = 0;
-  MPI_Reduce(&ev, &ev_total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
