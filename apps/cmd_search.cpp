@@ -256,6 +256,17 @@ void run() {
         }
     unc.resize(scen.size(), base.uncertainty);
   }
+  auto positive = [](const auto& list, const char* flag) {
+    for (auto v : list)
+      if (v <= 0) throw io::InputError("command line", 0, flag, std::to_string(v) + " is not a positive integer");
+  };
+  positive(sc.dp, "--dp");
+  positive(sc.tp, "--tp");
+  positive(sc.pp, "--pp");
+  positive(sc.cp, "--cp");
+  positive(sc.ep, "--ep");
+  positive(sc.vpp, "--vpp");
+  positive(sc.mbs, "--micro-batch");
   search::SpaceFilter f;
   f.dp = sc.dp;
   f.tp = sc.tp;

@@ -1,8 +1,12 @@
 #include "io/specs.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <regex>
 #include <set>
 
 #include "io/csv.hpp"
@@ -74,6 +78,8 @@ class Obj {
   std::string str(const std::string& key) {
     const Json& v = raw(key);
     if (!v.is_string()) throw InputError(file_, 0, where(key), "expected a string, got " + v.dump());
+    if (v.get<std::string>().empty())
+      throw InputError(file_, 0, where(key), "empty string; leave the key out to use the default");
     return v.get<std::string>();
   }
   std::string str_or(const std::string& key, const std::string& dflt) { return has(key) ? str(key) : dflt; }
@@ -125,6 +131,9 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
   m.num_layers = o.integer("num_layers", 1, 4096);
   m.num_attention_heads = o.integer("num_attention_heads", 1, 4096);
   m.num_kv_heads = o.integer_or("num_kv_heads", 1, 4096, m.num_attention_heads);
+  if (!j.contains("head_dim") && m.hidden_size % m.num_attention_heads != 0)
+    throw InputError(file, 0, path.empty() ? "hidden_size" : path + ".hidden_size",
+                     "hidden_size is not divisible by num_attention_heads; give head_dim explicitly");
   m.head_dim = o.integer_or("head_dim", 1, 1 << 16, m.hidden_size / m.num_attention_heads);
   m.ffn_hidden_size = o.integer("ffn_hidden_size", 0, 1 << 22);
   m.vocab_size = o.integer("vocab_size", 1, 1 << 24);
@@ -219,6 +228,8 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   m.num_layers = integer("num_hidden_layers", 1, 4096);
   m.num_attention_heads = integer("num_attention_heads", 1, 4096);
   m.num_kv_heads = integer_or("num_key_value_heads", 1, 4096, m.num_attention_heads);
+  if ((!j.contains("head_dim") || j["head_dim"].is_null()) && m.hidden_size % m.num_attention_heads != 0)
+    throw InputError(file, 0, "hidden_size", "hidden_size is not divisible by num_attention_heads and no head_dim");
   m.head_dim = integer_or("head_dim", 1, 1 << 16, m.hidden_size / m.num_attention_heads);
   m.vocab_size = integer("vocab_size", 1, 1 << 24);
   m.tied_embeddings = flag_or("tie_word_embeddings", family == "gemma2");  // transformers' per-family default
@@ -420,14 +431,58 @@ Json to_json(const PlatformParams& p) {
   return j;
 }
 
+namespace {
+long line_of(const std::string& text, std::size_t byte) {
+  long line = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) line += text[i] == '\n' ? 1 : 0;
+  return line;
+}
+// Byte offset of the n-th (0-based) occurrence of "key" used as an object key, for error lines.
+std::size_t key_offset(const std::string& text, const std::string& key, int n) {
+  const std::string quoted = "\"" + key + "\"";
+  std::size_t pos = 0;
+  for (;;) {
+    pos = text.find(quoted, pos);
+    if (pos == std::string::npos) return text.size();
+    std::size_t after = pos + quoted.size();
+    while (after < text.size() && std::isspace(static_cast<unsigned char>(text[after]))) ++after;
+    if (after < text.size() && text[after] == ':' && n-- == 0) return pos;
+    pos += quoted.size();
+  }
+}
+}  // namespace
+
 Json parse_json_file(const std::string& file) {
   const std::string text = read_file(file);
+  // A key given twice in one object is an error (JSON leaves it undefined; silently keeping the last hides typos).
+  std::vector<std::vector<std::string>> open_objects;
+  std::map<std::string, int> seen_as_key;
+  auto check_keys = [&](int, Json::parse_event_t ev, Json& parsed) {
+    if (ev == Json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (ev == Json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (ev == Json::parse_event_t::key && parsed.is_string()) {
+      const std::string k = parsed.get<std::string>();
+      const int n = seen_as_key[k]++;
+      auto& keys = open_objects.back();
+      if (std::find(keys.begin(), keys.end(), k) != keys.end())
+        throw InputError(file, line_of(text, key_offset(text, k, n)), k, "key given twice in one object");
+      keys.push_back(k);
+    }
+    return true;
+  };
   try {
-    return Json::parse(text);
+    return Json::parse(text, check_keys);
   } catch (const Json::parse_error& e) {
-    long line = 1;
-    for (std::size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n' ? 1 : 0;
-    throw InputError(file, line, "", std::string("malformed JSON: ") + e.what());
+    throw InputError(file, line_of(text, e.byte), "", std::string("malformed JSON: ") + e.what());
+  } catch (const Json::out_of_range&) {  // a number beyond a double's range
+    static const std::regex number(R"(-?[0-9]+(\.[0-9]+)?[eE][+-]?[0-9]+)");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), number); it != std::sregex_iterator(); ++it)
+      if (!std::isfinite(std::strtod(it->str().c_str(), nullptr)))
+        throw InputError(file, line_of(text, static_cast<std::size_t>(it->position())), "",
+                         "number " + it->str() + " is beyond the range of a double");
+    throw InputError(file, 0, "", "a number is beyond the range of a double");
   }
 }
 

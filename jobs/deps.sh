@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lmsim needs, only those missing (idempotent). Needs root or sudo.
 set -euo pipefail
-pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libnlopt-cxx-dev libhdf5-dev hdf5-tools libspdlog-dev
+pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libnlopt-cxx-dev libhdf5-dev hdf5-tools libssl-dev libspdlog-dev
       libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev python3 python3-h5py
       python3-matplotlib python3-numpy python3-dev pybind11-dev python3-pytest slurm-wlm munge ${LMSIM_EXTRA_PACKAGES:-})
 missing=()

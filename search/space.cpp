@@ -44,7 +44,8 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
             if (gbs % dp == 0)
               for (int mb : divisors(gbs / dp))
                 if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
-            if (t.mbs.empty()) t.mbs.push_back(1);  // kept so that the batch rule counts the rejection
+            if (t.mbs.empty())  // kept so that the batch rule counts the rejection; only values the filter allows
+              t.mbs = f.micro_batch.empty() ? std::vector<std::int64_t>{1} : f.micro_batch;
             if (pp > 1 && m.num_layers % pp == 0) {
               for (int v : divisors(m.num_layers / pp))
                 if (allowed(f.vpp, v)) t.vpp.push_back(v);

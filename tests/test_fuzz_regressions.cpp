@@ -16,6 +16,9 @@
 #define LLVMFuzzerTestOneInput fuzz_config_name_one
 #include "fuzz/fuzz_config_name.cpp"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_checkpoint_one
+#include "fuzz/fuzz_checkpoint.cpp"
+#undef LLVMFuzzerTestOneInput
 
 namespace fs = std::filesystem;
 
@@ -41,3 +44,4 @@ std::size_t replay(const std::string& target, int (*fn)(const std::uint8_t*, std
 TEST(FuzzRegressions, CsvInputsReplay) { EXPECT_GT(replay("csv", fuzz_csv_one), 0u); }
 TEST(FuzzRegressions, JsonInputsReplay) { EXPECT_GT(replay("json", fuzz_json_one), 0u); }
 TEST(FuzzRegressions, ConfigNameInputsReplay) { EXPECT_GT(replay("config_name", fuzz_config_name_one), 0u); }
+TEST(FuzzRegressions, CheckpointInputsReplay) { EXPECT_GT(replay("checkpoint", fuzz_checkpoint_one), 0u); }

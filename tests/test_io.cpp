@@ -306,6 +306,46 @@ TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
   bad("activation", "relu", "not one of");
   bad("hidden_sise", 1024, "unknown key");
   bad("num_kv_heads", 3, "multiple");
+  bad("name", "", "empty string");
+  {  // hidden_size not divisible by the heads, without head_dim: refused, not truncated
+    io::Json j = io::to_json(io::presets().find_model("Qwen3-0.6B")->model);
+    j.erase("head_dim");
+    j["hidden_size"] = 1000;
+    j["num_attention_heads"] = 3;
+    j["num_kv_heads"] = 3;
+    EXPECT_THROW(io::model_from_json(j, "model.json"), io::InputError);
+    j["head_dim"] = 128;  // explicit head_dim (as Qwen3 and Gemma have) is fine
+    EXPECT_NO_THROW(io::model_from_json(j, "model.json"));
+  }
+}
+
+TEST(Specs, JsonFilesRefuseDuplicateKeysAndOverflowingNumbers) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lmsim_json_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto expect_error = [&](const std::string& text, long line, const std::string& field, const std::string& why) {
+    const std::string f = (dir / "x.json").string();
+    {
+      std::ofstream o(f);
+      o << text;
+    }
+    try {
+      io::parse_json_file(f);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const io::InputError& e) {
+      EXPECT_EQ(e.line(), line) << e.what();
+      EXPECT_EQ(e.field(), field) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  expect_error("{\n \"a\": 1,\n \"b\": {\"a\": 2},\n \"a\": 3\n}", 4, "a", "twice");
+  expect_error("{\"num_layers\": 4,\n \"hidden_size\": 1e999}", 2, "", "range of a double");
+  const std::string ok = (dir / "ok.json").string();
+  {
+    std::ofstream o(ok);
+    o << R"({"a": {"x": 1}, "b": {"x": 2}, "x": [{"y": 1}, {"y": 2}]})";  // same key in different objects: fine
+  }
+  EXPECT_NO_THROW(io::parse_json_file(ok));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Specs, SystemSettingsAndParamsAreStrict) {

@@ -49,6 +49,15 @@ TEST(Space, EnumerationMatchesBruteForce) {
   EXPECT_EQ(names.size(), space.size());  // every index is a distinct candidate
 }
 
+TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
+  const Model m = io::presets().find_model("Qwen3-0.6B")->model;
+  SpaceFilter f;
+  f.micro_batch = {3};  // divides no gbs/dp of 32
+  const Space space(m, {scenario(8, 32)}, f);
+  ASSERT_GT(space.size(), 0u);
+  for (std::uint64_t i = 0; i < space.size(); ++i) EXPECT_EQ(space.at(i).strategy.micro_batch_size, 3);
+}
+
 TEST(Space, FiltersRestrictEveryDimension) {
   const Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
   SpaceFilter f;
