@@ -13,6 +13,9 @@ echo
 echo "== calibration (targets: in-sample time MAPE <= 4 %, memory MAPE <= 5 %; LOO time <= 5 %, memory <= 6 %)"
 OMP_NUM_THREADS=1 "$lmsim_build/bench/calibration_bench" "$@"
 echo
+echo "== streaming CSV reader (target: a 256 MiB CSV peaks under 300 MiB RSS)"
+bash "$root/bench/csv_bench.sh" "$lmsim_build"
+echo
 echo "== search throughput (target: >= 2e6 configurations/s with 2 ranks; 1 -> 2 ranks >= 1.8x)"
 bash "$root/bench/search_bench.sh" "$lmsim_build"
 echo

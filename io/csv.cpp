@@ -115,94 +115,172 @@ bool parse_number(std::string_view s, double& out) {
   return true;
 }
 
-CsvTable parse_csv(const std::string& text_in, const std::string& path, const std::vector<std::string>& required) {
-  CsvTable t;
-  t.path = path;
-  std::string_view text(text_in);
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte-order mark
-  if (text.find('\0') != std::string_view::npos) throw InputError(path, 0, "", "contains NUL bytes: not a CSV file");
-  std::vector<std::vector<std::string>> records;
-  std::vector<long> starts;
-  std::vector<std::string> rec;
+namespace {
+constexpr std::size_t kMaxField = 1 << 20;  // 1 MiB: no field of any lmsim input comes near it
+constexpr std::size_t kBlock = 1 << 16;
+
+// Header checks shared by the reader and the table: trimmed, non-empty, unique names, the right delimiter and
+// every required column.
+void check_header(std::vector<std::string>& header, const std::string& path, long line,
+                  const std::vector<std::string>& required) {
+  std::set<std::string> seen;
+  for (auto& h : header) {
+    while (!h.empty() && (h.back() == ' ')) h.pop_back();
+    while (!h.empty() && (h.front() == ' ')) h.erase(h.begin());
+    if (h.empty()) throw InputError(path, line, "", "empty column name in header");
+    if (!seen.insert(h).second) throw InputError(path, line, h, "duplicate column in header");
+  }
+  if (header.size() == 1 && (header[0].find(';') != std::string::npos || header[0].find('\t') != std::string::npos))
+    throw InputError(path, line, "", "header has one column containing ';' or tabs: wrong delimiter (expected ',')");
+  for (const auto& r : required)
+    if (!seen.count(r)) throw InputError(path, line, r, "required column is missing");
+}
+
+void check_width(const std::vector<std::string>& rec, std::size_t width, const std::string& path, long line) {
+  if (rec.size() != width)
+    throw InputError(path, line, "",
+                     "has " + std::to_string(rec.size()) + " fields, header has " + std::to_string(width));
+}
+}  // namespace
+
+int CsvTokenizer::peek() {
+  if (pos_ == buf_.size()) {
+    buf_.resize(kBlock);
+    in_.read(buf_.data(), static_cast<std::streamsize>(kBlock));
+    buf_.resize(static_cast<std::size_t>(in_.gcount()));
+    pos_ = 0;
+    if (buf_.empty()) return -1;
+    if (first_) {  // UTF-8 byte-order mark
+      first_ = false;
+      if (buf_.compare(0, 3, "\xEF\xBB\xBF") == 0) pos_ = 3;
+      if (pos_ == buf_.size()) return peek();
+    }
+  }
+  return static_cast<unsigned char>(buf_[pos_]);
+}
+
+int CsvTokenizer::get() {
+  const int c = peek();
+  if (c >= 0) ++pos_;
+  if (c == 0) throw InputError(path_, line_, "", "contains NUL bytes: not a CSV file");
+  return c;
+}
+
+bool CsvTokenizer::next(std::vector<std::string>& rec, long& start_line) {
+  rec.clear();
   std::string field;
-  bool in_quotes = false, field_started = false, record_has_content = false;
-  long line = 1, record_line = 1;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
+  bool in_quotes = false, field_started = false, has_content = false;
+  start_line = line_;
+  auto push = [&] {
+    rec.push_back(std::move(field));
+    field.clear();
+  };
+  auto add = [&](char ch) {
+    if (field.size() >= kMaxField) throw InputError(path_, start_line, "", "a field is longer than 1 MiB");
+    field += ch;
+  };
+  for (;;) {
+    const int c = get();
+    if (c < 0) break;
+    const char ch = static_cast<char>(c);
     if (in_quotes) {
       if (ch == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
+        if (peek() == '"') {
+          get();
+          add('"');
         } else {
           in_quotes = false;
         }
       } else {
-        if (ch == '\n') ++line;
-        field += ch;
+        if (ch == '\n') ++line_;
+        add(ch);
       }
       continue;
     }
     if (ch == '"') {
-      if (field_started && !field.empty()) throw InputError(path, line, "", "quote inside an unquoted field");
+      if (field_started && !field.empty()) throw InputError(path_, line_, "", "quote inside an unquoted field");
       in_quotes = true;
-      field_started = record_has_content = true;
+      field_started = has_content = true;
     } else if (ch == ',') {
-      rec.push_back(std::move(field));
-      field.clear();
+      push();
       field_started = false;
-      record_has_content = true;
+      has_content = true;
     } else if (ch == '\n' || ch == '\r') {
-      if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (record_has_content || !field.empty()) {
-        rec.push_back(std::move(field));
-        records.push_back(std::move(rec));
-        starts.push_back(record_line);
+      if (ch == '\r' && peek() == '\n') get();
+      ++line_;
+      if (has_content || !field.empty()) {
+        push();
+        return true;
       }
-      rec.clear();
-      field.clear();
-      field_started = record_has_content = false;
-      ++line;
-      record_line = line;
+      field_started = has_content = false;
+      start_line = line_;  // a blank line: the record starts later
     } else {
-      field += ch;
-      field_started = record_has_content = true;
+      add(ch);
+      field_started = has_content = true;
     }
   }
-  if (in_quotes) throw InputError(path, record_line, "", "unterminated quoted field (truncated file?)");
-  if (record_has_content || !field.empty()) {
-    rec.push_back(std::move(field));
-    records.push_back(std::move(rec));
-    starts.push_back(record_line);
+  if (in_quotes) throw InputError(path_, start_line, "", "unterminated quoted field (truncated file?)");
+  if (has_content || !field.empty()) {
+    push();
+    return true;
   }
-  if (records.empty()) throw InputError(path, 1, "", "empty file: expected a header line");
-  t.header = std::move(records[0]);
-  std::set<std::string> seen;
-  for (auto& h : t.header) {
-    while (!h.empty() && (h.back() == ' ')) h.pop_back();
-    while (!h.empty() && (h.front() == ' ')) h.erase(h.begin());
-    if (h.empty()) throw InputError(path, starts[0], "", "empty column name in header");
-    if (!seen.insert(h).second) throw InputError(path, starts[0], h, "duplicate column in header");
-  }
-  if (t.header.size() == 1 &&
-      (t.header[0].find(';') != std::string::npos || t.header[0].find('\t') != std::string::npos))
-    throw InputError(path, starts[0], "",
-                     "header has one column containing ';' or tabs: wrong delimiter (expected ',')");
-  for (const auto& r : required)
-    if (!seen.count(r)) throw InputError(path, starts[0], r, "required column is missing");
-  for (std::size_t i = 1; i < records.size(); ++i) {
-    if (records[i].size() != t.header.size())
-      throw InputError(
-          path, starts[i], "",
-          "has " + std::to_string(records[i].size()) + " fields, header has " + std::to_string(t.header.size()));
-    t.rows.push_back(std::move(records[i]));
-    t.lines.push_back(starts[i]);
+  return false;
+}
+
+CsvReader::CsvReader(const std::string& path, const std::vector<std::string>& required) : path_(path) {
+  note_input(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path, 0, "", "file does not exist");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path, 0, "", "is a directory, expected a file");
+  file_.open(path, std::ios::binary);
+  if (!file_) throw InputError(path, 0, "", "cannot be opened for reading");
+  tok_ = std::make_unique<CsvTokenizer>(file_, path);
+  if (!tok_->next(header_, header_line_)) throw InputError(path, 1, "", "empty file: expected a header line");
+  check_header(header_, path, header_line_, required);
+}
+
+bool CsvReader::has(std::string_view name) const {
+  for (const auto& h : header_)
+    if (h == name) return true;
+  return false;
+}
+
+bool CsvReader::next() {
+  if (!tok_->next(fields_, line_)) return false;
+  check_width(fields_, header_.size(), path_, line_);
+  return true;
+}
+
+CsvTable parse_csv(const std::string& text, const std::string& path, const std::vector<std::string>& required) {
+  std::istringstream in(text);
+  CsvTokenizer tok(in, path);
+  CsvTable t;
+  t.path = path;
+  long line = 1;
+  if (!tok.next(t.header, line)) throw InputError(path, 1, "", "empty file: expected a header line");
+  check_header(t.header, path, line, required);
+  std::vector<std::string> rec;
+  while (tok.next(rec, line)) {
+    check_width(rec, t.header.size(), path, line);
+    t.rows.push_back(rec);
+    t.lines.push_back(line);
   }
   return t;
 }
 
 CsvTable read_csv(const std::string& path, const std::vector<std::string>& required) {
-  return parse_csv(read_file(path), path, required);
+  CsvReader r(path, required);
+  CsvTable t;
+  t.path = path;
+  t.header = r.header();
+  while (r.next()) {
+    const CsvRow row = r.row();
+    std::vector<std::string> rec(t.header.size());
+    for (std::size_t i = 0; i < rec.size(); ++i) rec[i] = row.at(i);
+    t.rows.push_back(std::move(rec));
+    t.lines.push_back(row.line());
+  }
+  return t;
 }
 
 bool CsvTable::has(std::string_view name) const {
@@ -217,34 +295,54 @@ std::size_t CsvTable::col(std::string_view name) const {
   throw InputError(path, 1, std::string(name), "required column is missing");
 }
 
-void CsvTable::fail(std::size_t row, std::string_view column, const std::string& why) const {
-  throw InputError(path, row < lines.size() ? lines[row] : 0, std::string(column), why);
+void CsvTable::fail(std::size_t r, std::string_view column, const std::string& why) const {
+  throw InputError(path, r < lines.size() ? lines[r] : 0, std::string(column), why);
+}
+const std::string& CsvTable::text(std::size_t r, std::string_view column) const { return row(r).text(column); }
+double CsvTable::number(std::size_t r, std::string_view column, double min, double max) const {
+  return row(r).number(column, min, max);
+}
+double CsvTable::positive(std::size_t r, std::string_view column, double max) const {
+  return row(r).positive(column, max);
+}
+std::int64_t CsvTable::integer(std::size_t r, std::string_view column, std::int64_t min, std::int64_t max) const {
+  return row(r).integer(column, min, max);
 }
 
-const std::string& CsvTable::text(std::size_t row, std::string_view column) const {
-  const std::string& v = rows[row][col(column)];
-  if (v.empty()) fail(row, column, "is empty");
+std::size_t CsvRow::col(std::string_view name) const {
+  for (std::size_t i = 0; i < header_.size(); ++i)
+    if (header_[i] == name) return i;
+  throw InputError(path_, 1, std::string(name), "required column is missing");
+}
+
+void CsvRow::fail(std::string_view column, const std::string& why) const {
+  throw InputError(path_, line_, std::string(column), why);
+}
+
+const std::string& CsvRow::text(std::string_view column) const {
+  const std::string& v = fields_[col(column)];
+  if (v.empty()) fail(column, "is empty");
   return v;
 }
 
-double CsvTable::number(std::size_t row, std::string_view column, double min, double max) const {
-  const std::string& v = rows[row][col(column)];
+double CsvRow::number(std::string_view column, double min, double max) const {
+  const std::string& v = fields_[col(column)];
   double out = 0;
-  if (!parse_number(v, out)) fail(row, column, "'" + v + "' is not a finite number");
+  if (!parse_number(v, out)) fail(column, "'" + v + "' is not a finite number");
   if (out < min || out > max)
-    fail(row, column, "value " + v + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    fail(column, "value " + v + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
   return out;
 }
 
-double CsvTable::positive(std::size_t row, std::string_view column, double max) const {
-  const double v = number(row, column, -1e300, max);
-  if (!(v > 0)) fail(row, column, "must be positive, got " + rows[row][col(column)]);
+double CsvRow::positive(std::string_view column, double max) const {
+  const double v = number(column, -1e300, max);
+  if (!(v > 0)) fail(column, "must be positive, got " + fields_[col(column)]);
   return v;
 }
 
-std::int64_t CsvTable::integer(std::size_t row, std::string_view column, std::int64_t min, std::int64_t max) const {
-  const double v = number(row, column, static_cast<double>(min), static_cast<double>(max));
-  if (v != std::floor(v)) fail(row, column, "'" + rows[row][col(column)] + "' is not an integer");
+std::int64_t CsvRow::integer(std::string_view column, std::int64_t min, std::int64_t max) const {
+  const double v = number(column, static_cast<double>(min), static_cast<double>(max));
+  if (v != std::floor(v)) fail(column, "'" + fields_[col(column)] + "' is not an integer");
   return static_cast<std::int64_t>(v);
 }
 

@@ -1,10 +1,12 @@
 #include "io/dataset.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "io/csv.hpp"
 #include "io/error.hpp"
@@ -79,62 +81,85 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
   return t;
 }
 
-int rank_field(const CsvTable& t, std::size_t row, int devices) {
-  const std::int64_t r = t.integer(row, "rank_id", 0, 1 << 20);
+int rank_field(const CsvRow& row, int devices) {
+  const std::int64_t r = row.integer("rank_id", 0, 1 << 20);
   if (r >= devices)
-    t.fail(row, "rank_id",
-           "rank " + std::to_string(r) + " is out of range for " + std::to_string(devices) + " devices");
+    row.fail("rank_id", "rank " + std::to_string(r) + " is out of range for " + std::to_string(devices) + " devices");
   return static_cast<int>(r);
 }
 
-Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const CsvTable& t, std::size_t row) {
-  const std::string& name = t.text(row, "optimization_config");
-  auto it = index.find(name);
-  if (it != index.end()) return c.runs[it->second];
+// The identity of a configuration: its name with micro-batch, sequence parallel and distributed optimizer
+// resolved against the collection's settings, so `…-noRC` and `…-noRC-mbs1` (micro-batch 1 by default) are one.
+std::string canonical_config(const Strategy& s, const TrainingSettings& t) {
+  const ResolvedStrategy rs = resolve(s, t);
+  Strategy c = s;
+  c.micro_batch_size = rs.micro_batch_size;
+  c.sequence_parallel = s.tensor_parallel > 1 ? std::optional<bool>(rs.sequence_parallel) : std::nullopt;
+  c.distributed_optimizer = rs.distributed_optimizer;
+  return config_name(c);
+}
+
+Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const CsvRow& row) {
+  const std::string& name = row.text("optimization_config");
+  if (auto it = index.find(name); it != index.end()) return c.runs[it->second];
   ParseResult pr = parse_config_name(name);
-  if (!pr.strategy) t.fail(row, "optimization_config", pr.error);
+  if (!pr.strategy) row.fail("optimization_config", pr.error);
   if (pr.strategy->devices() != c.devices)
-    t.fail(row, "optimization_config",
-           "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) +
-               " devices, the collection has " + std::to_string(c.devices));
+    row.fail("optimization_config", "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) +
+                                        " devices, the collection has " + std::to_string(c.devices));
+  const std::string key = canonical_config(*pr.strategy, c.settings);
+  if (auto it = index.find(key); it != index.end()) {
+    if (c.runs[it->second].config != name)  // another spelling of a configuration already read
+      row.fail("optimization_config",
+               "'" + name + "' is the same configuration as '" + c.runs[it->second].config + "' (" + key + ")");
+  }
   Run r;
   r.config = name;
   r.strategy = *pr.strategy;
   index.emplace(name, c.runs.size());
+  index.emplace(key, c.runs.size());
   c.runs.push_back(std::move(r));
   return c.runs.back();
+}
+
+// A row key seen twice in a summary file is an error (each summary has one row per key).
+template <class Key>
+void unique_row(std::set<Key>& seen, Key key, const CsvRow& row, const char* column, const std::string& what) {
+  if (!seen.insert(std::move(key)).second) row.fail(column, "duplicate row for " + what);
 }
 
 void read_views(Collection& c, const fs::path& dir) {
   std::map<std::string, std::size_t> index;
   const fs::path step = dir / "step_time_summary.csv";
   if (fs::exists(step)) {
-    const CsvTable t = read_csv(step.string(), {"optimization_config", "iteration_time_ms"});
-    for (std::size_t i = 0; i < t.rows.size(); ++i) {
-      Run& r = run_for(c, index, t, i);
-      if (r.iteration_time_s) t.fail(i, "optimization_config", "duplicate configuration '" + r.config + "'");
-      r.iteration_time_s = t.positive(i, "iteration_time_ms", 1e9) / 1e3;
+    CsvReader t(step.string(), {"optimization_config", "iteration_time_ms"});
+    while (t.next()) {
+      const CsvRow row = t.row();
+      Run& r = run_for(c, index, row);
+      if (r.iteration_time_s) row.fail("optimization_config", "duplicate configuration '" + r.config + "'");
+      r.iteration_time_s = row.positive("iteration_time_ms", 1e9) / 1e3;
     }
   }
   const fs::path mem = dir / "peak_memory.csv";
   if (fs::exists(mem)) {
-    const CsvTable t = read_csv(mem.string(), {"optimization_config", "rank_id", "peak_memory_mb"});
+    CsvReader t(mem.string(), {"optimization_config", "rank_id", "peak_memory_mb"});
     std::set<std::pair<std::string, int>> seen;
-    for (std::size_t i = 0; i < t.rows.size(); ++i) {
-      Run& r = run_for(c, index, t, i);
-      const double bytes = t.positive(i, "peak_memory_mb", 1e8) * 1048576.0;
-      const std::string& rid = t.text(i, "rank_id");
+    while (t.next()) {
+      const CsvRow row = t.row();
+      Run& r = run_for(c, index, row);
+      const double bytes = row.positive("peak_memory_mb", 1e8) * 1048576.0;
+      const std::string& rid = row.text("rank_id");
       if (rid == "max") {
         if (!r.peak_memory_bytes.empty() || seen.count({r.config, -1}))
-          t.fail(i, "rank_id", "'max' row for '" + r.config + "' mixed with per-rank rows or repeated");
+          row.fail("rank_id", "'max' row for '" + r.config + "' mixed with per-rank rows or repeated");
         seen.insert({r.config, -1});
         r.peak_memory_max_bytes = bytes;
         continue;
       }
-      const int rank = rank_field(t, i, c.devices);
-      if (seen.count({r.config, -1})) t.fail(i, "rank_id", "per-rank row for '" + r.config + "' after a 'max' row");
+      const int rank = rank_field(row, c.devices);
+      if (seen.count({r.config, -1})) row.fail("rank_id", "per-rank row for '" + r.config + "' after a 'max' row");
       if (!seen.insert({r.config, rank}).second)
-        t.fail(i, "rank_id", "duplicate rank " + std::to_string(rank) + " for '" + r.config + "'");
+        row.fail("rank_id", "duplicate rank " + std::to_string(rank) + " for '" + r.config + "'");
       r.peak_memory_bytes.push_back({rank, bytes});
       r.peak_memory_max_bytes = std::max(r.peak_memory_max_bytes.value_or(0.0), bytes);
     }
@@ -144,45 +169,62 @@ void read_views(Collection& c, const fs::path& dir) {
   }
   const fs::path trace = dir / "step_trace_time_summary.csv";
   if (fs::exists(trace)) {
-    const CsvTable t =
-        read_csv(trace.string(), {"optimization_config", "rank_id", "computing", "communication",
-                                  "communication_not_overlapped", "overlapped", "free", "stage", "bubble"});
-    for (std::size_t i = 0; i < t.rows.size(); ++i) {
-      Run& r = run_for(c, index, t, i);
-      auto ms = [&](const char* col) { return t.number(i, col, 0, 1e12) / 1e3; };  // profiler ms -> s
-      r.step_trace.push_back({rank_field(t, i, c.devices), ms("computing"), ms("communication"),
-                              ms("communication_not_overlapped"), ms("overlapped"), ms("free"), ms("stage"),
-                              ms("bubble")});
+    CsvReader t(trace.string(), {"optimization_config", "rank_id", "computing", "communication",
+                                 "communication_not_overlapped", "overlapped", "free", "stage", "bubble"});
+    std::set<std::pair<std::string, int>> seen;
+    while (t.next()) {
+      const CsvRow row = t.row();
+      Run& r = run_for(c, index, row);
+      const int rank = rank_field(row, c.devices);
+      unique_row(seen, std::pair{r.config, rank}, row, "rank_id", "'" + r.config + "' rank " + std::to_string(rank));
+      auto ms = [&](const char* col) { return row.number(col, 0, 1e12) / 1e3; };  // profiler ms -> s
+      r.step_trace.push_back({rank, ms("computing"), ms("communication"), ms("communication_not_overlapped"),
+                              ms("overlapped"), ms("free"), ms("stage"), ms("bubble")});
     }
   }
   const fs::path ops = dir / "operator_latency_by_category.csv";
   if (fs::exists(ops)) {
-    const CsvTable t = read_csv(ops.string(), {"optimization_config", "rank_id", "op_category", "op_type", "core_type",
-                                               "count", "total_time_us", "avg_time_us", "ratio_percent"});
-    for (std::size_t i = 0; i < t.rows.size(); ++i) {
-      Run& r = run_for(c, index, t, i);
-      r.op_categories.push_back({rank_field(t, i, c.devices), t.text(i, "op_category"), t.at(i, t.col("op_type")),
-                                 t.at(i, t.col("core_type")), t.number(i, "count", 0, 1e15),
-                                 t.number(i, "total_time_us", 0, 1e15), t.number(i, "avg_time_us", 0, 1e15),
-                                 t.number(i, "ratio_percent", 0, 100)});
+    CsvReader t(ops.string(), {"optimization_config", "rank_id", "op_category", "op_type", "core_type", "count",
+                               "total_time_us", "avg_time_us", "ratio_percent"});
+    std::set<std::string> seen;
+    while (t.next()) {
+      const CsvRow row = t.row();
+      Run& r = run_for(c, index, row);
+      const int rank = rank_field(row, c.devices);
+      unique_row(seen,
+                 r.config + '\x1f' + std::to_string(rank) + '\x1f' + row.text("op_category") + '\x1f' +
+                     row.raw("op_type") + '\x1f' + row.raw("core_type"),
+                 row, "op_category", "'" + r.config + "' rank " + std::to_string(rank) + " " + row.raw("op_type"));
+      r.op_categories.push_back({rank, row.text("op_category"), row.raw("op_type"), row.raw("core_type"),
+                                 row.number("count", 0, 1e15), row.number("total_time_us", 0, 1e15),
+                                 row.number("avg_time_us", 0, 1e15), row.number("ratio_percent", 0, 100)});
     }
   }
   const fs::path comm = dir / "comm_summary.csv";
   if (fs::exists(comm)) {
-    const CsvTable t = read_csv(comm.string(), {"comm_scope", "comm_type", "comm_group", "op_count",
-                                                "elapsed_time_sum_ms", "wait_time_sum_ms", "link_bandwidth"});
-    for (std::size_t i = 0; i < t.rows.size(); ++i)
-      c.comm_summary.push_back({t.at(i, t.col("comm_scope")), t.text(i, "comm_type"), t.at(i, t.col("comm_group")),
-                                t.number(i, "op_count", 0, 1e15), t.number(i, "elapsed_time_sum_ms", 0, 1e15) / 1e3,
-                                t.number(i, "wait_time_sum_ms", 0, 1e15) / 1e3, t.number(i, "link_bandwidth", 0, 1e9)});
+    CsvReader t(comm.string(), {"comm_scope", "comm_type", "comm_group", "op_count", "elapsed_time_sum_ms",
+                                "wait_time_sum_ms", "link_bandwidth"});
+    std::set<std::string> seen;
+    while (t.next()) {
+      const CsvRow row = t.row();
+      unique_row(seen, row.raw("comm_scope") + '\x1f' + row.text("comm_type") + '\x1f' + row.raw("comm_group"), row,
+                 "comm_type", row.raw("comm_scope") + " " + row.text("comm_type") + " " + row.raw("comm_group"));
+      c.comm_summary.push_back({row.raw("comm_scope"), row.text("comm_type"), row.raw("comm_group"),
+                                row.number("op_count", 0, 1e15), row.number("elapsed_time_sum_ms", 0, 1e15) / 1e3,
+                                row.number("wait_time_sum_ms", 0, 1e15) / 1e3, row.number("link_bandwidth", 0, 1e9)});
+    }
   }
   const fs::path msum = dir / "matrix_latency_summary.csv";
   if (fs::exists(msum)) {
-    const CsvTable t = read_csv(msum.string(), {"batch", "m", "k", "n", "median_us"});
-    for (std::size_t i = 0; i < t.rows.size(); ++i)
-      c.matrix_summary.push_back({t.integer(i, "batch", 1, 1LL << 32), t.integer(i, "m", 1, 1LL << 32),
-                                  t.integer(i, "k", 1, 1LL << 32), t.integer(i, "n", 1, 1LL << 32),
-                                  t.positive(i, "median_us", 1e12)});
+    CsvReader t(msum.string(), {"batch", "m", "k", "n", "median_us"});
+    std::set<std::array<std::int64_t, 4>> seen;
+    while (t.next()) {
+      const CsvRow row = t.row();
+      const std::array<std::int64_t, 4> shape{row.integer("batch", 1, 1LL << 32), row.integer("m", 1, 1LL << 32),
+                                              row.integer("k", 1, 1LL << 32), row.integer("n", 1, 1LL << 32)};
+      unique_row(seen, shape, row, "batch", "one matrix shape");
+      c.matrix_summary.push_back({shape[0], shape[1], shape[2], shape[3], row.positive("median_us", 1e12)});
+    }
   }
   // Per-run rank folders: <dir>/<config>/rank_<id>/{comm_time.csv, matrix_operator_latency.csv}.
   for (auto& r : c.runs) {
@@ -192,32 +234,46 @@ void read_views(Collection& c, const fs::path& dir) {
     for (const auto& e : fs::directory_iterator(rd))
       if (e.is_directory() && e.path().filename().string().rfind("rank_", 0) == 0) ranks.push_back(e.path());
     std::sort(ranks.begin(), ranks.end());
+    std::map<int, std::string> rank_folder;
     for (const auto& rp : ranks) {
       const std::string id = rp.filename().string().substr(5);
       double v = 0;
       if (!parse_number(id, v) || v != static_cast<int>(v) || v < 0 || v >= c.devices)
         throw InputError(rp.string(), 0, "rank_id",
                          "folder name is not rank_<id> with id in [0, " + std::to_string(c.devices) + ")");
-      RankFiles rf{static_cast<int>(v), {}, {}};
+      if (auto [it, fresh] = rank_folder.emplace(static_cast<int>(v), rp.filename().string()); !fresh)
+        throw InputError(rp.string(), 0, "rank_id", "the same rank as folder '" + it->second + "'");
+      RankFiles rf{static_cast<int>(v), {}, {}, {}};
       const fs::path ct = rp / "comm_time.csv";
       if (fs::exists(ct)) {
-        const CsvTable t =
-            read_csv(ct.string(), {"comm_scope", "comm_type", "comm_group", "op_name", "elapsed_time_ms",
-                                   "wait_time_ms", "link_type", "link_transit_size_mb", "link_bandwidth_gbps"});
-        for (std::size_t i = 0; i < t.rows.size(); ++i)
-          rf.comm.push_back({t.at(i, t.col("comm_scope")), t.text(i, "comm_type"), t.at(i, t.col("comm_group")),
-                             t.at(i, t.col("op_name")), t.at(i, t.col("link_type")),
-                             t.number(i, "elapsed_time_ms", 0, 1e12) / 1e3, t.number(i, "wait_time_ms", 0, 1e12) / 1e3,
-                             t.number(i, "link_transit_size_mb", 0, 1e12) * 1048576.0,
-                             t.number(i, "link_bandwidth_gbps", 0, 1e9)});
+        CsvReader t(ct.string(), {"comm_scope", "comm_type", "comm_group", "op_name", "elapsed_time_ms", "wait_time_ms",
+                                  "link_type", "link_transit_size_mb", "link_bandwidth_gbps"});
+        while (t.next()) {
+          const CsvRow row = t.row();
+          rf.comm.push_back({row.raw("comm_scope"), row.text("comm_type"), row.raw("comm_group"), row.raw("op_name"),
+                             row.raw("link_type"), row.number("elapsed_time_ms", 0, 1e12) / 1e3,
+                             row.number("wait_time_ms", 0, 1e12) / 1e3,
+                             row.number("link_transit_size_mb", 0, 1e12) * 1048576.0,
+                             row.number("link_bandwidth_gbps", 0, 1e9)});
+        }
       }
       const fs::path mt = rp / "matrix_operator_latency.csv";
       if (fs::exists(mt)) {
-        const CsvTable t = read_csv(mt.string(), {"type", "duration_us", "batch", "m", "n", "k"});
-        for (std::size_t i = 0; i < t.rows.size(); ++i)
-          rf.matrix.push_back({t.at(i, t.col("type")), t.positive(i, "duration_us", 1e12),
-                               t.integer(i, "batch", 1, 1LL << 32), t.integer(i, "m", 1, 1LL << 32),
-                               t.integer(i, "n", 1, 1LL << 32), t.integer(i, "k", 1, 1LL << 32)});
+        CsvReader t(mt.string(), {"type", "duration_us", "batch", "m", "n", "k"});
+        // Room for the most rows the file can hold: only the pages used count, and the vector never regrows.
+        rf.matrix.reserve(static_cast<std::size_t>(fs::file_size(mt) / 12));
+        std::map<std::string, std::uint16_t> types;
+        while (t.next()) {
+          const CsvRow row = t.row();
+          const auto [it, fresh] = types.emplace(row.raw("type"), static_cast<std::uint16_t>(types.size()));
+          if (fresh) {
+            if (types.size() > 65535) row.fail("type", "more than 65,535 kernel types");
+            rf.matrix_types.push_back(it->first);
+          }
+          auto dim = [&](const char* col) { return static_cast<std::int32_t>(row.integer(col, 1, 2147483647)); };
+          rf.matrix.push_back(
+              {row.positive("duration_us", 1e12), dim("batch"), dim("m"), dim("n"), dim("k"), it->second});
+        }
       }
       r.ranks.push_back(std::move(rf));
     }
@@ -287,15 +343,19 @@ Dataset read_dataset(const std::string& root) {
   const fs::path manifest = fs::path(root) / "data_manifest.csv";
   if (fs::exists(manifest)) {
     const CsvTable t = read_csv(manifest.string(), {"directory"});
-    std::set<std::string> seen;
+    std::map<std::string, std::string> seen;  // resolved folder -> as the manifest writes it
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
       ManifestRow mr;
       mr.directory = t.text(i, "directory");
       if (mr.directory.find("..") != std::string::npos || (!mr.directory.empty() && mr.directory[0] == '/'))
         t.fail(i, "directory", "must be a relative path inside the dataset root");
-      if (!seen.insert(mr.directory).second) t.fail(i, "directory", "duplicate directory '" + mr.directory + "'");
-      if (!fs::is_directory(fs::path(root) / mr.directory))
+      if (!fs::is_directory(fs::path(root) / mr.directory, ec))
         t.fail(i, "directory", "'" + mr.directory + "' does not exist");
+      // Identity is the resolved folder: `x`, `./x`, `x/` and a symlink to x are one collection.
+      const fs::path resolved = fs::canonical(fs::path(root) / mr.directory, ec);
+      if (ec) t.fail(i, "directory", "'" + mr.directory + "' cannot be resolved: " + ec.message());
+      if (auto [it, fresh] = seen.emplace(resolved.string(), mr.directory); !fresh)
+        t.fail(i, "directory", "'" + mr.directory + "' is the same folder as '" + it->second + "'");
       auto opt = [&](const char* col) { return t.has(col) ? t.at(i, t.col(col)) : std::string(); };
       mr.model_setting = opt("model_setting");
       mr.platform = opt("platform");
@@ -309,24 +369,45 @@ Dataset read_dataset(const std::string& root) {
       rows.push_back(mr);
     }
   } else {
-    std::vector<std::string> dirs;
+    std::vector<std::tuple<bool, std::string, std::string>> found;  // (through a symlink, name, resolved folder)
+    auto add = [&](const fs::path& p, const std::string& rel) {
+      std::error_code e2;
+      const fs::path c = fs::canonical(p, e2);
+      if (e2) throw InputError(p.string(), 0, "", "cannot be resolved: " + e2.message());
+      found.emplace_back(c != fs::absolute(p).lexically_normal(), rel, c.string());
+    };
     for (const auto& e : fs::directory_iterator(root)) {
-      if (!e.is_directory()) continue;
+      if (!e.is_directory(ec)) continue;  // files, dangling links and symlink loops are not collections
       if (is_collection_dir(e.path())) {
-        dirs.push_back(e.path().filename().string());
+        add(e.path(), e.path().filename().string());
       } else {
-        for (const auto& s : fs::directory_iterator(e.path()))
-          if (s.is_directory() && is_collection_dir(s.path()))
-            dirs.push_back((e.path().filename() / s.path().filename()).string());
+        for (const auto& s : fs::directory_iterator(e.path(), ec))
+          if (s.is_directory(ec) && is_collection_dir(s.path()))
+            add(s.path(), (e.path().filename() / s.path().filename()).string());
       }
     }
-    std::sort(dirs.begin(), dirs.end());
+    std::sort(found.begin(), found.end());
+    std::set<std::string> resolved;  // a folder reached twice (symlinks) is one collection, under its real name
+    std::vector<std::string> dirs;
+    for (const auto& [link, rel, c] : found)
+      if (resolved.insert(c).second) dirs.push_back(rel);
     for (auto& dir : dirs) rows.push_back(ManifestRow{dir, "", "", "", "", 0, 0});
   }
   if (rows.empty())
     throw InputError(root, 0, "",
                      "no measured collections found (no data_manifest.csv, no folder with step_time_summary.csv)");
   for (const auto& mr : rows) d.collections.push_back(open_collection(root, mr));
+  // One measurement per (model setting, platform, configuration): the same run in two folders (a copied
+  // collection, a folder read twice) would count twice in every fit and metric.
+  std::map<std::string, std::string> measured;
+  for (const auto& c : d.collections)
+    for (const auto& r : c.runs) {
+      const std::string key = c.model_setting + "/" + c.platform + "/" + canonical_config(r.strategy, c.settings);
+      if (auto [it, fresh] = measured.emplace(key, c.directory + "/" + r.config); !fresh)
+        throw InputError((fs::path(root) / c.directory).string(), 0, "optimization_config",
+                         "'" + r.config + "' of " + c.model_setting + " on " + c.platform + " is also measured in " +
+                             it->second + ": a collection is in the dataset twice");
+    }
   return d;
 }
 

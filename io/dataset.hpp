@@ -35,15 +35,17 @@ struct CommEvent {
   std::string comm_scope, comm_type, comm_group, op_name, link_type;
   double elapsed_time_s, wait_time_s, link_transit_bytes, link_bandwidth_gb_per_s;
 };
+// One matrix kernel of a per-rank trace: 32 bytes, so a trace of millions of kernels stays small.
 struct MatrixOp {
-  std::string type;
   double duration_us;
-  std::int64_t batch, m, n, k;
+  std::int32_t batch, m, n, k;
+  std::uint16_t type;  // index into RankFiles::matrix_types
 };
 struct RankFiles {
   int rank;
   std::vector<CommEvent> comm;
   std::vector<MatrixOp> matrix;
+  std::vector<std::string> matrix_types;  // kernel type names (MatMul, BatchMatMul, ...)
 };
 struct RankValue {
   int rank;

@@ -253,6 +253,41 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
       {"manifest bad platform", "data_manifest.csv",
        [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory,platform\n" + kSetting + ",tpu\n"); },
        true, "platform", "gpu or npu"},
+      {"one configuration spelled twice", "step_time_summary.csv",
+       [&](const Scratch& s) {
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC,9876",
+                 "dp2-tp2-pp2-cp1-noRC,9876\ndp2-tp2-pp2-cp1-noRC-mbs1,9877");
+       },
+       true, "optimization_config", "same configuration"},
+      {"rank folder spelled twice", "rank_",
+       [&](const Scratch& s) {
+         fs::copy(s.file("dp1-tp2-pp2-cp2-RC/rank_7"), s.file("dp1-tp2-pp2-cp2-RC/rank_07"),
+                  fs::copy_options::recursive);
+       },
+       false, "rank_id", "same rank"},
+      {"summary row repeated", "comm_summary.csv",
+       [&](const Scratch& s) {
+         std::string t = slurp(s.file("comm_summary.csv"));
+         spit(s.file("comm_summary.csv"), t + t.substr(t.find('\n') + 1));
+       },
+       true, "comm_type", "duplicate row"},
+      {"field longer than 1 MiB", "step_time_summary.csv",
+       [&](const Scratch& s) {
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC", std::string(2 << 20, 'x'));
+       },
+       true, "", "longer than 1 MiB"},
+      {"manifest names one folder twice", "data_manifest.csv",
+       [&](const Scratch& s) {
+         spit(s.root / "data_manifest.csv", "directory\n" + kSetting + "\n./" + kSetting + "/\n");
+       },
+       true, "directory", "same folder"},
+      {"a collection copied", "_copy",
+       [&](const Scratch& s) {
+         fs::copy(s.root / kSetting, s.root / (kSetting + "_copy"), fs::copy_options::recursive);
+         spit(s.root / "data_manifest.csv",
+              "directory,model_setting\n" + kSetting + "," + kSetting + "\n" + kSetting + "_copy," + kSetting + "\n");
+       },
+       false, "optimization_config", "twice"},
       {"unknown model setting", "zzz_1b_4k",
        [&](const Scratch& s) { fs::rename(s.root / kSetting, s.root / "zzz_1b_4k"); }, false, "model_setting",
        "cannot map"},
@@ -273,6 +308,14 @@ TEST(Dataset, ByteOrderMarkAndCrlfAreTolerated) {
   spit(s.file("step_time_summary.csv"), "\xEF\xBB\xBF" + crlf);
   const io::Dataset d = io::read_dataset(s.root.string());
   EXPECT_DOUBLE_EQ(*d.collections[0].find("dp2-tp2-pp2-cp1-noRC")->iteration_time_s, 9.876);
+}
+
+TEST(Dataset, SymlinksAndLoopsDoNotReadACollectionTwice) {
+  Scratch s;
+  fs::create_directory_symlink(s.root / kSetting, s.root / "alias");  // the same collection under another name
+  fs::create_directory_symlink(s.root / "loop", s.root / "loop");     // a loop: skipped, never followed
+  const io::Dataset d = io::read_dataset(s.root.string());
+  EXPECT_EQ(d.collections.size(), 1u);
 }
 
 TEST(Dataset, MissingDirectoryIsAnError) {
