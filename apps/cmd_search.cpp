@@ -364,7 +364,13 @@ void run() {
   }
   prov["rank_by"] = sc.rank_by;
   if (!sc.out.empty()) {
-    write_results(sc.out, space, r, o, prov, risk);
+    try {
+      write_results(sc.out, space, r, o, prov, risk);
+    } catch (const io::InputError&) {
+      std::cerr << "lmsim: the evaluated search is checkpointed in " << o.checkpoint_dir
+                << "; fix the output and rerun with --resume to write it without evaluating again\n";
+      throw;
+    }
     search::remove_checkpoints(o.checkpoint_dir);
   }
   const double rate = static_cast<double>(r.evaluated) / std::max(r.wall_s, 1e-9);

@@ -14,8 +14,19 @@ namespace lmsim::io {
 
 namespace {
 
+// Before HDF5's first call: no library shutdown at exit. Every handle is closed by its owner; a file whose close
+// failed (a full disk) stays registered, and HDF5 1.10's exit-time shutdown would crash closing it again.
+void init_hdf5() {
+  static const bool once = [] {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through InputError
+    return true;
+  }();
+  (void)once;
+}
+
 void check(herr_t rc, const std::string& file, const std::string& what) {
-  if (rc < 0) throw InputError(file, 0, what, "HDF5 call failed");
+  if (rc < 0) throw InputError(file, 0, what, "HDF5 write failed (disk full or not writable?)");
 }
 
 hid_t string_type() {
@@ -71,6 +82,7 @@ void write_attr(hid_t file, const std::string& fname, const std::string& object,
 struct ReadFile {
   hid_t id;
   explicit ReadFile(const std::string& f) {
+    init_hdf5();
     if (!std::filesystem::exists(f)) throw InputError(f, 0, "", "HDF5 file does not exist");
     note_input(f);
     id = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -93,7 +105,7 @@ hid_t open_ds(hid_t f, const std::string& file, const std::string& path, std::si
 }  // namespace
 
 H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through InputError
+  init_hdf5();
   write_through_ = check_output(final_) == OutputMode::write_through;
   tmp_ = write_through_
              ? (std::filesystem::temp_directory_path() / ("lmsim." + std::to_string(::getpid()) + ".h5")).string()

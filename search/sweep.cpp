@@ -416,7 +416,9 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
   }
   int stopped_here = queue.stopped() ? 1 : 0, stopped = 0;
   MPI_Allreduce(&stopped_here, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (checkpoints && stopped) save();
+  // The final state is checkpointed too: if writing the results fails (a full disk), --resume rewrites them
+  // without evaluating anything again.
+  if (checkpoints) save();
   if (spool) spool->flush();
   spool.reset();
   res.interrupted = stopped != 0;

@@ -59,7 +59,6 @@ for _ in $(seq 1 200); do
   sleep 0.05
   ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
 done
-sleep 0.2
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 for _ in $(seq 1 100); do pgrep -f "killed.h5" >/dev/null || break; sleep 0.05; done  # the ranks are gone
@@ -139,5 +138,23 @@ OMP_NUM_THREADS=1 timeout 60 mpirun -np 1 "$lmsim" search "${space[@]}" --quiet 
 OMP_NUM_THREADS=1 timeout 60 mpirun -np 1 "$lmsim" search --model NoSuch --system a100_sxm_80g --devices 8 --quiet \
   --out "$tmp/e.h5" >/dev/null 2>&1 && bad "search with an unknown model exited 0"
 ls -d "$tmp"/e.h5* "$tmp"/nodir* 2>/dev/null | grep -q . && bad "leftovers after refused searches: $(ls "$tmp")"
+# A full disk while writing the HDF5 file: exit 2 with a message, no crash, nothing at the final path, and
+# --resume writes the result once there is room (needs a small tmpfs: root with mount rights, else skipped).
+mkdir -p "$tmp/full"
+if mount -t tmpfs -o size=2M tmpfs "$tmp/full" 2>/dev/null; then
+  OMP_NUM_THREADS=1 timeout 60 mpirun -np 1 "$lmsim" search "${space[@]}" --quiet --write-all --out "$tmp/full/o.h5" \
+    --checkpoint-dir "$tmp/full.ckpt" >"$tmp/full.out" 2>&1
+  rc=$?
+  [ "$rc" = 2 ] || bad "full disk: exit $rc, expected 2: $(grep -v info "$tmp/full.out" | tail -2)"
+  grep -q "disk full" "$tmp/full.out" || bad "full disk: unclear message: $(grep -v info "$tmp/full.out" | tail -2)"
+  [ -e "$tmp/full/o.h5" ] && bad "full disk: a partial file at the final path"
+  ls "$tmp/full/" | grep -q tmp && bad "full disk: temporary file left: $(ls "$tmp/full")"
+  OMP_NUM_THREADS=1 timeout 60 mpirun -np 1 "$lmsim" search "${space[@]}" --quiet --write-all --out "$tmp/a3.h5" \
+    --checkpoint-dir "$tmp/full.ckpt" --resume >"$tmp/full2.out" 2>&1 || bad "resume after a full disk failed"
+  same "$tmp/a1.h5" "$tmp/a3.h5" "${all_sets[@]}"
+  umount "$tmp/full"
+else
+  echo "(cannot mount a small tmpfs here: full-disk case skipped)"
+fi
 [ $fail = 0 ] && echo "mpi_robust: all checks passed"
 exit $fail
