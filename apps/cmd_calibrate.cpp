@@ -186,6 +186,8 @@ void write_h5(const std::string& file, const calib::Problem& pb, const calib::Fi
 }
 
 void run() {
+  if (co.out.empty() && !co.json)
+    throw io::InputError("command line", 0, "--out", "--out is required (or --json, which prints θ)");
   if (co.platform.empty() == co.system.empty())
     throw io::InputError("command line", 0, "--platform", "give exactly one of --platform gpu|npu and --system NAME");
   if (!co.published.empty() && co.system.empty())
@@ -290,7 +292,7 @@ void run() {
   // All outputs or none: the report first (the likelier to fail), then θ; a failed θ write takes the report back.
   if (!co.report.empty()) write_h5(co.report, pb, fr, sets, out["provenance"]);
   try {
-    io::write_file_atomic(co.out, out.dump(1) + "\n");
+    if (!co.out.empty()) io::write_file_atomic(co.out, out.dump(1) + "\n");
   } catch (...) {
     if (!co.report.empty() && io::check_output(co.report) == io::OutputMode::replace) std::remove(co.report.c_str());
     throw;
@@ -331,6 +333,7 @@ void run() {
 
 void register_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "fit the platform parameters θ to measured runs");
+  co = CalOpts{};  // a fresh command line (the Python module builds one per call)
   co.dataset = io::data_dir() + "/lmsimbench";
   cmd->add_option("--dataset", co.dataset, "dataset root in the LM-SimBench layout (default: bundled data)");
   cmd->add_option("--published", co.published,
@@ -345,7 +348,7 @@ void register_calibrate(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--test-on", co.test_on, "held-out configurations, scored and never fitted on")->delimiter(',');
   cmd->add_option("--cv", co.cv, "cross-validation: loo, kfold=K, leave-one-model-out or leave-one-source-out");
-  cmd->add_option("--out", co.out, "params.json to write")->required();
+  cmd->add_option("--out", co.out, "params.json to write (required unless --json prints θ)");
   cmd->add_option("--report", co.report, "HDF5 report to write");
   cmd->add_option("--start", co.params_start, "θ file to start from (default: the system preset's defaults)");
   cmd->add_option("--seed", co.fit.seed, "random seed (same seed, same θ)");

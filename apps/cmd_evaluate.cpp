@@ -329,6 +329,8 @@ void run_shortlist() {
 
 void register_evaluate(CLI::App& app) {
   auto* cmd = app.add_subcommand("evaluate", "score predictions (lmsim's or another tool's) against measured runs");
+  ec = EvalCli{};  // a fresh command line (the Python module builds one per call)
+  sc = ShortCli{};
   ec.dataset = io::data_dir() + "/lmsimbench";
   cmd->add_option("--dataset", ec.dataset, "dataset root (default: bundled data)");
   cmd->add_option("--params", ec.params, "θ files from lmsim calibrate (one per platform)")->delimiter(',');

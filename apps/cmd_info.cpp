@@ -9,7 +9,8 @@ namespace lmsim::app {
 
 void register_models(CLI::App& app) {
   auto* models = app.add_subcommand("models", "list model presets with their parameter counts");
-  static bool models_json = false, systems_json = false;
+  static bool models_json, systems_json;
+  models_json = systems_json = false;
   models->add_flag("--json", models_json, "machine-readable output");
   models->callback([] {
     const auto& p = io::presets();
@@ -137,7 +138,9 @@ void register_dataset(CLI::App& app) {
   ds->require_subcommand(1);
   auto* info = ds->add_subcommand("info", "summarise the measured collections under DIR");
   static std::string dir;
-  static bool json = false;
+  static bool json;
+  dir.clear();
+  json = false;
   info->add_option("DIR", dir, "dataset root")->required();
   info->add_flag("--json", json, "machine-readable output");
   info->callback([] {

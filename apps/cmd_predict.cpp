@@ -87,6 +87,11 @@ void run() {
 
 void register_predict(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "predict iteration time and per-rank peak memory of one strategy");
+  opt = RunOptions{};  // a fresh command line (the Python module builds one per call)
+  strategy_name.clear();
+  gemm_csv.clear();
+  emit.clear();
+  diagnostics = allow_uneven = allow_cross_node = false;
   add_run_options(*cmd, opt, false);
   cmd->add_option("--strategy", strategy_name,
                   "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")

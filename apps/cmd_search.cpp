@@ -450,6 +450,7 @@ void run() {
 
 void register_search(CLI::App& app) {
   auto* cmd = app.add_subcommand("search", "sweep a strategy space with MPI ranks and OpenMP threads");
+  sc = SearchCli{};  // a fresh command line (the Python module builds one per call)
   cmd->add_option("--model", sc.model, "model preset or JSON")->required();
   cmd->add_option("--system", sc.systems, "system preset(s) or JSON(s)")->required()->delimiter(',');
   cmd->add_option("--devices", sc.devices, "device count(s)")->required()->delimiter(',');

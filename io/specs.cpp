@@ -15,6 +15,14 @@
 #ifndef LMSIM_DATA_DIR
 #define LMSIM_DATA_DIR "data"
 #endif
+#ifndef LMSIM_INSTALL_DATADIR
+#define LMSIM_INSTALL_DATADIR "share/lmsim/data"
+#endif
+#ifndef LMSIM_INSTALLED_DATA_DIR
+#define LMSIM_INSTALLED_DATA_DIR "/usr/local/share/lmsim/data"
+#endif
+
+namespace fs = std::filesystem;
 
 namespace lmsim::io {
 
@@ -488,7 +496,16 @@ Json parse_json_file(const std::string& file) {
 
 std::string data_dir() {
   if (const char* env = std::getenv("LMSIM_DATA_DIR"); env && *env) return env;
-  return LMSIM_DATA_DIR;
+  std::error_code ec;
+  auto has_presets = [&ec](const fs::path& d) { return fs::is_directory(d / "presets", ec); };
+  // An installed (possibly moved) lmsim: <prefix>/bin/lmsim next to <prefix>/share/lmsim/data.
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = exe.parent_path().parent_path() / LMSIM_INSTALL_DATADIR;
+    if (has_presets(beside)) return beside.string();
+  }
+  if (has_presets(LMSIM_DATA_DIR)) return LMSIM_DATA_DIR;  // the build tree: the source checkout's data/
+  return LMSIM_INSTALLED_DATA_DIR;                         // a program linking the installed libraries
 }
 
 Presets load_presets(const std::string& dir) {

@@ -57,7 +57,9 @@ Json to_json(const PlatformParams& p);
 
 Json parse_json_file(const std::string& file);
 
-// The folder with presets and bundled data: $LMSIM_DATA_DIR, else the source tree's data/ at build time.
+// The folder with presets and bundled data: $LMSIM_DATA_DIR; else <dir of the running binary>/../share/lmsim/data
+// (an installed lmsim, wherever the tree was moved); else the source tree's data/ (a build tree); else the
+// install prefix's share/lmsim/data (a program linking the installed libraries).
 std::string data_dir();
 
 struct Presets {

@@ -44,6 +44,37 @@ def test_bad_input_raises_value_error():
         lmsim.predict(model="Qwen3-1.7B", system="v100_sxm2_32g", strategy="dp1-tp1-pp8-cp1-RC")
 
 
+def run_cli(command, *args):
+    return json.loads(subprocess.check_output([CLI, "--log-level", "error", command, *args, "--json"],
+                                              env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                                                   "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}))
+
+
+def test_search_equals_the_cli():
+    d = lmsim.search(model="Qwen3-0.6B", system="a100_sxm_80g", devices=[8, 16], global_batch=32, top=5,
+                     recompute=["noRC", "RC"])
+    c = run_cli("search", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g", "--devices", "8,16",
+                "--global-batch", "32", "--top", "5", "--recompute", "noRC,RC", "--quiet")
+    assert d["space_size"] == c["space_size"] and d["feasible"] == c["feasible"]
+    assert [r["config_name"] for r in d["ranking"]] == [r["config_name"] for r in c["ranking"]]
+    assert [r["iteration_time_s"] for r in d["ranking"]] == [r["iteration_time_s"] for r in c["ranking"]]
+    with pytest.raises(ValueError, match="not a positive integer"):
+        lmsim.search(model="Qwen3-0.6B", system="a100_sxm_80g", devices=8, micro_batch=0)
+
+
+def test_calibrate_and_evaluate_return_their_json():
+    c = lmsim.calibrate(platform="gpu", models=["qwen3_0.6b_4k"])
+    assert c["params"]["matmul_efficiency"] > 0 and "uncertainty" in c and "provenance" in c
+    e = lmsim.evaluate(models=["qwen3_0.6b_4k"])
+    c = run_cli("evaluate", "--models", "qwen3_0.6b_4k")
+    for key in ("time_mape_pct", "memory_mape_pct", "time_spearman", "n_time"):
+        assert [x[key] for x in e] == [x[key] for x in c]
+    s = lmsim.shortlist(k=2)
+    assert s["qwen3_0.6b_4k"]["k"] == 2
+    with pytest.raises(ValueError, match="--out is required|--platform"):
+        lmsim.calibrate()
+
+
 def test_cmake_install_puts_the_module_in_site_packages(tmp_path):
     build = os.environ["LMSIM_BUILD_DIR"]
     subprocess.check_call(["cmake", "--install", build], env={**os.environ, "DESTDIR": str(tmp_path)},
