@@ -111,6 +111,41 @@ double objective_shown(search::Objective obj, double value) {
   return obj == search::Objective::tokens_per_device && value > 0 ? 1.0 / value : value;
 }
 
+io::Json nothing_fits_json(const search::NothingFits& w, const std::vector<search::Scenario>& scen) {
+  io::Json j;
+  if (w.closest) {
+    j["closest_index"] = w.closest->index;
+    j["closest_max_peak_memory_bytes"] = w.closest->peak_bytes;
+    j["lacking_bytes"] = w.lacking_bytes;
+  }
+  io::Json larger = io::Json::array();
+  for (const auto& l : w.larger)
+    larger.push_back({{"scenario", scen[l.scenario].label},
+                      {"smallest_devices_that_fit", l.devices ? io::Json(l.devices) : io::Json(nullptr)},
+                      {"example", l.example ? io::Json(config_name(*l.example)) : io::Json(nullptr)}});
+  j["larger_jobs"] = larger;
+  return j;
+}
+
+std::string nothing_fits_text(const search::NothingFits& w, const search::Space& space,
+                              const std::vector<search::Scenario>& scen, const search::SweepOptions& o) {
+  std::string t = "nothing fits in memory";
+  if (o.memory_margin_bytes > 0) t += " (keeping " + fmt(o.memory_margin_bytes / 1073741824.0, 1) + " GiB free)";
+  t += ".\n";
+  if (w.closest) {
+    const auto c = space.at(w.closest->index);
+    t += "closest: " + config_name(c.strategy) + " on " + scen[c.scenario].label + " needs " +
+         gib(w.closest->peak_bytes) + " GiB per device, " + fmt(w.lacking_bytes / 1073741824.0, 2) +
+         " GiB more than it may use.\n";
+  }
+  for (const auto& l : w.larger)
+    t += scen[l.scenario].label + ": " +
+         (l.devices ? "fits from " + std::to_string(l.devices) + " devices (e.g. " + config_name(*l.example) + ")"
+                    : std::string("nothing fits up to 32x the devices")) +
+         "\n";
+  return t;
+}
+
 void write_results(const std::string& file, const search::Space& space, const search::SweepResult& r,
                    const search::SweepOptions& o, const io::Json& provenance,
                    const std::vector<std::optional<calib::CandidateRisk>>& risk) {
@@ -199,6 +234,10 @@ void write_results(const std::string& file, const search::Space& space, const se
   table_of("/ranking", r.ranking, true);
   w.attr("/ranking", "objective", std::string(search::to_string(o.objective)));
   table_of("/pareto", r.pareto, false);
+  std::vector<search::Entry> best;
+  for (const auto& b : r.best_per_scenario)
+    if (b) best.push_back(*b);
+  table_of("/best_per_scenario", best, false);
   std::vector<std::string> reasons;
   std::vector<std::int64_t> counts;
   for (std::size_t i = 0; i < search::kReasons; ++i) {
@@ -327,6 +366,19 @@ void run() {
   }
   search::install_stop_handlers();
   search::SweepResult r = search::sweep(space, o);
+  // No even pipeline split fits: Megatron's uneven first/last stages may (Llama-3.1-405B's 126 layers on pp8).
+  int retry = rank == 0 && r.feasible == 0 && !r.interrupted && !o.validity.allow_uneven_layers &&
+              r.rejections[static_cast<std::size_t>(Rejection::layers_not_divisible_by_pp_vpp)] > 0;
+  MPI_Bcast(&retry, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (retry) {
+    if (rank == 0)
+      spdlog::warn(
+          "search: nothing fits with even pipeline stages; searching again with uneven stages "
+          "(--allow-uneven-layers: the first stages take the extra layers)");
+    o.validity.allow_uneven_layers = sc.uneven = true;
+    o.resume = false;
+    r = search::sweep(space, o);
+  }
   if (rank != 0) return;
   if (r.resumed_chunks > 0)
     spdlog::info("search: resumed {} completed chunks from {}", r.resumed_chunks, o.checkpoint_dir);
@@ -334,6 +386,8 @@ void run() {
     std::cerr << "lmsim: search interrupted; checkpoint in " << o.checkpoint_dir << ", continue with --resume\n";
     throw io::InputError(sc.out, 0, "", "interrupted before completion: no result written");
   }
+  std::optional<search::NothingFits> why;
+  if (r.feasible == 0) why = search::explain_nothing_fits(space, f, o);
   io::Json prov{{"model", model.name},
                 {"objective", search::to_string(o.objective)},
                 {"top_k", o.top_k},
@@ -363,6 +417,7 @@ void run() {
     risk = ranking_risk(model, space, r.ranking, unc, o);  // P(within 5 %) is relative to the new first
   }
   prov["rank_by"] = sc.rank_by;
+  prov["allow_uneven_layers"] = o.validity.allow_uneven_layers;
   if (!sc.out.empty()) {
     try {
       write_results(sc.out, space, r, o, prov, risk);
@@ -415,6 +470,24 @@ void run() {
           {"flags", emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven)}};
     }
     j["pareto_size"] = r.pareto.size();
+    io::Json best = io::Json::array();
+    for (std::size_t si = 0; si < r.best_per_scenario.size(); ++si) {
+      const auto& b = r.best_per_scenario[si];
+      io::Json row{{"scenario", scen[si].label}};
+      if (b) {
+        const Throughput tp = throughput_of(model, space, *b, o);
+        row.update({{"config_name", config_name(space.at(b->index).strategy)},
+                    {"iteration_time_s", b->time_s},
+                    {"max_peak_memory_bytes", b->peak_bytes},
+                    {"objective", objective_shown(o.objective, b->objective)},
+                    {"mfu", tp.mfu}});
+      } else {
+        row["config_name"] = nullptr;
+      }
+      best.push_back(row);
+    }
+    j["best_per_scenario"] = best;
+    if (why) j["nothing_fits"] = nothing_fits_json(*why, scen);
     j["output"] = sc.out;
     std::cout << j.dump(1) << "\n";
     return;
@@ -439,6 +512,23 @@ void run() {
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
   if (!rej.empty()) std::cout << "\nrejected:\n" << table({"reason", "count"}, rej);
+  if (scen.size() > 1) {
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t si = 0; si < r.best_per_scenario.size(); ++si) {
+      const auto& b = r.best_per_scenario[si];
+      if (!b) {
+        rows.push_back({scen[si].label, "(nothing fits)", "-", "-", "-", "-"});
+        continue;
+      }
+      rows.push_back({scen[si].label, config_name(space.at(b->index).strategy), fmt(b->time_s, 3), gib(b->peak_bytes),
+                      fmt(objective_shown(o.objective, b->objective), 4),
+                      fmt(100 * throughput_of(model, space, *b, o).mfu, 1)});
+    }
+    std::cout << "\nbest per scenario:\n"
+              << table({"scenario", "configuration", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %"},
+                       rows);
+  }
+  if (why) std::cout << "\n" << nothing_fits_text(*why, space, scen, o);
   if (!sc.emit.empty() && !r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
     std::cout << "\n#1 as " << sc.emit << " flags:\n"

@@ -2,6 +2,7 @@
 // MPI + OpenMP sweep with checkpoints (sweep.hpp). Uses the simulator; knows nothing of files but checkpoints.
 #pragma once
 
+#include "search/explain.hpp"
 #include "search/ranking.hpp"
 #include "search/shortlist.hpp"
 #include "search/space.hpp"

@@ -51,8 +51,18 @@ const char* reason_name(std::size_t r) {
 }
 
 std::string candidate_key(const Space& s, std::uint64_t index) {
+  // Simpler layouts first: fewer parallel dimensions in use, fewer model-parallel devices, fewer virtual stages,
+  // less recomputation; then the name, so the order is total.
   const Candidate c = s.at(index);
-  return config_name(c.strategy) + "|" + s.scenarios()[c.scenario].label;
+  const Strategy& t = c.strategy;
+  const int dims = (t.tensor_parallel > 1) + (t.pipeline_parallel > 1) + (t.context_parallel > 1) +
+                   (t.expert_parallel > 1) + (t.virtual_pipeline > 1);
+  char prefix[64];
+  std::snprintf(
+      prefix, sizeof prefix, "%d|%012lld|%06d|%d|", dims,
+      static_cast<long long>(t.tensor_parallel) * t.pipeline_parallel * t.context_parallel * t.expert_parallel,
+      t.virtual_pipeline, static_cast<int>(t.recompute));
+  return prefix + config_name(t) + "|" + s.scenarios()[c.scenario].label;
 }
 
 double objective_value(const Prediction& p, const Scenario& sc, const Strategy& s, const SweepOptions& o) {
@@ -105,10 +115,11 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
 // ---- evaluate_chunk ----------------------------------------------------------------------------------------
 
 namespace {
-// The union of a top-k and a Pareto front, each index once.
-std::vector<Entry> union_of(const TopK& top, const Pareto& front) {
+// The union of a top-k, a Pareto front and each scenario's best, each index once.
+std::vector<Entry> union_of(const TopK& top, const Pareto& front, const std::vector<TopK>& best = {}) {
   std::vector<Entry> v = top.raw();
   v.insert(v.end(), front.front().begin(), front.front().end());
+  for (const auto& b : best) v.insert(v.end(), b.raw().begin(), b.raw().end());
   std::sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.index < b.index; });
   v.erase(std::unique(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.index == b.index; }), v.end());
   return v;
@@ -122,6 +133,7 @@ ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t h
   so.memory_margin_bytes = o.memory_margin_bytes;
   TopK top(o.top_k, &key);
   Pareto front(&key);
+  std::vector<TopK> best(space.scenarios().size(), TopK(1, &key));
   ChunkResult r;
   for (std::uint64_t i = lo; i < hi; ++i) {
     const Candidate c = space.at(i);
@@ -137,12 +149,13 @@ ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t h
       const Entry e{objective_value(p, sc, c.strategy, o), i, p.iteration_time_s, p.max_peak_memory_bytes};
       top.offer(e);
       front.offer(e);
+      best[c.scenario].offer(e);
     }
     ++r.counts[static_cast<std::size_t>(reason)];
     if (records)
       records->push_back({i, p.ok() ? p.iteration_time_s : 0.0, p.ok() ? p.max_peak_memory_bytes : 0.0, reason});
   }
-  r.entries = union_of(top, front);
+  r.entries = union_of(top, front, best);
   return r;
 }
 
@@ -361,8 +374,13 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
 
   TopK top(o.top_k, &key);
   Pareto front(&key);
-  top.merge(state.entries);
-  front.merge(state.entries);
+  std::vector<TopK> best(space.scenarios().size(), TopK(1, &key));
+  auto merge = [&](const std::vector<Entry>& es) {  // each index arrives once
+    top.merge(es);
+    front.merge(es);
+    for (const auto& e : es) best[space.at(e.index).scenario].offer(e);
+  };
+  merge(state.entries);
   std::optional<RecordSpool> spool;
   if (o.write_all) spool.emplace(records_path(o.checkpoint_dir, rank));
 
@@ -374,7 +392,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
   std::string failure;
   std::uint64_t evaluated_here = 0;
   auto save = [&] {
-    state.entries = union_of(top, front);
+    state.entries = union_of(top, front, best);
     if (spool) spool->flush();  // records reach the disk before the checkpoint that counts them
     write_checkpoint(checkpoint_path(o.checkpoint_dir, rank), ckey, state);
   };
@@ -395,8 +413,7 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
         if (spool) spool->append(*id, recs);
         state.chunk_counts[*id] = cr.counts;
         evaluated_here += hi - lo;
-        top.merge(cr.entries);
-        front.merge(cr.entries);
+        merge(cr.entries);
         const auto now = std::chrono::steady_clock::now();
         if (checkpoints && std::chrono::duration<double>(now - last_ckpt).count() >= o.checkpoint_every_s) {
           save();
@@ -429,15 +446,18 @@ SweepResult sweep(const Space& space, const SweepOptions& o) {
     for (std::size_t r = 0; r < kReasons; ++r) mine[r] += c[r];
   Counts total{};
   MPI_Reduce(mine.data(), total.data(), static_cast<int>(kReasons), MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-  const std::vector<Entry> gathered = gather_to_root(union_of(top, front), rank, nranks);
+  const std::vector<Entry> gathered = gather_to_root(union_of(top, front, best), rank, nranks);
   if (rank == 0) {
     // Ranks evaluated disjoint chunks, so every index arrives once.
     TopK t(o.top_k, &key);
     Pareto f(&key);
+    std::vector<TopK> b(space.scenarios().size(), TopK(1, &key));
     t.merge(gathered);
     f.merge(gathered);
+    for (const auto& e : gathered) b[space.at(e.index).scenario].offer(e);
     res.ranking = t.sorted();
     res.pareto = f.front();
+    for (const auto& x : b) res.best_per_scenario.push_back(x.raw().empty() ? std::nullopt : std::optional(x.raw()[0]));
     res.rejections = total;
     res.feasible = total[0];
     for (auto v : total) res.evaluated += v;

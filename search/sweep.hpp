@@ -55,8 +55,9 @@ struct AllRecord {
 };
 
 struct SweepResult {
-  std::vector<Entry> ranking;  // best first
-  std::vector<Entry> pareto;   // by time
+  std::vector<Entry> ranking;                           // best first
+  std::vector<Entry> pareto;                            // by time
+  std::vector<std::optional<Entry>> best_per_scenario;  // per scenario of the space: its best, if any fits
   Counts rejections{};
   std::uint64_t evaluated = 0, feasible = 0, resumed_chunks = 0, chunk = 0;
   double wall_s = 0;
@@ -64,7 +65,8 @@ struct SweepResult {
   bool interrupted = false;
 };
 
-// Tie-break key of a candidate: configuration name, then scenario label.
+// Tie-break key of a candidate (used only between equal objectives): the simpler layout first (fewer parallel
+// dimensions, fewer model-parallel devices, fewer virtual stages, less recompute), then name and scenario.
 std::string candidate_key(const Space& s, std::uint64_t index);
 // Objective value of a feasible prediction (lower is better).
 double objective_value(const Prediction& p, const Scenario& sc, const Strategy& s, const SweepOptions& o);
@@ -77,7 +79,7 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
 
 struct ChunkResult {
   Counts counts{};
-  std::vector<Entry> entries;  // the chunk's top-k ∪ Pareto front, each index once
+  std::vector<Entry> entries;  // the chunk's top-k ∪ Pareto front ∪ best per scenario, each index once
 };
 // Evaluates candidates [lo, hi); appends one record per candidate to `records` when given.
 ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t hi, const SweepOptions& o,

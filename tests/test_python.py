@@ -84,3 +84,25 @@ def test_cmake_install_puts_the_module_in_site_packages(tmp_path):
     out = subprocess.check_output(["/usr/bin/python3", "-c", "import lmsim; print(lmsim.__version__)"],
                                   env={**os.environ, "PYTHONPATH": str(found[0].parent)})
     assert out.strip()
+
+
+def test_search_explains_itself():
+    # Nothing fits: the closest candidate with its shortfall, and the smallest larger job that fits.
+    d = lmsim.search(model="Llama-3-70B", system=["a100_sxm_80g", "h100_sxm_80g"], devices=8, seq=8192,
+                     global_batch=64, top=3)
+    assert d["feasible"] == 0 and d["ranking"] == []
+    why = d["nothing_fits"]
+    assert why["lacking_bytes"] > 0 and why["closest_max_peak_memory_bytes"] > 78 * 2**30
+    assert [x["smallest_devices_that_fit"] for x in why["larger_jobs"]] == [32, 32]
+    # Several scenarios: each one's best, consistent with the global ranking.
+    d = lmsim.search(model="Qwen3-0.6B", system="a100_sxm_80g", devices=[8, 16], global_batch=[32, 64], top=50)
+    best = {b["scenario"]: b for b in d["best_per_scenario"]}
+    assert len(best) == 4
+    for scen, b in best.items():
+        ranked = [r for r in d["ranking"] if r["scenario"] == scen]
+        if ranked:
+            assert b["config_name"] == ranked[0]["config_name"] and b["iteration_time_s"] == ranked[0]["iteration_time_s"]
+    # No even pipeline split: uneven stages are tried automatically, and said so.
+    d = lmsim.search(model="Llama-3.1-405B", system="h100_sxm_80g", devices=2560, pp=5, seq=8192,
+                     global_batch=2560, top=3)
+    assert d["allow_uneven_layers"] is True and d["feasible"] > 0

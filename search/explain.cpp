@@ -1,0 +1,68 @@
+#include "search/explain.hpp"
+
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+
+namespace lmsim::search {
+
+namespace {
+SimOptions options_for(const SweepOptions& o, const Scenario& sc) {
+  SimOptions so;
+  so.validity = o.validity;
+  so.validity.devices_per_node = sc.system.devices_per_node;
+  so.memory_margin_bytes = o.memory_margin_bytes;
+  return so;
+}
+}  // namespace
+
+NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o) {
+  NothingFits out;
+  const std::uint64_t n = space.size();
+  std::vector<std::pair<double, std::uint64_t>> best(static_cast<std::size_t>(omp_get_max_threads()),
+                                                     {std::numeric_limits<double>::infinity(), 0});
+  std::vector<Prediction> kept(best.size());
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Candidate c = space.at(i);
+    const Scenario& sc = space.scenarios()[c.scenario];
+    const Prediction p = simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, options_for(o, sc));
+    if (!p.ok()) continue;
+    const double lack = p.max_peak_memory_bytes - (sc.system.hbm_capacity_bytes - o.memory_margin_bytes);
+    auto& b = best[static_cast<std::size_t>(omp_get_thread_num())];
+    if (lack < b.first || (lack == b.first && i < b.second)) {
+      b = {lack, i};
+      kept[static_cast<std::size_t>(omp_get_thread_num())] = p;
+    }
+  }
+  std::size_t w = 0;
+  for (std::size_t t = 1; t < best.size(); ++t)
+    if (best[t].first < best[w].first || (best[t].first == best[w].first && best[t].second < best[w].second)) w = t;
+  if (std::isfinite(best[w].first)) {
+    out.closest = Entry{best[w].first, best[w].second, kept[w].iteration_time_s, kept[w].max_peak_memory_bytes};
+    out.lacking_bytes = best[w].first;
+  }
+  // Larger jobs: the same space at 2x, 4x, ... 32x the devices; the first count where anything fits.
+  for (std::size_t si = 0; si < space.scenarios().size(); ++si) {
+    NothingFits::Larger l{si, 0, std::nullopt};
+    for (int m = 2; m <= 32 && !l.devices; m *= 2) {
+      Scenario sc = space.scenarios()[si];
+      sc.devices *= m;
+      const Space bigger(space.model(), {sc}, filter);
+      const SimOptions so = options_for(o, sc);
+      for (std::uint64_t i = 0; i < bigger.size(); ++i) {
+        const Candidate c = bigger.at(i);
+        if (simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, so).feasible) {
+          l.devices = sc.devices;
+          l.example = c.strategy;
+          break;
+        }
+      }
+    }
+    out.larger.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace lmsim::search

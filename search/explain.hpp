@@ -1,0 +1,28 @@
+// lmsim/search/explain.hpp — why a search found nothing that fits, and what would.
+//
+// Owns: the valid candidate nearest to fitting (the smallest shortfall of per-device memory against capacity
+// minus margin) and, per scenario, the smallest device count among 2x..32x the searched one at which some
+// candidate of the same space fits. Runs on one rank, after a sweep that found nothing.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "search/sweep.hpp"
+
+namespace lmsim::search {
+
+struct NothingFits {
+  std::optional<Entry> closest;  // time_s and peak_bytes of the nearest candidate (objective: its shortfall, bytes)
+  double lacking_bytes = 0;      // peak - (capacity - margin) of `closest`
+  struct Larger {
+    std::size_t scenario;
+    int devices = 0;  // smallest device count tried that fits something; 0 when none up to 32x
+    std::optional<Strategy> example;
+  };
+  std::vector<Larger> larger;
+};
+
+NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o);
+
+}  // namespace lmsim::search
