@@ -39,6 +39,7 @@ void build_cli(CLI::App& app, std::string& level) {
 }
 
 CliOutcome run_cli(int argc, char** argv, const std::function<std::string()>& describe_rank) {
+  set_command_line(std::vector<std::string>(argv, argv + argc));
   CLI::App app;
   std::string level = spdlog::level::to_string_view(spdlog::get_level()).data();
   if (level == "warning") level = "warn";

@@ -112,12 +112,13 @@ io::Json provenance(const io::Json& files, const std::string& data_root, const c
   for (auto i : fr.train) used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
   io::Json free = io::Json::array();
   for (auto i : pb.free) free.push_back(param_table()[i].name);
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const io::Json run = provenance_json({co.params_start});
   return io::Json{
       {"lmsim_version", LMSIM_VERSION_STRING},
-      {"created", date},
+      {"lmsim_commit", run["lmsim_commit"]},
+      {"command_line", run["command_line"]},
+      {"start_theta_files", run["theta_files"]},
+      {"created", run["created_utc"]},
       {"platform", pb.platform},
       {"system", pb.system.name},
       {"dataset", data_root},
@@ -157,7 +158,7 @@ void write_h5(const std::string& file, const calib::Problem& pb, const calib::Fi
   w.group("/params");
   for (std::size_t i = 0; i < kNumParams; ++i) w.attr("/params", param_table()[i].name, get(fr.params, i));
   w.attr("/", "provenance_json", prov.dump());
-  w.attr("/", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+  write_provenance(w, "/", {co.params_start});
   for (const auto& [name, preds] : sets) {
     std::vector<std::string> ms, cfg;
     std::vector<double> pt, mt, pm, mm;
@@ -175,8 +176,8 @@ void write_h5(const std::string& file, const calib::Problem& pb, const calib::Fi
     w.write(g + "/optimization_config", cfg);
     w.write(g + "/predicted_time_s", pt);
     w.write(g + "/measured_time_s", mt);
-    w.write(g + "/predicted_peak_memory_bytes", pm);
-    w.write(g + "/measured_peak_memory_bytes", mm);
+    w.write(g + "/predicted_max_peak_memory_bytes", pm);
+    w.write(g + "/measured_max_peak_memory_bytes", mm);
     const calib::Report r = calib::score(pb, preds);
     w.attr(g, "report_json", report_json(r).dump());
     w.attr(g, "time_mape_pct", r.time_mape_pct);

@@ -132,7 +132,7 @@ void run_evaluate() {
     io::H5Writer w(ec.out);
     for (const auto& set : sets)
       for (const auto& e : set) write_eval_group(w, e);
-    w.attr("/", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+    write_provenance(w, "/", ec.params);
     w.attr("/", "dataset", d.root);
     w.attr("/", "summary_json", j.dump());
     w.commit();
@@ -278,14 +278,14 @@ void run_shortlist() {
       w->write(g + "/optimization_config", names);
       w->write(g + "/" + sc.from + "_time_s", st);
       w->write(g + "/" + sc.to + "_time_s", tt);
-      w->write(g + "/" + sc.from + "_peak_memory_bytes", sm);
-      w->write(g + "/" + sc.to + "_peak_memory_bytes", tm);
+      w->write(g + "/" + sc.from + "_max_peak_memory_bytes", sm);
+      w->write(g + "/" + sc.to + "_max_peak_memory_bytes", tm);
       w->write(g + "/" + sc.to + "_predicted_time_s", tp);
       w->attr(g, "report_json", j[ms].dump());
     }
   }
   if (w) {
-    w->attr("/", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+    write_provenance(*w, "/", sc.params);
     w->commit();
   }
   if (sc.json) {

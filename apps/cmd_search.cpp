@@ -152,7 +152,8 @@ void write_results(const std::string& file, const search::Space& space, const se
   io::H5Writer w(file);
   auto table_of = [&](const std::string& g, const std::vector<search::Entry>& es, bool full) {
     std::vector<std::string> names, scen, rc;
-    std::vector<std::int64_t> dp, tp, pp, cp, ep, vpp, mbs, sp, dop, idx;
+    std::vector<std::int64_t> dp, tp, pp, cp, ep, vpp, mbs, idx;
+    std::vector<bool> sp, dop;
     std::vector<double> t, mem, obj;
     std::array<std::vector<double>, kNumBreakdownTerms> terms;
     for (const auto& e : es) {
@@ -195,8 +196,8 @@ void write_results(const std::string& file, const search::Space& space, const se
     w.write(g + "/ep", ep);
     w.write(g + "/vpp", vpp);
     w.write(g + "/micro_batch_size", mbs);
-    w.write(g + "/sequence_parallel", sp);
-    w.write(g + "/distributed_optimizer", dop);
+    w.write_bools(g + "/sequence_parallel", sp);
+    w.write_bools(g + "/distributed_optimizer", dop);
     w.write(g + "/recompute", rc);
     w.write(g + "/iteration_time_s", t);
     w.write(g + "/max_peak_memory_bytes", mem);
@@ -250,7 +251,12 @@ void write_results(const std::string& file, const search::Space& space, const se
   if (o.write_all) search::write_all_records(w, space, o.checkpoint_dir, r.chunk);
   w.group("/provenance");
   w.attr("/provenance", "json", provenance.dump());
-  w.attr("/provenance", "lmsim_version", std::string(LMSIM_VERSION_STRING));
+  std::vector<std::string> theta_files;
+  for (const auto& s : provenance["scenarios"])
+    if (s.contains("params_file") && !s["params_file"].get<std::string>().empty() &&
+        std::find(theta_files.begin(), theta_files.end(), s["params_file"].get<std::string>()) == theta_files.end())
+      theta_files.push_back(s["params_file"].get<std::string>());
+  write_provenance(w, "/provenance", theta_files);
   w.attr("/provenance", "ranks", static_cast<std::int64_t>(r.ranks));
   w.attr("/provenance", "threads", static_cast<std::int64_t>(r.threads));
   w.attr("/provenance", "wall_s", r.wall_s);
@@ -270,6 +276,7 @@ void run() {
   const Model model = io::resolve_model(sc.model);
   std::vector<search::Scenario> scen;
   std::vector<std::optional<calib::Uncertainty>> unc;  // per scenario: its θ's covariance, when known
+  std::vector<std::string> theta_file;                 // per scenario: the θ file read (empty: preset defaults)
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;
@@ -294,6 +301,7 @@ void run() {
           scen.push_back(s);
         }
     unc.resize(scen.size(), base.uncertainty);
+    theta_file.resize(scen.size(), base.params_file);
   }
   auto positive = [](const auto& list, const char* flag) {
     for (auto v : list)
@@ -393,12 +401,15 @@ void run() {
                 {"top_k", o.top_k},
                 {"memory_margin_gib", sc.memory_margin_gib},
                 {"scenarios", io::Json::array()}};
-  for (const auto& s : scen)
+  for (std::size_t si = 0; si < scen.size(); ++si) {
+    const auto& s = scen[si];
     prov["scenarios"].push_back({{"label", s.label},
+                                 {"params_file", theta_file[si]},
                                  {"system", s.system.name},
                                  {"devices", s.devices},
                                  {"settings", io::to_json(s.settings)},
                                  {"params", io::to_json(s.params)}});
+  }
   auto risk = ranking_risk(model, space, r.ranking, unc, o);
   if (sc.rank_by == "risk") {
     // Risk-aware order: candidates that fit with probability >= 0.9 first, each group by the 90th percentile of

@@ -5,6 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
+
+#include "io/hash.hpp"
+
+#ifndef LMSIM_COMMIT
+#define LMSIM_COMMIT "unknown commit"
+#endif
 
 namespace lmsim::app {
 
@@ -99,6 +106,7 @@ Resolved resolve(const RunOptions& o) {
   if (theta_file.empty())
     if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && !sp->calibrated_file.empty())
       theta_file = io::data_dir() + "/" + sp->calibrated_file.substr(5);  // "data/..." relative to the data dir
+  r.params_file = theta_file;
   if (!theta_file.empty()) {
     warn_if_other_stack(theta_file, r.settings);
     r.uncertainty = load_uncertainty(theta_file);
@@ -164,5 +172,44 @@ std::string fmt(double v, int prec) {
   return buf;
 }
 std::string gib(double bytes) { return fmt(bytes / 1073741824.0, 2); }
+
+namespace {
+std::string& current_command_line() {
+  static std::string s;
+  return s;
+}
+}  // namespace
+
+void set_command_line(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) {
+    const bool quote = a.empty() || a.find_first_of(" \t'\"") != std::string::npos;
+    s += (s.empty() ? "" : " ") + (quote ? "'" + a + "'" : a);
+  }
+  current_command_line() = s;
+}
+const std::string& command_line() { return current_command_line(); }
+
+io::Json provenance_json(const std::vector<std::string>& theta_files) {
+  io::Json files = io::Json::array();
+  for (const auto& f : theta_files)
+    if (!f.empty()) files.push_back({{"path", f}, {"sha256", io::sha256_file(f)}});
+  char utc[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(utc, sizeof utc, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {{"command_line", command_line()},
+          {"lmsim_version", LMSIM_VERSION},
+          {"lmsim_commit", LMSIM_COMMIT},
+          {"data_dir", io::data_dir()},
+          {"created_utc", utc},
+          {"theta_files", files}};
+}
+
+void write_provenance(io::H5Writer& w, const std::string& object, const std::vector<std::string>& theta_files) {
+  const io::Json p = provenance_json(theta_files);
+  for (const char* k : {"command_line", "lmsim_version", "lmsim_commit", "data_dir", "created_utc"})
+    w.attr(object, k, p[k].get<std::string>());
+  w.attr(object, "theta_files_json", p["theta_files"].dump());
+}
 
 }  // namespace lmsim::app

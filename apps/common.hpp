@@ -28,6 +28,7 @@ struct Resolved {
   TrainingSettings settings;
   PlatformParams params;
   std::string params_source;  // which θ: a --params file, the system's shipped fitted θ, or uncalibrated defaults
+  std::string params_file;    // the θ file read (empty: uncalibrated preset defaults)
   std::optional<calib::Uncertainty> uncertainty;  // θ's covariance when the θ file carries one
 };
 // The `uncertainty` object of a θ file (written by lmsim calibrate), when present.
@@ -51,6 +52,15 @@ void register_predict(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_evaluate(CLI::App& app);
+
+// The command line being run (set by apps/cli.cpp), for provenance.
+void set_command_line(const std::vector<std::string>& args);
+const std::string& command_line();
+// Provenance attributes of an HDF5 output on `object`: command_line, lmsim_version, lmsim_commit, data_dir,
+// created_utc and theta_files_json ([{path, sha256}] of the θ files used).
+void write_provenance(io::H5Writer& w, const std::string& object, const std::vector<std::string>& theta_files);
+// The same as JSON (for θ files and --json documents).
+io::Json provenance_json(const std::vector<std::string>& theta_files);
 
 io::Json report_json(const calib::Report& r);
 std::string report_line(const std::string& label, const calib::Report& r);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "io/csv.hpp"
 #include "io/error.hpp"
@@ -48,6 +49,42 @@ void ensure_parents(hid_t file, const std::string& path) {
   }
 }
 
+// The unit of a dataset, from its name (the project's names carry their units: `_s`, `_bytes`, `_pct`, ...).
+std::string units_of(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  static const std::regex percentile(R"(_p[0-9][0-9]$)");
+  name = std::regex_replace(name, percentile, "");
+  static const std::pair<const char*, const char*> exact[] = {{"mfu", "1 (model FLOP/s over peak)"},
+                                                              {"model_tflops_per_device", "TFLOP/s"},
+                                                              {"tokens_per_s_per_device", "tokens/s"},
+                                                              {"p_fits", "1 (probability)"},
+                                                              {"p_within_5pct_of_best", "1 (probability)"}};
+  for (const auto& [n, u] : exact)
+    if (name == n) return u;
+  static const std::pair<const char*, const char*> suffix[] = {{"_ms", "ms"},       {"_us", "us"},   {"_s", "s"},
+                                                               {"_bytes", "bytes"}, {"_gib", "GiB"}, {"_pct", "%"}};
+  for (const auto& [x, u] : suffix) {
+    const std::string sx = x;
+    if (name.size() > sx.size() && name.compare(name.size() - sx.size(), sx.size(), sx) == 0) return u;
+  }
+  return "";
+}
+
+void set_units(hid_t ds, const std::string& path) {
+  const std::string u = units_of(path);
+  if (u.empty()) return;
+  hid_t t = string_type();
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(ds, "units", t, space, H5P_DEFAULT, H5P_DEFAULT);
+  const char* p = u.c_str();
+  if (a >= 0) {
+    H5Awrite(a, t, &p);
+    H5Aclose(a);
+  }
+  H5Sclose(space);
+  H5Tclose(t);
+}
+
 template <class Fn>
 void write_1d(hid_t file, const std::string& fname, const std::string& path, hid_t type, std::size_t n, Fn&& data) {
   ensure_parents(file, path);
@@ -59,6 +96,7 @@ void write_1d(hid_t file, const std::string& fname, const std::string& path, hid
     throw InputError(fname, 0, path, "cannot create dataset");
   }
   herr_t rc = n ? H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data()) : 0;
+  if (H5Tget_class(type) != H5T_STRING && H5Tget_class(type) != H5T_ENUM) set_units(ds, path);
   H5Dclose(ds);
   H5Sclose(space);
   check(rc, fname, path);
@@ -174,6 +212,7 @@ H5Writer::ColumnId H5Writer::column(const std::string& path, H5Type type, std::s
     H5Tclose(t);
     throw InputError(final_, 0, path, "cannot create dataset");
   }
+  set_units(ds, path);
   columns_.push_back({ds, t, path});
   return columns_.size() - 1;
 }

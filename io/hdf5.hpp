@@ -4,7 +4,8 @@
 // reads as numpy bool / int8, variable-length UTF-8 strings) and scalar attributes, so every result is readable
 // with h5py and h5dump; columns written in slabs (memory O(slab) for tables of any length); atomic commit (a
 // temporary file renamed at the end: an interrupted or failed run never leaves a file at the final path).
-// Every handle is owned and closed in order (datasets before the file), also when a write fails.
+// Every handle is owned and closed in order (datasets before the file), also when a write fails. Numeric datasets
+// carry a `units` attribute read off their names (`_s` s, `_bytes` bytes, `_pct` %, `mfu` 1, ...).
 #pragma once
 
 #include <cstdint>

@@ -106,3 +106,27 @@ def test_search_explains_itself():
     d = lmsim.search(model="Llama-3.1-405B", system="h100_sxm_80g", devices=2560, pp=5, seq=8192,
                      global_batch=2560, top=3)
     assert d["allow_uneven_layers"] is True and d["feasible"] > 0
+
+
+def test_results_carry_units_booleans_and_checked_provenance(tmp_path):
+    import hashlib
+    import h5py
+    out = tmp_path / "r.h5"
+    subprocess.check_call([CLI, "--log-level", "error", "search", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g",
+                           "--devices", "8", "--global-batch", "32", "--top", "5", "--quiet", "--out", str(out)],
+                          env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+                          stdout=subprocess.DEVNULL)
+    with h5py.File(out, "r") as f:
+        r = f["/ranking"]
+        assert r["iteration_time_s"].attrs["units"] == "s"
+        assert r["max_peak_memory_bytes"].attrs["units"] == "bytes"
+        assert r["breakdown/compute_s"].attrs["units"] == "s"
+        assert r["tokens_per_s_per_device"].attrs["units"] == "tokens/s"
+        assert r["sequence_parallel"].dtype == np.bool_ and r["distributed_optimizer"].dtype == np.bool_
+        p = f["/provenance"].attrs
+        assert "search" in p["command_line"] and str(out) in p["command_line"]
+        assert p["lmsim_commit"] and p["lmsim_version"]
+        theta = json.loads(p["theta_files_json"])
+        assert theta, "the shipped θ file is recorded"
+        for t in theta:
+            assert hashlib.sha256(open(t["path"], "rb").read()).hexdigest() == t["sha256"]
