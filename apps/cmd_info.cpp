@@ -167,3 +167,33 @@ void register_dataset(CLI::App& app) {
 }
 
 }  // namespace lmsim::app
+
+namespace lmsim::app {
+
+void register_export(CLI::App& app) {
+  auto* ex = app.add_subcommand("export", "write an lmsim HDF5 result as CSV files (one per table) for pandas");
+  static std::string file, dir;
+  static bool csv, json;
+  file.clear();
+  dir.clear();
+  csv = json = false;
+  ex->add_option("FILE", file, "HDF5 file written by search, calibrate, evaluate or shortlist")->required();
+  ex->add_flag("--csv", csv, "CSV files (the only format for now)")->required();
+  ex->add_option("--out", dir, "output folder (default: FILE without .h5, plus _csv)");
+  ex->add_flag("--json", json, "list the files written as JSON");
+  ex->callback([] {
+    std::string out = dir;
+    if (out.empty()) {
+      const std::filesystem::path p(file);
+      out = (p.parent_path() / (p.stem().string() + "_csv")).string();
+    }
+    const auto files = io::export_csv(file, out);
+    if (json) {
+      std::cout << io::Json{{"files", files}}.dump(1) << "\n";
+      return;
+    }
+    for (const auto& f : files) std::cout << "wrote " << f << "\n";
+  });
+}
+
+}  // namespace lmsim::app

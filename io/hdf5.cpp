@@ -13,11 +13,9 @@
 
 namespace lmsim::io {
 
-namespace {
-
 // Before HDF5's first call: no library shutdown at exit. Every handle is closed by its owner; a file whose close
 // failed (a full disk) stays registered, and HDF5 1.10's exit-time shutdown would crash closing it again.
-void init_hdf5() {
+void hdf5_init() {
   static const bool once = [] {
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through InputError
@@ -25,6 +23,8 @@ void init_hdf5() {
   }();
   (void)once;
 }
+
+namespace {
 
 void check(herr_t rc, const std::string& file, const std::string& what) {
   if (rc < 0) throw InputError(file, 0, what, "HDF5 write failed (disk full or not writable?)");
@@ -42,7 +42,10 @@ void ensure_parents(hid_t file, const std::string& path) {
   while ((pos = path.find('/', pos)) != std::string::npos) {
     const std::string sub = path.substr(0, pos);
     if (H5Lexists(file, sub.c_str(), H5P_DEFAULT) <= 0) {
-      hid_t g = H5Gcreate2(file, sub.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);  // columns keep the order they were written in (lmsim export)
+      H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+      hid_t g = H5Gcreate2(file, sub.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT);
+      H5Pclose(gcpl);
       H5Gclose(g);
     }
     ++pos;
@@ -120,7 +123,7 @@ void write_attr(hid_t file, const std::string& fname, const std::string& object,
 struct ReadFile {
   hid_t id;
   explicit ReadFile(const std::string& f) {
-    init_hdf5();
+    hdf5_init();
     if (!std::filesystem::exists(f)) throw InputError(f, 0, "", "HDF5 file does not exist");
     note_input(f);
     id = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -143,7 +146,7 @@ hid_t open_ds(hid_t f, const std::string& file, const std::string& path, std::si
 }  // namespace
 
 H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
-  init_hdf5();
+  hdf5_init();
   write_through_ = check_output(final_) == OutputMode::write_through;
   tmp_ = write_through_
              ? (std::filesystem::temp_directory_path() / ("lmsim." + std::to_string(::getpid()) + ".h5")).string()
@@ -151,7 +154,10 @@ H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
   const auto parent = std::filesystem::path(final_).parent_path();
   if (!write_through_ && !parent.empty() && !std::filesystem::is_directory(parent))
     throw InputError(final_, 0, "", "output folder does not exist");
-  file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  H5Pclose(fcpl);
   if (file_ < 0) throw InputError(final_, 0, "", "cannot create HDF5 file");
 }
 

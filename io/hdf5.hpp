@@ -16,6 +16,9 @@ namespace lmsim::io {
 
 enum class H5Type { f64, i64, i32 };
 
+// Call before any HDF5 function (every lmsim entry point does).
+void hdf5_init();
+
 class H5Writer {
  public:
   using ColumnId = std::size_t;

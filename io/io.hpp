@@ -5,6 +5,7 @@
 #include "io/csv.hpp"
 #include "io/dataset.hpp"
 #include "io/error.hpp"
+#include "io/export.hpp"
 #include "io/hdf5.hpp"
 #include "io/published.hpp"
 #include "io/specs.hpp"

@@ -130,3 +130,27 @@ def test_results_carry_units_booleans_and_checked_provenance(tmp_path):
         assert theta, "the shipped θ file is recorded"
         for t in theta:
             assert hashlib.sha256(open(t["path"], "rb").read()).hexdigest() == t["sha256"]
+
+
+def test_export_csv_matches_the_hdf5(tmp_path):
+    import csv
+    import h5py
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    out = tmp_path / "r.h5"
+    subprocess.check_call([CLI, "--log-level", "error", "search", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g",
+                           "--devices", "8,16", "--global-batch", "32", "--top", "5", "--quiet", "--write-all",
+                           "--out", str(out)], env=env, stdout=subprocess.DEVNULL)
+    listing = json.loads(subprocess.check_output([CLI, "export", str(out), "--csv", "--json"]))
+    names = sorted(os.path.basename(f) for f in listing["files"])
+    assert names == ["all.csv", "best_per_scenario.csv", "feasibility.csv", "pareto.csv", "ranking.csv"]
+    rows = list(csv.DictReader(open(tmp_path / "r_csv" / "ranking.csv")))
+    all_rows = list(csv.DictReader(open(tmp_path / "r_csv" / "all.csv")))
+    with h5py.File(out, "r") as f:
+        assert [r["config_name"] for r in rows] == [x.decode() for x in f["/ranking/config_name"][...]]
+        assert [float(r["iteration_time_s"]) for r in rows] == list(f["/ranking/iteration_time_s"][...])
+        assert len(all_rows) == int(f["/provenance"].attrs["space_size"])
+    assert {r["sequence_parallel"] for r in rows} <= {"TRUE", "FALSE"}
+    assert "breakdown/compute_s" in rows[0]
+    feasible = [r for r in all_rows if r["status"] == "feasible"]
+    assert feasible and all(float(r["iteration_time_s"]) > 0 for r in feasible)
+    assert min(float(r["iteration_time_s"]) for r in feasible) == float(rows[0]["iteration_time_s"])
