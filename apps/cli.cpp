@@ -37,6 +37,7 @@ void build_cli(CLI::App& app, std::string& level) {
   register_search(app);
   register_evaluate(app);
   register_export(app);
+  register_plot(app);
 }
 
 CliOutcome run_cli(int argc, char** argv, const std::function<std::string()>& describe_rank) {

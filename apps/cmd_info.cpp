@@ -1,4 +1,6 @@
 // `lmsim models`, `lmsim systems`, `lmsim dataset info DIR`.
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
@@ -193,6 +195,39 @@ void register_export(CLI::App& app) {
       return;
     }
     for (const auto& f : files) std::cout << "wrote " << f << "\n";
+  });
+}
+
+}  // namespace lmsim::app
+
+namespace lmsim::app {
+
+void register_plot(CLI::App& app) {
+  auto* pl = app.add_subcommand("plot", "PNG plots of every lmsim result in a folder (python3-h5py, matplotlib)");
+  static std::string dir, out;
+  dir.clear();
+  out.clear();
+  pl->add_option("RESULTS_DIR", dir, "folder with calibrate --report, evaluate, search or shortlist *.h5")->required();
+  pl->add_option("--out", out, "folder for the PNGs (default: RESULTS_DIR)");
+  pl->callback([] {
+    if (!std::filesystem::is_directory(dir)) throw io::InputError(dir, 0, "RESULTS_DIR", "no such folder");
+    // The plotting script: installed beside the data (share/lmsim/plots.py) or in the checkout (jobs/plots.py).
+    const std::filesystem::path data = io::data_dir();
+    std::string script;
+    for (const auto& p : {data.parent_path() / "plots.py", data.parent_path() / "jobs" / "plots.py"})
+      if (std::filesystem::exists(p)) script = p.string();
+    if (script.empty()) throw io::InputError(data.string(), 0, "", "plots.py is not installed beside the data");
+    auto quote = [](const std::string& s) {
+      std::string q = "'";
+      for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
+    std::cout.flush();
+    const int rc = std::system(
+        ("/usr/bin/python3 " + quote(script) + " " + quote(dir) + (out.empty() ? "" : " " + quote(out))).c_str());
+    if (rc != 0)
+      throw io::InputError(dir, 0, "",
+                           "plotting failed (needs /usr/bin/python3 with python3-h5py and python3-matplotlib)");
   });
 }
 

@@ -407,6 +407,7 @@ void run() {
                                  {"params_file", theta_file[si]},
                                  {"system", s.system.name},
                                  {"devices", s.devices},
+                                 {"hbm_capacity_bytes", s.system.hbm_capacity_bytes},
                                  {"settings", io::to_json(s.settings)},
                                  {"params", io::to_json(s.params)}});
   }

@@ -53,6 +53,7 @@ void register_calibrate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_evaluate(CLI::App& app);
 void register_export(CLI::App& app);
+void register_plot(CLI::App& app);
 
 // The command line being run (set by apps/cli.cpp), for provenance.
 void set_command_line(const std::vector<std::string>& args);

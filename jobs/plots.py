@@ -1,10 +1,19 @@
 #!/usr/bin/python3
-"""Turns lmsim's HDF5 results into PNGs (Debian's python3-h5py and python3-matplotlib).
-  predicted_vs_measured.png  predicted vs measured time and memory, y = x, per platform
-  npu_vs_gpu_rank.png        NPU rank vs GPU rank with the top-k shortlist and the GPU optimum (paper's Figure 3)
-  pareto_<search>.png        each search's Pareto front (time vs peak memory)
-Usage: plots.py RESULTS_DIR"""
-import glob, json, os, sys
+"""Plots that answer questions, from any folder of lmsim HDF5 results (Debian's python3-h5py, python3-matplotlib).
+
+Each *.h5 file is recognised by its layout and gives one PNG beside it:
+  <report>_heldout.png   calibrate --report with --cv: held-out (cross-validated) predicted vs measured time and
+                         memory, y = x with +-10 % bands, MAPE in the titles (in-sample only when no CV was run,
+                         and then titled so)
+  <evaluation>.png       evaluate --out: predicted vs measured per platform, +-10 % bands, MAPE in the titles
+  <search>_pareto.png    search --out: the (time, peak memory) Pareto front, the top-k, the device capacity and
+                         margin lines, labels on the fastest points only
+  <shortlist>.png        shortlist --out: source-platform rank vs target-platform rank with the shortlist
+Usage: plots.py RESULTS_DIR [OUT_DIR]   (lmsim plot RESULTS_DIR runs this)"""
+import glob
+import json
+import os
+import sys
 
 import h5py
 import matplotlib
@@ -13,86 +22,175 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-res = sys.argv[1]
+GIB = 2.0**30
 
 
 def strings(ds):
     return [x.decode() if isinstance(x, bytes) else x for x in ds[()]]
 
 
-ev = os.path.join(res, "evaluation.h5")
-if os.path.exists(ev):
-    with h5py.File(ev, "r") as f:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 5))
-        for ms in f:
-            for plat in f[ms]:
-                g = f[ms][plat]["lmsim"]
-                for ax, what, scale, unit in ((axes[0], "iteration_time_s", 1, "s"),
-                                              (axes[1], "max_peak_memory_bytes", 2**-30, "GiB")):
-                    m = g["measured"][what][()] * scale
-                    p = g["predicted"][what][()] * scale
-                    ax.scatter(m, p, label=f"{ms} {plat}", s=22)
-        for ax, title, unit in ((axes[0], "iteration time", "s"), (axes[1], "peak memory (max over ranks)", "GiB")):
-            lo, hi = ax.get_xlim()
-            lo, hi = min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])
-            ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
-            ax.set_xlabel(f"measured ({unit})")
-            ax.set_ylabel(f"predicted ({unit})")
-            ax.set_title(title)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(res, "predicted_vs_measured.png"), dpi=110)
-        plt.close(fig)
+def first(g, *names):
+    for n in names:
+        if n in g:
+            return g[n][()]
+    raise KeyError(names[0])
 
-sl = os.path.join(res, "shortlist.h5")
-if os.path.exists(sl):
-    with h5py.File(sl, "r") as f:
-        settings = list(f)
-        fig, axes = plt.subplots(1, len(settings), figsize=(5.5 * len(settings), 5), squeeze=False)
-        for ax, ms in zip(axes[0], settings):
-            g = f[ms]["shortlist"]
-            names = strings(g["optimization_config"])
-            npu = g["npu_time_s"][()]
-            gpu = g["gpu_time_s"][()]
-            rn = np.argsort(np.argsort(npu)) + 1
-            rg = np.argsort(np.argsort(gpu)) + 1
-            rep = json.loads(g.attrs["report_json"])
-            k = rep["k"]
-            ax.scatter(rn, rg, c="grey", s=28)
-            short = rn <= k
-            ax.scatter(rn[short], rg[short], c="tab:blue", s=46, label=f"NPU top-{k} shortlist")
-            best = int(np.argmin(gpu))
-            ax.scatter([rn[best]], [rg[best]], marker="*", c="tab:red", s=220, label="GPU optimum")
-            for i, n in enumerate(names):
-                ax.annotate(n.replace("-cp1", ""), (rn[i], rg[i]), fontsize=6, xytext=(3, 2), textcoords="offset points")
-            ax.axvline(k + 0.5, color="tab:blue", ls=":", lw=1)
-            ax.set_xlabel("NPU rank (measured time)")
-            ax.set_ylabel("GPU rank (measured time)")
-            ax.set_title(f"{ms}: rho = {rep['cross_platform']['strata'][0]['time_spearman']:.3f}")
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(res, "npu_vs_gpu_rank.png"), dpi=110)
-        plt.close(fig)
 
-for path in sorted(glob.glob(os.path.join(res, "search_*.h5"))):
-    with h5py.File(path, "r") as f:
-        p = f["pareto"]
-        t = p["iteration_time_s"][()]
-        m = p["max_peak_memory_bytes"][()] / 2**30
-        names = strings(p["config_name"])
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
-        ax.step(t, m, where="post", color="tab:green")
-        ax.scatter(t, m, color="tab:green", s=20)
-        for x, y, n in list(zip(t, m, names))[:12]:
-            ax.annotate(n, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
-        r = f["ranking"]
-        ax.scatter(r["iteration_time_s"][()], r["max_peak_memory_bytes"][()] / 2**30, marker="x", c="tab:orange",
-                   s=24, label="top-k by time")
-        ax.set_xlabel("predicted iteration time (s)")
-        ax.set_ylabel("predicted peak memory (GiB)")
-        ax.set_title("Pareto front: " + os.path.basename(path)[:-3])
+def mape(p, m):
+    ok = np.isfinite(p) & np.isfinite(m) & (m > 0)
+    return float(np.mean(np.abs(p[ok] / m[ok] - 1)) * 100) if ok.any() else float("nan")
+
+
+def parity(ax, pairs, unit, title):
+    """Predicted vs measured with y = x and +-10 % bands; pairs: [(label, predicted, measured)]."""
+    allv = np.concatenate([np.concatenate([p, m]) for _, p, m in pairs if len(p)] or [np.array([1.0])])
+    allv = allv[np.isfinite(allv) & (allv > 0)]
+    lo, hi = (allv.min() * 0.85, allv.max() * 1.15) if len(allv) else (0.1, 1)
+    x = np.linspace(lo, hi, 50)
+    ax.fill_between(x, 0.9 * x, 1.1 * x, color="0.9", label="±10 %")
+    ax.plot(x, x, "k--", lw=1, label="y = x")
+    ps, ms = [], []
+    for label, p, m in pairs:
+        ax.scatter(m, p, s=22, label=label)
+        ps.append(p)
+        ms.append(m)
+    err = mape(np.concatenate(ps), np.concatenate(ms)) if ps else float("nan")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(f"measured ({unit})")
+    ax.set_ylabel(f"predicted ({unit})")
+    ax.set_title(f"{title}: MAPE {err:.2f} %")
+    ax.legend(fontsize=7)
+
+
+def calibration_report(f, out):
+    split = "cv" if "cv" in f else "test" if "test" in f else "in_sample"
+    g = f[split]
+    what = {"cv": "held-out (cross-validation)", "test": "held-out test set", "in_sample": "IN-SAMPLE (no CV run)"}
+    settings = strings(g["model_setting"])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, pred, meas, scale, unit, title in (
+            (axes[0], ("predicted_time_s",), ("measured_time_s",), 1, "s", "iteration time"),
+            (axes[1], ("predicted_max_peak_memory_bytes", "predicted_peak_memory_bytes"),
+             ("measured_max_peak_memory_bytes", "measured_peak_memory_bytes"), 1 / GIB, "GiB", "peak memory")):
+        p, m = first(g, *pred) * scale, first(g, *meas) * scale
+        pairs = [(s, p[[i for i, x in enumerate(settings) if x == s]], m[[i for i, x in enumerate(settings) if x == s]])
+                 for s in sorted(set(settings))]
+        parity(ax, pairs, unit, f"{title}, {what[split]}")
+    fig.tight_layout()
+    fig.savefig(out + "_heldout.png", dpi=110)
+    plt.close(fig)
+    return out + "_heldout.png"
+
+
+def evaluation(f, out):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    time_pairs, mem_pairs = [], []
+    for ms in f:
+        if not isinstance(f[ms], h5py.Group):
+            continue
+        for plat in f[ms]:
+            for pred in f[ms][plat]:
+                g = f[ms][plat][pred]
+                if "measured" not in g:
+                    continue
+                lab = f"{ms} {plat} ({pred})"
+                time_pairs.append((lab, g["predicted/iteration_time_s"][()], g["measured/iteration_time_s"][()]))
+                mem_pairs.append((lab, g["predicted/max_peak_memory_bytes"][()] / GIB,
+                                  g["measured/max_peak_memory_bytes"][()] / GIB))
+    parity(axes[0], time_pairs, "s", "iteration time")
+    parity(axes[1], mem_pairs, "GiB", "peak memory (max over ranks)")
+    fig.tight_layout()
+    fig.savefig(out + ".png", dpi=110)
+    plt.close(fig)
+    return out + ".png"
+
+
+def search(f, out):
+    p, r = f["pareto"], f["ranking"]
+    t, m = p["iteration_time_s"][()], p["max_peak_memory_bytes"][()] / GIB
+    names = strings(p["config_name"])
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    ax.step(t, m, where="post", color="tab:green", lw=1)
+    ax.scatter(t, m, color="tab:green", s=20, label="Pareto front (time, memory)")
+    ax.scatter(r["iteration_time_s"][()], r["max_peak_memory_bytes"][()] / GIB, marker="x", c="tab:orange", s=26,
+               label="top-k by the objective")
+    # Labels on the fast corner only, staggered so they stay readable.
+    for i, (x, y, n) in enumerate(list(zip(t, m, names))[:6]):
+        ax.annotate(n, (x, y), fontsize=7, xytext=(40, -14 * i - 10), textcoords="offset points",
+                    arrowprops=dict(arrowstyle="-", lw=0.5, color="0.5"))
+    prov = json.loads(f["provenance"].attrs["json"])
+    caps = {s["system"]: s.get("hbm_capacity_bytes") for s in prov.get("scenarios", [])}
+    margin = prov.get("memory_margin_gib", 0)
+    for sysname, cap in caps.items():
+        if cap:
+            ax.axhline(cap / GIB, color="tab:red", lw=1, label=f"{sysname} capacity")
+            if margin:
+                ax.axhline(cap / GIB - margin, color="tab:red", lw=1, ls=":", label=f"capacity - {margin:g} GiB margin")
+    ax.set_xlabel("predicted iteration time (s)")
+    ax.set_ylabel("predicted peak memory per device (GiB)")
+    ax.set_title(f"{prov.get('model', '')}: {len(t)} Pareto-optimal layouts")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(out + "_pareto.png", dpi=110)
+    plt.close(fig)
+    return out + "_pareto.png"
+
+
+def shortlist(f, out):
+    settings = [s for s in f if "shortlist" in f[s]]
+    fig, axes = plt.subplots(1, len(settings), figsize=(5.5 * len(settings), 5), squeeze=False)
+    for ax, ms in zip(axes[0], settings):
+        g = f[ms]["shortlist"]
+        rep = json.loads(g.attrs["report_json"])
+        src, dst = rep.get("source", "npu"), rep.get("target", "gpu")
+        names = strings(g["optimization_config"])
+        a, b = g[f"{src}_time_s"][()], g[f"{dst}_time_s"][()]
+        ra, rb = np.argsort(np.argsort(a)) + 1, np.argsort(np.argsort(b)) + 1
+        k = rep["k"]
+        ax.scatter(ra, rb, c="grey", s=28)
+        ax.scatter(ra[ra <= k], rb[ra <= k], c="tab:blue", s=46, label=f"{src} top-{k} shortlist")
+        best = int(np.argmin(b))
+        ax.scatter([ra[best]], [rb[best]], marker="*", c="tab:red", s=220, label=f"{dst} optimum")
+        for i in np.argsort(ra)[:k + 2]:
+            ax.annotate(names[i].replace("-cp1", ""), (ra[i], rb[i]), fontsize=6, xytext=(3, 2),
+                        textcoords="offset points")
+        ax.axvline(k + 0.5, color="tab:blue", ls=":", lw=1)
+        ax.set_xlabel(f"{src} rank (measured time)")
+        ax.set_ylabel(f"{dst} rank (measured time)")
+        ax.set_title(ms)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path[:-3].replace("search_", "pareto_") + ".png", dpi=110)
-        plt.close(fig)
-print("plots written to", res)
+    fig.tight_layout()
+    fig.savefig(out + ".png", dpi=110)
+    plt.close(fig)
+    return out + ".png"
+
+
+def main():
+    if len(sys.argv) < 2 or not os.path.isdir(sys.argv[1]):
+        sys.exit("usage: plots.py RESULTS_DIR [OUT_DIR]")
+    res = sys.argv[1]
+    out_dir = sys.argv[2] if len(sys.argv) > 2 else res
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for path in sorted(glob.glob(os.path.join(res, "*.h5"))):
+        base = os.path.join(out_dir, os.path.basename(path)[:-3])
+        try:
+            with h5py.File(path, "r") as f:
+                if "params" in f and ("in_sample" in f or "cv" in f):
+                    written.append(calibration_report(f, base))
+                elif "pareto" in f and "ranking" in f:
+                    written.append(search(f, base))
+                elif any(isinstance(f[k], h5py.Group) and "shortlist" in f[k] for k in f):
+                    written.append(shortlist(f, base))
+                elif "summary_json" in f.attrs:
+                    written.append(evaluation(f, base))
+        except (OSError, KeyError) as e:
+            print(f"skipped {path}: {e}", file=sys.stderr)
+    for w in written:
+        print("wrote", w)
+    if not written:
+        sys.exit(f"no lmsim results (calibrate --report, evaluate, search, shortlist *.h5) in {res}")
+
+
+main()

@@ -154,3 +154,19 @@ def test_export_csv_matches_the_hdf5(tmp_path):
     feasible = [r for r in all_rows if r["status"] == "feasible"]
     assert feasible and all(float(r["iteration_time_s"]) > 0 for r in feasible)
     assert min(float(r["iteration_time_s"]) for r in feasible) == float(rows[0]["iteration_time_s"])
+
+
+def test_plot_any_results_folder(tmp_path):
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    subprocess.check_call([CLI, "--log-level", "error", "search", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g",
+                           "--devices", "8", "--quiet", "--out", str(tmp_path / "s.h5")], env=env,
+                          stdout=subprocess.DEVNULL)
+    subprocess.check_call([CLI, "--log-level", "error", "calibrate", "--platform", "gpu", "--models", "qwen3_0.6b_4k",
+                           "--cv", "loo", "--out", str(tmp_path / "theta.json"), "--report", str(tmp_path / "c.h5")],
+                          stdout=subprocess.DEVNULL)
+    out = subprocess.check_output([CLI, "plot", str(tmp_path)]).decode()
+    assert (tmp_path / "s_pareto.png").stat().st_size > 10000
+    assert (tmp_path / "c_heldout.png").stat().st_size > 10000
+    assert "wrote" in out
+    bad = subprocess.run([CLI, "plot", str(tmp_path / "missing")], capture_output=True)
+    assert bad.returncode == 2 and b"no such folder" in bad.stderr
