@@ -342,7 +342,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--fix", co.fix, "hold a parameter at a value: NAME=VALUE (repeatable)")->delimiter(',');
   cmd->add_option("--free", co.free, "fit only these parameters (default: every one the data can identify)")
       ->delimiter(',');
-  cmd->add_option("--platform", co.platform, "gpu or npu")->check(CLI::IsMember({"gpu", "npu"}));
+  cmd->add_option("--platform", co.platform, "a collection platform: gpu, npu or a system preset name");
   cmd->add_option("--system", co.system, "calibrate the collections measured on this system preset instead");
   cmd->add_option("--models", co.models, "model settings or model names to use (default: all)")->delimiter(',');
   cmd->add_option("--calibrate-on", co.calibrate_on, "configurations to fit on (default: all not in --test-on)")

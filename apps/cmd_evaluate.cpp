@@ -345,8 +345,8 @@ void register_evaluate(CLI::App& app) {
   auto* sl = app.add_subcommand("shortlist", "shortlist target-platform configurations from source-platform runs");
   sc.dataset = io::data_dir() + "/lmsimbench";
   sl->add_option("--dataset", sc.dataset, "dataset root (default: bundled data)");
-  sl->add_option("--from", sc.from, "source platform")->check(CLI::IsMember({"gpu", "npu"}));
-  sl->add_option("--to", sc.to, "target platform")->check(CLI::IsMember({"gpu", "npu"}));
+  sl->add_option("--from", sc.from, "source platform (gpu, npu or a system preset named as a collection platform)");
+  sl->add_option("--to", sc.to, "target platform (likewise)");
   sl->add_option("--k", sc.k, "shortlist size")->check(CLI::Range(1, 1000));
   sl->add_option("--source", sc.source, "rank the source by measured or predicted time")
       ->check(CLI::IsMember({"measured", "predicted"}));

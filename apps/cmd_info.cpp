@@ -135,6 +135,137 @@ io::Json dataset_json(const io::Dataset& d) {
 }
 }  // namespace
 
+namespace {
+
+struct ImportCli {
+  std::string from, out, model_setting, model, system, platform, memory = "max-reserved";
+  std::vector<std::string> logs;
+  bool json = false;
+};
+
+// `lmsim dataset import --from megatron LOG...`: one collection of the dataset layout from training logs.
+void run_import(const ImportCli& o) {
+  namespace fs = std::filesystem;
+  if (o.from != "megatron") throw io::InputError("command line", 0, "--from", "only 'megatron' logs are understood");
+  const Model model = io::resolve_model(o.model);
+  const io::SystemPreset* sys = io::presets().find_system(o.system);
+  if (!sys) throw io::InputError("command line", 0, "--system", "'" + o.system + "' is not a system preset");
+  const std::string platform = o.platform.empty() ? o.system : o.platform;
+  if (o.model_setting.empty() || o.model_setting.find_first_of("/\\") != std::string::npos ||
+      o.model_setting.find("..") != std::string::npos)
+    throw io::InputError("command line", 0, "--model-setting", "a plain folder name is required");
+  const auto mem = o.memory == "max-allocated" ? io::MemoryReport::max_allocated : io::MemoryReport::max_reserved;
+  std::vector<io::MegatronRun> runs;
+  for (const auto& log : o.logs) runs.push_back(io::read_megatron_log(log, mem));
+  // One collection has one set of training settings: the first log's; per-run micro-batch, sequence parallel and
+  // distributed optimizer go into the configuration name; anything else that differs is an error.
+  const TrainingSettings base = runs[0].settings;
+  std::map<std::string, std::string> seen;
+  std::string step = "optimization_config,iteration_time_ms\n", memory = "optimization_config,rank_id,peak_memory_mb\n";
+  for (auto& r : runs) {
+    if (r.num_layers != model.num_layers)
+      throw io::InputError(
+          r.log, 0, "num_layers",
+          std::to_string(r.num_layers) + " layers, " + model.name + " has " + std::to_string(model.num_layers));
+    if (r.devices != runs[0].devices)
+      throw io::InputError(r.log, 0, "world_size", "differs from " + runs[0].log + ": one collection, one size");
+    const TrainingSettings& t = r.settings;
+    if (t.seq_length != base.seq_length || t.global_batch_size != base.global_batch_size ||
+        t.precision != base.precision || t.flash_attention != base.flash_attention ||
+        t.overlap_grad_reduce != base.overlap_grad_reduce || t.overlap_param_gather != base.overlap_param_gather ||
+        t.tp_comm_overlap != base.tp_comm_overlap || t.fp32_gradients != base.fp32_gradients)
+      throw io::InputError(r.log, 0, "arguments",
+                           "training settings differ from " + runs[0].log +
+                               " (sequence, global batch, precision, flash attention or overlap): import them as "
+                               "separate collections");
+    if (t.micro_batch_size != base.micro_batch_size) r.strategy.micro_batch_size = t.micro_batch_size;
+    if (r.strategy.tensor_parallel > 1 && t.sequence_parallel != base.sequence_parallel)
+      r.strategy.sequence_parallel = t.sequence_parallel;
+    if (t.distributed_optimizer != base.distributed_optimizer)
+      r.strategy.distributed_optimizer = t.distributed_optimizer;
+    const std::string name = config_name(r.strategy);
+    if (auto [it, fresh] = seen.emplace(name, r.log); !fresh)
+      throw io::InputError(r.log, 0, "arguments", "the same configuration " + name + " as " + it->second);
+    step += name + "," + fmt(r.iteration_time_s * 1e3, 3) + "\n";
+    for (const auto& [rank, bytes] : r.peak_memory_bytes)
+      memory += name + "," + std::to_string(rank) + "," + fmt(bytes / 1048576.0, 3) + "\n";
+  }
+  io::Json settings = io::to_json(base);
+  settings["note"] = "imported from Megatron-LM logs by lmsim dataset import";
+  // The manifest: the new collection's row replaces an earlier import of the same folder.
+  const std::string folder = o.model_setting + "_" + platform;  // one collection per (model setting, platform)
+  const fs::path root(o.out), dir = root / folder, manifest = root / "data_manifest.csv";
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (!fs::is_directory(root)) throw io::InputError(o.out, 0, "--out", "cannot create the dataset folder");
+  const std::vector<std::string> cols = {"directory", "model_setting", "platform", "system",
+                                         "model",     "seq_length",    "devices"};
+  std::vector<std::vector<std::string>> rows;
+  if (fs::exists(manifest)) {
+    const io::CsvTable t = io::read_csv(manifest.string(), {"directory"});
+    io::forget_input(manifest.string());  // updated on purpose
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      if (t.text(i, "directory") == folder) continue;
+      std::vector<std::string> row;
+      for (const auto& c : cols) row.push_back(t.has(c) ? t.at(i, t.col(c)) : "");
+      rows.push_back(row);
+    }
+  } else {
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (e.is_directory() && e.path().filename() != folder && fs::exists(e.path() / "step_time_summary.csv"))
+        throw io::InputError(o.out, 0, "--out",
+                             "holds collections but no data_manifest.csv: import into a new folder, or write a "
+                             "manifest listing them first");
+  }
+  rows.push_back({folder, o.model_setting, platform, o.system, model.name, std::to_string(base.seq_length),
+                  std::to_string(runs[0].devices)});
+  std::string man;
+  for (std::size_t c = 0; c < cols.size(); ++c) man += (c ? "," : "") + cols[c];
+  man += "\n";
+  for (const auto& r : rows) {
+    for (std::size_t c = 0; c < r.size(); ++c) man += (c ? "," : "") + r[c];
+    man += "\n";
+  }
+  fs::create_directories(dir, ec);
+  io::write_file_atomic((dir / "step_time_summary.csv").string(), step);
+  if (memory.find('\n') + 1 < memory.size()) io::write_file_atomic((dir / "peak_memory.csv").string(), memory);
+  io::write_file_atomic((dir / "training_settings.json").string(), settings.dump(1) + "\n");
+  io::write_file_atomic(manifest.string(), man);
+  const io::Dataset d = io::read_dataset(o.out);  // the result reads back under every dataset rule
+  const io::Collection* c = d.find(o.model_setting, platform);
+  if (o.json) {
+    std::cout << io::Json{{"dataset", o.out},
+                          {"collection", dir.string()},
+                          {"platform", platform},
+                          {"configurations", c ? c->runs.size() : 0}}
+                     .dump(1)
+              << "\n";
+    return;
+  }
+  std::cout << "imported " << runs.size() << " run(s) into " << dir.string() << " (platform " << platform << ", system "
+            << o.system << "); calibrate with: lmsim calibrate --dataset " << o.out << " --platform " << platform
+            << " --out theta.json\n";
+}
+
+void register_dataset_import(CLI::App& ds) {
+  auto* im = ds.add_subcommand("import", "turn training logs into a collection of the dataset layout");
+  static ImportCli o;
+  o = ImportCli{};
+  im->add_option("--from", o.from, "log format: megatron")->required()->check(CLI::IsMember({"megatron"}));
+  im->add_option("LOG", o.logs, "training logs, one run each")->required();
+  im->add_option("--out", o.out, "dataset root (created; its data_manifest.csv gains the collection)")->required();
+  im->add_option("--model-setting", o.model_setting, "collection name, e.g. llama3_8b_8k")->required();
+  im->add_option("--model", o.model, "model preset or JSON the runs trained")->required();
+  im->add_option("--system", o.system, "system preset the runs ran on")->required();
+  im->add_option("--platform", o.platform, "platform name of the collection (default: the system's name)");
+  im->add_option("--memory", o.memory, "which report_memory figure is the peak: max-reserved or max-allocated")
+      ->check(CLI::IsMember({"max-reserved", "max-allocated"}));
+  im->add_flag("--json", o.json, "machine-readable summary");
+  im->callback([] { run_import(o); });
+}
+
+}  // namespace
+
 void register_dataset(CLI::App& app) {
   auto* ds = app.add_subcommand("dataset", "inspect a dataset in the LM-SimBench layout");
   ds->require_subcommand(1);
@@ -166,6 +297,7 @@ void register_dataset(CLI::App& app) {
     for (const auto& [ms, sj] : j["model_settings"].items())
       std::cout << ms << ": " << sj["both_platforms"].get<int>() << " configurations measured on both platforms\n";
   });
+  register_dataset_import(*ds);
 }
 
 }  // namespace lmsim::app

@@ -187,7 +187,8 @@ std::vector<CollectionEvaluation> evaluate_file(const io::Dataset& d, const std:
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const std::string ms = t.text(i, "model_setting"), plat = t.text(i, "platform"),
                       cfg = t.text(i, "optimization_config");
-    if (plat != "gpu" && plat != "npu") t.fail(i, "platform", "'" + plat + "' is not gpu or npu");
+    if (plat != "gpu" && plat != "npu" && !io::presets().find_system(plat))
+      t.fail(i, "platform", "'" + plat + "' is not gpu, npu or a system preset");
     if (!parse_config_name(cfg).strategy) t.fail(i, "optimization_config", parse_config_name(cfg).error);
     Pred& p = preds[{ms, plat, cfg}];
     const double time = t.positive(i, "iteration_time_s", 1e9);

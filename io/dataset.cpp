@@ -67,6 +67,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
   t.micro_batch_size = 1;
   t.global_batch_size = 32;
   t.distributed_optimizer = true;
+  if (platform != "gpu" && platform != "npu") return t;  // another system: its training_settings.json says
   if (platform == "gpu") {  // Megatron-LM on V100: FP16, no fused kernels, no sequence parallel
     t.precision = Precision::fp16;
     t.flash_attention = false;
@@ -308,7 +309,10 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   if (!presets().find_model(c.model))
     throw InputError(dir.string(), 0, "model", "model '" + c.model + "' has no preset in data/presets/models.json");
   c.devices = mr.devices > 0 ? mr.devices : ms ? ms->devices : 8;
-  c.system = !mr.system.empty() ? mr.system : (c.platform == "gpu" ? "v100_sxm2_32g" : "ascend_910b3_64g");
+  c.system = !mr.system.empty()    ? mr.system
+             : c.platform == "gpu" ? "v100_sxm2_32g"
+             : c.platform == "npu" ? "ascend_910b3_64g"
+                                   : c.platform;  // a system preset named as the platform
   if (!presets().find_system(c.system))
     throw InputError(dir.string(), 0, "system", "system '" + c.system + "' has no preset");
   const std::int64_t seq = mr.seq > 0 ? mr.seq : ms ? ms->seq_length : 4096;
@@ -359,8 +363,9 @@ Dataset read_dataset(const std::string& root) {
       auto opt = [&](const char* col) { return t.has(col) ? t.at(i, t.col(col)) : std::string(); };
       mr.model_setting = opt("model_setting");
       mr.platform = opt("platform");
-      if (!mr.platform.empty() && mr.platform != "gpu" && mr.platform != "npu")
-        t.fail(i, "platform", "'" + mr.platform + "' is not gpu or npu");
+      // gpu / npu (the paper's collections) or any system preset: an A100 -> H100 shortlist is expressible.
+      if (!mr.platform.empty() && mr.platform != "gpu" && mr.platform != "npu" && !presets().find_system(mr.platform))
+        t.fail(i, "platform", "'" + mr.platform + "' is not gpu, npu or a system preset");
       mr.system = opt("system");
       mr.model = opt("model");
       if (t.has("seq_length") && !opt("seq_length").empty()) mr.seq = t.integer(i, "seq_length", 1, 1 << 24);

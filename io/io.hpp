@@ -7,5 +7,6 @@
 #include "io/error.hpp"
 #include "io/export.hpp"
 #include "io/hdf5.hpp"
+#include "io/megatron_log.hpp"
 #include "io/published.hpp"
 #include "io/specs.hpp"

@@ -1,4 +1,5 @@
 """The Python module: same figures as the CLI, numpy per-rank memory, ValueError on bad input, installable."""
+import glob
 import json
 import os
 import subprocess
@@ -170,3 +171,43 @@ def test_plot_any_results_folder(tmp_path):
     assert "wrote" in out
     bad = subprocess.run([CLI, "plot", str(tmp_path / "missing")], capture_output=True)
     assert bad.returncode == 2 and b"no such folder" in bad.stderr
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "megatron")
+
+
+def test_dataset_import_from_megatron_logs(tmp_path):
+    import csv
+    logs = sorted(glob.glob(os.path.join(FIXTURES, "*.log")))
+    ds = tmp_path / "mine"
+    for system in ("a100_sxm_80g", "h100_sxm_80g"):
+        r = json.loads(subprocess.check_output([CLI, "dataset", "import", "--from", "megatron", *logs, "--out", str(ds),
+                                                "--model-setting", "qwen3_0.6b_4k", "--model", "Qwen3-0.6B",
+                                                "--system", system, "--json"]))
+        assert r["configurations"] == 2 and r["platform"] == system
+    coll = ds / "qwen3_0.6b_4k_a100_sxm_80g"
+    step = {r["optimization_config"]: float(r["iteration_time_ms"]) for r in csv.DictReader(open(coll / "step_time_summary.csv"))}
+    # Medians of the logged intervals after the first (which includes start-up).
+    assert step == {"dp8-tp1-pp1-cp1-noRC": 2025.0, "dp2-tp2-pp2-cp1-RC-mbs1-sp": 5400.0}
+    mem = [(r["optimization_config"], r["rank_id"], float(r["peak_memory_mb"]))
+           for r in csv.DictReader(open(coll / "peak_memory.csv"))]
+    assert ("dp2-tp2-pp2-cp1-RC-mbs1-sp", "0", 15500.0) in mem and ("dp2-tp2-pp2-cp1-RC-mbs1-sp", "2", 13000.0) in mem
+    settings = json.load(open(coll / "training_settings.json"))
+    assert settings["seq_length"] == 4096 and settings["micro_batch_size"] == 2 and settings["precision"] == "bf16"
+    # Platforms named by system presets: calibrate on one, shortlist from A100 to H100.
+    info = json.loads(subprocess.check_output([CLI, "dataset", "info", str(ds), "--json"]))
+    assert sorted(c["platform"] for c in info["collections"]) == ["a100_sxm_80g", "h100_sxm_80g"]
+    sl = subprocess.run([CLI, "--log-level", "error", "shortlist", "--dataset", str(ds), "--from", "a100_sxm_80g",
+                         "--to", "h100_sxm_80g", "--k", "1", "--json"], capture_output=True)
+    assert sl.returncode == 0, sl.stderr
+    # Bad input: the wrong model (layer count) names the log and the argument; nothing is written.
+    bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron", logs[0], "--out", str(tmp_path / "x"),
+                          "--model-setting", "m", "--model", "Qwen3-8B", "--system", "a100_sxm_80g"],
+                         capture_output=True)
+    assert bad.returncode == 2 and b"num_layers" in bad.stderr and not (tmp_path / "x" / "m_a100_sxm_80g").exists()
+    truncated = tmp_path / "t.log"
+    truncated.write_text(open(logs[0]).read().split("end of arguments")[0])
+    bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron", str(truncated), "--out", str(tmp_path / "y"),
+                          "--model-setting", "m", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g"],
+                         capture_output=True)
+    assert bad.returncode == 2 and b"t.log" in bad.stderr
