@@ -27,9 +27,16 @@ void build_cli(CLI::App& app, std::string& level) {
   app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--log-level", level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  static bool quiet;
+  quiet = false;
+  app.add_flag("--quiet", quiet, "only warnings and errors on stderr (same as --log-level warn), no progress");
   app.require_subcommand(1);
   app.fallthrough();  // global options also after the subcommand: `lmsim predict ... --log-level warn`
-  app.parse_complete_callback([&level] { spdlog::set_level(spdlog::level::from_str(level)); });
+  app.parse_complete_callback([&level] {
+    auto l = spdlog::level::from_str(level);
+    if (quiet && l < spdlog::level::warn) l = spdlog::level::warn;
+    spdlog::set_level(l);
+  });
   register_models(app);
   register_dataset(app);
   register_predict(app);

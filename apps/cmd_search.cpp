@@ -266,6 +266,7 @@ void write_results(const std::string& file, const search::Space& space, const se
 }
 
 void run() {
+  if (sc.quiet && spdlog::get_level() < spdlog::level::warn) spdlog::set_level(spdlog::level::warn);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (sc.systems.empty()) throw io::InputError("command line", 0, "--system", "at least one system is required");

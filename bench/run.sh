@@ -5,7 +5,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/jobs/env.sh"
-lmsim_build_release
+bash "$root/jobs/deps.sh" --tests
+lmsim_build_release -DLMSIM_BUILD_TESTS=ON -DLMSIM_BUILD_BENCH=ON
 echo "== simulate() speed (target: <= 1 us median for an 8-device dense configuration)"
 "$lmsim_build/bench/simulate_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_min_time=0.2 2>/dev/null | grep -E "median|^Run on|CPU"

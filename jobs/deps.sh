@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lmsim needs, only those missing (idempotent). Needs root or sudo.
+#   bash jobs/deps.sh            to build and run lmsim
+#   bash jobs/deps.sh --tests    also the test suite and benchmarks (GoogleTest, Google Benchmark, pytest, Slurm)
 set -euo pipefail
+# What building and running lmsim needs (the CLI, the libraries, the Python module, plots):
 pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libnlopt-cxx-dev libhdf5-dev hdf5-tools libssl-dev libspdlog-dev
-      libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev python3 python3-h5py
-      python3-matplotlib python3-numpy python3-dev pybind11-dev python3-pytest slurm-wlm munge ${LMSIM_EXTRA_PACKAGES:-})
+      libcli11-dev nlohmann-json3-dev libfmt-dev python3 python3-h5py python3-matplotlib python3-numpy python3-dev
+      pybind11-dev)
+# What only the test suite and the benchmarks need (`deps.sh --tests`): a real single-node Slurm for the job tests.
+if [ "${1:-}" = "--tests" ]; then
+  pkgs+=(libgtest-dev libbenchmark-dev python3-pytest slurm-wlm munge)
+fi
+pkgs+=(${LMSIM_EXTRA_PACKAGES:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,8 +5,8 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no CMA in unprivileged c
 lmsim_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 lmsim_build=${LMSIM_BUILD_DIR:-$lmsim_root/build}
 lmsim_bin=$lmsim_build/apps/lmsim
-lmsim_build_release() {
-  cmake -S "$lmsim_root" -B "$lmsim_build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+lmsim_build_release() {  # lmsim_build_release [-DLMSIM_BUILD_TESTS=ON ...]
+  cmake -S "$lmsim_root" -B "$lmsim_build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$lmsim_build" -j "$(nproc)" 2>&1 | grep -E "error|warning" || true
   test -x "$lmsim_bin"
 }

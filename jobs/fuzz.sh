@@ -4,7 +4,7 @@
 # tests/fuzz/regressions/<target>/ once fixed (the unit tests replay them).
 #   bash jobs/fuzz.sh [SECONDS]
 set -euo pipefail
-LMSIM_EXTRA_PACKAGES="clang libclang-rt-14-dev" bash "$(dirname "$0")/deps.sh"
+LMSIM_EXTRA_PACKAGES="clang libclang-rt-14-dev" bash "$(dirname "$0")/deps.sh" --tests
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 b=$root/build-fuzz

@@ -4,5 +4,5 @@ set -euo pipefail
 here=$(dirname "$0")
 bash "$here/deps.sh"
 source "$here/env.sh"
-lmsim_build_release
+lmsim_build_release -DLMSIM_BUILD_TESTS=OFF -DLMSIM_BUILD_BENCH=OFF
 bash "$here/pipeline.sh"

@@ -3,10 +3,10 @@
 # the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 here=$(dirname "$0")
-bash "$here/deps.sh"
+bash "$here/deps.sh" --tests
 source "$here/env.sh"
 jobs=$(nproc)
-cmake -S "$lmsim_root" -B "$lmsim_build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$lmsim_root" -B "$lmsim_build" -DCMAKE_BUILD_TYPE=Release -DLMSIM_BUILD_TESTS=ON -DLMSIM_BUILD_BENCH=ON >/dev/null
 cmake --build "$lmsim_build" -j "$jobs"
 (cd "$lmsim_build" && ctest --output-on-failure -j "$jobs")
 asan=${LMSIM_ASAN_BUILD_DIR:-$lmsim_root/build-asan}
