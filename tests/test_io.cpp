@@ -252,7 +252,7 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
        "does not exist"},
       {"manifest bad platform", "data_manifest.csv",
        [&](const Scratch& s) { spit(s.root / "data_manifest.csv", "directory,platform\n" + kSetting + ",tpu\n"); },
-       true, "platform", "gpu or npu"},
+       true, "platform", "not gpu, npu or a system preset"},
       {"one configuration spelled twice", "step_time_summary.csv",
        [&](const Scratch& s) {
          replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC,9876",
