@@ -102,6 +102,19 @@ int main(int argc, char** argv) {
       const calib::CvResult mo = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
       print_report("leave-one-model-out", mo.report);
       print_coverage("leave-one-model-out", calib::interval_coverage(pb, mo));
+      if (residuals) {
+        for (const auto& p : mo.out_of_sample) {
+          const auto& smp = pb.samples[p.index];
+          std::printf("      LOMO %-14s %-22s time %6.2f / %6.2f s (%+6.1f %%)  mem %+6.1f %%\n", smp.model_setting.c_str(),
+                      smp.config.c_str(), p.time_s, smp.time_s, 100 * (p.time_s / smp.time_s - 1),
+                      100 * (p.mem_max_bytes / smp.mem_max_bytes - 1));
+        }
+        for (const auto& f : mo.folds) {
+          std::printf("      LOMO fold theta:");
+          for (std::size_t i = 0; i < kNumParams; ++i) std::printf(" %s=%.4g", param_table()[i].name, get(f.params, i));
+          std::printf("\n");
+        }
+      }
       if (residuals)
         for (const auto& p : cr.out_of_sample) {
           const auto& smp = pb.samples[p.index];
