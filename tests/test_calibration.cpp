@@ -66,6 +66,23 @@ TEST(Calibration, SameSeedSameTheta) {
   EXPECT_EQ(a.evaluations, b.evaluations);
 }
 
+TEST(Calibration, TimeParametersDoNotDependOnTheMemoryFit) {
+  // Time and memory depend on disjoint parameters: holding a memory parameter must not move the time fit.
+  const calib::Problem pb = synthetic(truth(), 0.02, 11);
+  calib::Problem held = pb;
+  calib::restrict_free(held, {}, {"attention_score_bytes=3", "runtime_memory_fraction=0.3"});
+  const auto a = calib::fit(pb, calib::all_indices(pb), calib::FitOptions{});
+  const auto b = calib::fit(held, calib::all_indices(held), calib::FitOptions{});
+  for (const char* n : {"matmul_efficiency", "matmul_half_dim", "vector_bandwidth_efficiency", "kernel_launch_us",
+                        "intra_node_bandwidth_efficiency", "collective_latency_us", "dp_overlap"})
+    for (std::size_t i = 0; i < kNumParams; ++i)
+      if (param_table()[i].name == std::string(n)) {
+        EXPECT_DOUBLE_EQ(get(a.params, i), get(b.params, i)) << n;
+      }
+  EXPECT_EQ(b.params.attention_score_bytes, 3);
+  EXPECT_NE(a.params.attention_score_bytes, 3);
+}
+
 TEST(Calibration, CrossValidationNeverFitsOnItsTestConfigurations) {
   const calib::Problem pb = synthetic(truth(), 0.02, 5);
   calib::FitOptions o;
