@@ -647,7 +647,20 @@ PlatformParams load_params(const std::string& file, const PlatformParams& base) 
 }
 
 Strategy parse_strategy(const std::string& name, const std::string& source) {
-  ParseResult r = parse_config_name(name);
+  // On the command line the recompute token may also be spelled as Megatron's flag values (full, selective,
+  // none), as `--recompute` accepts both; dataset names stay exactly as the dataset writes them.
+  std::string canonical;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t dash = std::min(name.find('-', start), name.size());
+    const std::string tok = name.substr(start, dash - start);
+    canonical += (start ? "-" : "") + (tok == "full"        ? "RC"
+                                       : tok == "selective" ? "selRC"
+                                       : tok == "none"      ? "noRC"
+                                                            : tok);
+    start = dash + 1;
+  }
+  ParseResult r = parse_config_name(canonical);
   if (!r.strategy) throw InputError(source, 0, "optimization_config", r.error);
   return *r.strategy;
 }

@@ -211,3 +211,11 @@ def test_dataset_import_from_megatron_logs(tmp_path):
                           "--model-setting", "m", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g"],
                          capture_output=True)
     assert bad.returncode == 2 and b"t.log" in bad.stderr
+
+
+def test_recompute_spelled_either_way():
+    a = lmsim.predict(**{**KW, "strategy": "dp2-tp4-pp1-cp1-full"})
+    b = lmsim.predict(**KW)
+    assert a["iteration_time_s"] == b["iteration_time_s"] and a["strategy"] == b["strategy"]
+    c = lmsim.predict(**{**KW, "strategy": "dp2-tp4-pp1-cp1-selective"})
+    assert c["strategy"] == "dp2-tp4-pp1-cp1-selRC"
