@@ -15,14 +15,29 @@
 
 namespace lmsim::app {
 
+const CLI::Validator& positive_size() {
+  static const CLI::Validator v(
+      [](std::string& s) -> std::string {
+        double x = 0;
+        if (!io::parse_number(s, x) || x < 1 || x != static_cast<double>(static_cast<std::int64_t>(x)))
+          return "'" + s + "' is not a positive integer (a size given is a size: 0 does not mean the default)";
+        return "";
+      },
+      "POSITIVE");
+  return v;
+}
+
 void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--model", o.model, "model preset name or model JSON file")->required();
   cmd.add_option("--system", o.system, "system preset name or system JSON file")->required();
-  auto* d = cmd.add_option("--devices", o.devices, "number of devices (default: product of the degrees)");
+  // A size given on the command line is a size: 0 is refused, never read as "use the default".
+  auto* d = cmd.add_option("--devices", o.devices, "number of devices (default: product of the degrees)")
+                ->check(positive_size());
   if (need_devices) d->required();
-  cmd.add_option("--seq", o.seq, "sequence length (default 4096)");
-  cmd.add_option("--global-batch", o.global_batch, "global batch size in sequences (default 32)");
-  cmd.add_option("--micro-batch", o.micro_batch, "micro-batch size (default 1)");
+  cmd.add_option("--seq", o.seq, "sequence length (default 4096)")->check(positive_size());
+  cmd.add_option("--global-batch", o.global_batch, "global batch size in sequences (default 32)")
+      ->check(positive_size());
+  cmd.add_option("--micro-batch", o.micro_batch, "micro-batch size (default 1)")->check(positive_size());
   cmd.add_option("--params", o.params_file, "θ file written by `lmsim calibrate` (default: the system's defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   cmd.add_option(

@@ -38,6 +38,8 @@ Resolved resolve(const RunOptions& o);
 
 // A command-line number that must be finite (CLI11's ranges let NaN through: NaN compares false).
 const CLI::Validator& finite_number();
+// A command-line size: a positive integer.
+const CLI::Validator& positive_size();
 
 // Prints rows as an aligned text table.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);

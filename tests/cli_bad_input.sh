@@ -69,6 +69,8 @@ echo '{"name":"m","hidden_size":-4,"num_layers":2,"num_attention_heads":2,"ffn_h
 expect 2 "hidden_size" predict --model "$tmp/model.json" --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "does not exist" dataset info "$tmp/none"
 expect 2 "seq" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq abc
+expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq 0
+expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --global-batch 2.5
 expect 2 "no measured runs" calibrate --platform gpu --models NoSuch --out "$tmp/p.json"
 expect 2 "match no measured" calibrate --platform gpu --test-on dp9-tp1-pp1-cp1-RC --out "$tmp/p.json"
 expect 2 "exactly one" calibrate --out "$tmp/p.json"
