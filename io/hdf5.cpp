@@ -208,19 +208,7 @@ H5Writer::ColumnId H5Writer::column(const std::string& path, H5Type type, std::s
   const hid_t native = type == H5Type::f64   ? H5T_NATIVE_DOUBLE
                        : type == H5Type::i64 ? H5T_NATIVE_INT64
                                              : H5T_NATIVE_INT32;
-  hid_t t = H5Tcopy(native);
-  ensure_parents(file_, path);
-  hsize_t dims[1] = {static_cast<hsize_t>(n)};
-  hid_t space = H5Screate_simple(1, dims, nullptr);
-  hid_t ds = H5Dcreate2(file_, path.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  H5Sclose(space);
-  if (ds < 0) {
-    H5Tclose(t);
-    throw InputError(final_, 0, path, "cannot create dataset");
-  }
-  set_units(ds, path);
-  columns_.push_back({ds, t, path});
-  return columns_.size() - 1;
+  return add_column(path, H5Tcopy(native), n, true);
 }
 
 H5Writer::ColumnId H5Writer::enum_column(const std::string& path, const std::vector<std::string>& names,
@@ -230,16 +218,21 @@ H5Writer::ColumnId H5Writer::enum_column(const std::string& path, const std::vec
     const auto v = static_cast<std::int8_t>(i);
     H5Tenum_insert(t, names[i].c_str(), &v);
   }
+  return add_column(path, t, n, false);
+}
+
+H5Writer::ColumnId H5Writer::add_column(const std::string& path, std::int64_t type, std::size_t n, bool units) {
   ensure_parents(file_, path);
   hsize_t dims[1] = {static_cast<hsize_t>(n)};
   hid_t space = H5Screate_simple(1, dims, nullptr);
-  hid_t ds = H5Dcreate2(file_, path.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(file_, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Sclose(space);
   if (ds < 0) {
-    H5Tclose(t);
+    H5Tclose(type);
     throw InputError(final_, 0, path, "cannot create dataset");
   }
-  columns_.push_back({ds, t, path});
+  if (units) set_units(ds, path);
+  columns_.push_back({ds, type, path});
   return columns_.size() - 1;
 }
 

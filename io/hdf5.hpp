@@ -46,6 +46,7 @@ class H5Writer {
  private:
   std::string final_, tmp_;
   void close_columns();
+  ColumnId add_column(const std::string& path, std::int64_t type, std::size_t n, bool units);  // owns `type`
   std::int64_t file_ = -1;
   struct Column {
     std::int64_t dataset, type;
