@@ -346,6 +346,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.intra_node = link_from(o.sub("intra_node"));
   s.inter_node = link_from(o.sub("inter_node"));
   s.gemm_layout_conversion = o.boolean_or("gemm_layout_conversion", false);
+  s.nvlink_sharp = o.boolean_or("nvlink_sharp", false);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -369,6 +370,7 @@ Json to_json(const System& s) {
   j["intra_node"] = link_json(s.intra_node);
   j["inter_node"] = link_json(s.inter_node);
   j["gemm_layout_conversion"] = s.gemm_layout_conversion;
+  j["nvlink_sharp"] = s.nvlink_sharp;
   return j;
 }
 

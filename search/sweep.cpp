@@ -98,7 +98,7 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << y.peak_flops_bf16 << ' ' << y.peak_flops_fp8 << ' ' << y.hbm_capacity_bytes << ' '
       << y.hbm_bandwidth_bytes_per_s << ' ' << y.intra_node.bandwidth_bytes_per_s << ' ' << y.intra_node.latency_s
       << ' ' << y.inter_node.bandwidth_bytes_per_s << ' ' << y.inter_node.latency_s << ' ' << y.gemm_layout_conversion
-      << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
+      << y.nvlink_sharp << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
       << static_cast<int>(t.precision) << t.distributed_optimizer << t.flash_attention << t.fused_kernels
       << t.sequence_parallel << t.dropout << t.fp32_gradients << t.tp_comm_overlap << t.overlap_grad_reduce
       << t.overlap_param_gather << t.pipeline_scatter_gather << t.overlap_p2p_comm << t.overlap_moe_expert_parallel_comm

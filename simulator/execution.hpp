@@ -169,6 +169,9 @@ inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, dou
   const double launch = c.p->kernel_launch_us * 1e-6;
   if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : c.intra, 2, bytes) + launch;
   if (gu.size <= 1) return 0;
+  // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
+  const bool nvls = c.sys->nvlink_sharp && prim == Prim::all_reduce && gu.size > 2;
+  if (gu.nodes <= 1 && nvls) return bytes / c.intra.bandwidth_bytes_per_s + 2 * c.intra.latency_s + launch;
   if (gu.nodes <= 1) return flat_collective_s(prim, c.intra, gu.size, bytes) + launch;
   if (gu.per_node <= 1) return flat_collective_s(prim, c.inter, gu.size, bytes, true) + launch;
   const double k = gu.per_node, n = gu.size;
@@ -176,8 +179,11 @@ inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, dou
     return (k - 1) / n * bytes / c.intra.bandwidth_bytes_per_s + (n - k) / n * bytes / c.inter.bandwidth_bytes_per_s +
            (k - 1) * c.intra.latency_s + (gu.nodes - 1) * c.inter.latency_s + launch;
   const double inter = flat_collective_s(prim, c.inter, gu.nodes, bytes / k, true);
-  const double intra = prim == Prim::all_reduce ? 2 * flat_collective_s(Prim::reduce_scatter, c.intra, k, bytes)
-                                                : flat_collective_s(prim, c.intra, k, bytes);
+  // Hierarchical: intra-node reduce-scatter + all-gather around the inter-node step (NVLS: in the switch).
+  const double intra = prim != Prim::all_reduce ? flat_collective_s(prim, c.intra, k, bytes)
+                       : (c.sys->nvlink_sharp && k > 2)
+                           ? bytes / c.intra.bandwidth_bytes_per_s + 2 * c.intra.latency_s
+                           : 2 * flat_collective_s(Prim::reduce_scatter, c.intra, k, bytes);
   return intra + inter + launch;
 }
 inline double collective_time_s(const Ctx& c, Prim prim, Group g, double bytes) {

@@ -30,6 +30,9 @@ struct System {
   // Matrix units that need operands in their own tiled layout (Ascend's fractal NZ format): every GEMM's inputs
   // and output pass through a layout-conversion (TransData) kernel in HBM.
   bool gemm_layout_conversion = false;
+  // NVLink SHARP (NVSwitch gen3+: H100/H200, B200, GB200): NCCL's NVLS all-reduce reduces in the switch, so each
+  // GPU sends and receives its buffer once instead of a ring's 2(n-1)/n times.
+  bool nvlink_sharp = false;
 
   double peak_flops(Precision p) const {
     switch (p) {

@@ -370,3 +370,29 @@ TEST(Fidelity, ModelFlopsFollowSixNPlusAttention) {
   EXPECT_NEAR(tp.tokens_per_s_per_device, tokens / (p.iteration_time_s * 512), 1e-9);
   EXPECT_NEAR(tp.mfu, tp.model_tflops_per_device * 1e12 / a100().peak_flops(t.precision), 1e-12);
 }
+
+TEST(Fidelity, NvlinkSharpAllReduceSendsEachBufferOnce) {
+  // NCCL's NVLS all-reduce on an NVSwitch with SHARP: one send and one receive of the buffer instead of the ring's
+  // 2(n-1)/n; reduce-scatter and all-gather (sequence parallelism) are unchanged.
+  System ring = h100();
+  ring.nvlink_sharp = false;
+  ASSERT_TRUE(h100().nvlink_sharp);
+  const PlatformParams p = io::presets().find_system("h100_sxm_80g")->default_params;
+  TrainingSettings t = megatron2022();
+  t.seq_length = 8192;
+  Strategy s;
+  s.tensor_parallel = 8;
+  s.recompute = Recompute::none;
+  s.sequence_parallel = false;
+  const Model m = gpt22b();
+  const Prediction nvls = simulate(m, s, h100(), t, p);
+  const Prediction rings = simulate(m, s, ring, t, p);
+  ASSERT_TRUE(nvls.ok() && rings.ok());
+  const double a = nvls.breakdown.tp_comm_s + nvls.breakdown.tp_comm_overlapped_s;
+  const double b = rings.breakdown.tp_comm_s + rings.breakdown.tp_comm_overlapped_s;
+  EXPECT_NEAR(a / b, 8.0 / 14.0, 0.05);  // bandwidth-bound: bytes vs 2·7/8·bytes
+  s.sequence_parallel = true;
+  const Prediction sp_nvls = simulate(m, s, h100(), t, p), sp_ring = simulate(m, s, ring, t, p);
+  EXPECT_NEAR(sp_nvls.breakdown.tp_comm_s / sp_ring.breakdown.tp_comm_s, 1.0, 0.01);  // only the loss all-reduces
+  EXPECT_FALSE(a100().nvlink_sharp);                                                  // NVSwitch gen2: no SHARP
+}
