@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "apps/common.hpp"
@@ -27,14 +28,13 @@ void build_cli(CLI::App& app, std::string& level) {
   app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--log-level", level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  static bool quiet;
-  quiet = false;
-  app.add_flag("--quiet", quiet, "only warnings and errors on stderr (same as --log-level warn), no progress");
+  auto quiet = std::make_shared<bool>(false);
+  app.add_flag("--quiet", *quiet, "only warnings and errors on stderr (same as --log-level warn), no progress");
   app.require_subcommand(1);
   app.fallthrough();  // global options also after the subcommand: `lmsim predict ... --log-level warn`
-  app.parse_complete_callback([&level] {
+  app.parse_complete_callback([&level, quiet] {
     auto l = spdlog::level::from_str(level);
-    if (quiet && l < spdlog::level::warn) l = spdlog::level::warn;
+    if (*quiet && l < spdlog::level::warn) l = spdlog::level::warn;
     spdlog::set_level(l);
   });
   register_models(app);

@@ -83,7 +83,7 @@ struct CalOpts {
   bool json = false, coverage = false;
   calib::FitOptions fit;
   calib::Weights weights;
-} co;
+};
 
 // The files a fit read, with content hashes.
 io::Json input_files(const io::Dataset& d, const io::PublishedSet& ps, const calib::Problem& pb) {
@@ -106,7 +106,7 @@ io::Json input_files(const io::Dataset& d, const io::PublishedSet& ps, const cal
   return files;
 }
 
-io::Json provenance(const io::Json& files, const std::string& data_root, const calib::Problem& pb,
+io::Json provenance(const CalOpts& co, const io::Json& files, const std::string& data_root, const calib::Problem& pb,
                     const calib::FitResult& fr) {
   io::Json used = io::Json::array();
   for (auto i : fr.train) used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
@@ -151,7 +151,7 @@ io::Json provenance(const io::Json& files, const std::string& data_root, const c
       {"on_bounds", fr.on_bounds}};
 }
 
-void write_h5(const std::string& file, const calib::Problem& pb, const calib::FitResult& fr,
+void write_h5(const CalOpts& co, const std::string& file, const calib::Problem& pb, const calib::FitResult& fr,
               const std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>>& sets,
               const io::Json& prov) {
   io::H5Writer w(file);
@@ -186,7 +186,8 @@ void write_h5(const std::string& file, const calib::Problem& pb, const calib::Fi
   w.commit();
 }
 
-void run() {
+// One calibration: the command line's options in, the report on `os` (θ to --out, the HDF5 report to --report).
+void run(const CalOpts& co, std::ostream& os) {
   if (co.out.empty() && !co.json)
     throw io::InputError("command line", 0, "--out", "--out is required (or --json, which prints θ)");
   if (co.platform.empty() == co.system.empty())
@@ -240,7 +241,7 @@ void run() {
   io::Json out;
   out["params"] = io::to_json(fr.params);
   out["uncertainty"] = uncertainty_json(calib::laplace(pb, train, fr.params));
-  out["provenance"] = provenance(input_files(d, ps, pb),
+  out["provenance"] = provenance(co, input_files(d, ps, pb),
                                  co.published.empty() ? d.root : co.published + " (published measurements)", pb, fr);
   io::Json rep;
   rep["in_sample"] = report_json(rin);
@@ -291,7 +292,7 @@ void run() {
   }
   out["report"] = rep;
   // All outputs or none: the report first (the likelier to fail), then θ; a failed θ write takes the report back.
-  if (!co.report.empty()) write_h5(co.report, pb, fr, sets, out["provenance"]);
+  if (!co.report.empty()) write_h5(co, co.report, pb, fr, sets, out["provenance"]);
   try {
     if (!co.out.empty()) io::write_file_atomic(co.out, out.dump(1) + "\n");
   } catch (...) {
@@ -299,12 +300,12 @@ void run() {
     throw;
   }
   if (co.json) {
-    std::cout << out.dump(1) << "\n";
+    os << out.dump(1) << "\n";
     return;
   }
-  std::cout << "calibrated " << pb.platform << " (" << pb.system.name << ") on " << train.size()
-            << " configurations: objective " << fmt(fr.objective, 5) << ", " << fr.evaluations << " evaluations, "
-            << fmt(fr.wall_s, 2) << " s\n";
+  os << "calibrated " << pb.platform << " (" << pb.system.name << ") on " << train.size()
+     << " configurations: objective " << fmt(fr.objective, 5) << ", " << fr.evaluations << " evaluations, "
+     << fmt(fr.wall_s, 2) << " s\n";
   std::vector<std::vector<std::string>> prow;
   for (std::size_t i = 0; i < kNumParams; ++i) {
     const ParamInfo& info = param_table()[i];
@@ -313,28 +314,29 @@ void run() {
     prow.push_back({info.name, fmt(get(fr.params, i), 4), info.unit, fmt(info.lower, 2) + " .. " + fmt(info.upper, 2),
                     fitted ? (bound ? "fitted, ON BOUND" : "fitted") : "held at its start value"});
   }
-  std::cout << table({"parameter", "value", "unit", "bounds", "status"}, prow) << "\n" << report_line("in-sample", rin);
-  if (!test.empty()) std::cout << report_line("test", rtest);
-  if (cv.kind != calib::CvKind::none) std::cout << report_line("cv " + co.cv, cr.report);
+  os << table({"parameter", "value", "unit", "bounds", "status"}, prow) << "\n" << report_line("in-sample", rin);
+  if (!test.empty()) os << report_line("test", rtest);
+  if (cv.kind != calib::CvKind::none) os << report_line("cv " + co.cv, cr.report);
   if (co.published.empty())
-    std::cout << "paper, calibrated Calculon (in-sample): time MAPE 10.28/11.22 % (V100, 0.6B/1.7B), 10.19/7.97 % "
-                 "(910B3); time rho 0.853-0.950; memory MAPE 12.55-15.99 %, memory rho 0.986-0.994\n";
+    os << "paper, calibrated Calculon (in-sample): time MAPE 10.28/11.22 % (V100, 0.6B/1.7B), 10.19/7.97 % "
+          "(910B3); time rho 0.853-0.950; memory MAPE 12.55-15.99 %, memory rho 0.986-0.994\n";
   if (co.coverage) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& c : coverage)
       rows.push_back({c["calibration_set"].get<std::string>(), std::to_string(c["n_calibration"].get<int>()),
                       std::to_string(c["n_test"].get<int>()), fmt(c["test_time_mape_pct"].get<double>(), 2),
                       fmt(c["test_memory_mape_pct"].get<double>(), 2)});
-    std::cout << "\ncalibration coverage (fixed test set):\n"
-              << table({"calibration set", "n_cal", "n_test", "test time MAPE %", "test memory MAPE %"}, rows);
+    os << "\ncalibration coverage (fixed test set):\n"
+       << table({"calibration set", "n_cal", "n_test", "test time MAPE %", "test memory MAPE %"}, rows);
   }
-  std::cout << "wrote " << co.out << (co.report.empty() ? "" : " and " + co.report) << "\n";
+  os << "wrote " << co.out << (co.report.empty() ? "" : " and " + co.report) << "\n";
 }
 }  // namespace
 
 void register_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "fit the platform parameters θ to measured runs");
-  co = CalOpts{};  // a fresh command line (the Python module builds one per call)
+  auto opts = std::make_shared<CalOpts>();  // owned by the command: no file-scope state
+  CalOpts& co = *opts;
   co.dataset = io::data_dir() + "/lmsimbench";
   cmd->add_option("--dataset", co.dataset, "dataset root in the LM-SimBench layout (default: bundled data)");
   cmd->add_option("--published", co.published,
@@ -372,7 +374,7 @@ void register_calibrate(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_flag("--coverage", co.coverage, "also fit on differently shaped calibration sets (LM-SimBench D.3)");
   cmd->add_flag("--json", co.json, "machine-readable output");
-  cmd->callback(run);
+  cmd->callback([opts] { run(*opts, std::cout); });
 }
 
 }  // namespace lmsim::app

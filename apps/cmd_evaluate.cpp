@@ -97,9 +97,10 @@ struct EvalCli {
   std::string dataset, out;
   std::vector<std::string> params, models, predictions, names;
   bool json = false, compare = false;
-} ec;
+};
 
-void run_evaluate() {
+// One evaluation: options in, the report on `os`.
+void run_evaluate(const EvalCli& ec, std::ostream& os) {
   const io::Dataset d = io::read_dataset(ec.dataset);
   std::vector<std::vector<eval::CollectionEvaluation>> sets;
   if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, load_thetas(ec.params), ec.models));
@@ -138,13 +139,13 @@ void run_evaluate() {
     w.commit();
   }
   if (ec.json) {
-    std::cout << j.dump(1) << "\n";
+    os << j.dump(1) << "\n";
     return;
   }
-  std::cout << table({"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b",
-                      "top1 regret%", "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config"},
-                     rows);
-  if (!ec.out.empty()) std::cout << "wrote " << ec.out << "\n";
+  os << table({"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b",
+               "top1 regret%", "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config"},
+              rows);
+  if (!ec.out.empty()) os << "wrote " << ec.out << "\n";
 }
 
 // ------------------------------------------------------------------ shortlist
@@ -154,7 +155,7 @@ struct ShortCli {
   std::size_t k = 3;
   bool json = false;
   std::string out;
-} sc;
+};
 
 io::Json cross_json(const search::CrossPlatformReport& r) {
   io::Json strata = io::Json::array();
@@ -207,7 +208,8 @@ std::map<std::string, double> predicted_times(const io::Dataset& d, const std::s
   return out;
 }
 
-void run_shortlist() {
+// One shortlist: options in, the report on `os`.
+void run_shortlist(const ShortCli& sc, std::ostream& os) {
   const io::Dataset d = io::read_dataset(sc.dataset);
   const auto given = load_thetas(sc.params);
   std::set<std::string> settings;
@@ -289,12 +291,12 @@ void run_shortlist() {
     w->commit();
   }
   if (sc.json) {
-    std::cout << j.dump(1) << "\n";
+    os << j.dump(1) << "\n";
     return;
   }
   for (const auto& [ms, r] : j.items()) {
-    std::cout << ms << ": " << r["candidates"].get<int>() << " paired configurations; " << sc.to
-              << " optimum (measured) " << r["target_optimum"].get<std::string>() << "\n";
+    os << ms << ": " << r["candidates"].get<int>() << " paired configurations; " << sc.to << " optimum (measured) "
+       << r["target_optimum"].get<std::string>() << "\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto& rule : r["rules"]) {
       std::string list;
@@ -302,8 +304,8 @@ void run_shortlist() {
       rows.push_back({rule["rule"].get<std::string>(), list, rule["contains_target_optimum"].get<bool>() ? "yes" : "no",
                       fmt(rule["top1_regret_pct"].get<double>(), 1), fmt(rule["topk_regret_pct"].get<double>(), 1)});
     }
-    std::cout << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows) << "  ("
-              << sc.to << " predictions: " << r["target_predictions"].get<std::string>() << ")\n";
+    os << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows) << "  (" << sc.to
+       << " predictions: " << r["target_predictions"].get<std::string>() << ")\n";
     const auto& x = r["cross_platform"];
     std::vector<std::vector<std::string>> xs;
     for (const auto& s : x["strata"])
@@ -312,25 +314,27 @@ void run_shortlist() {
                     s["time_kendall_tau_b"].is_null() ? "-" : fmt(s["time_kendall_tau_b"].get<double>(), 3),
                     s["memory_spearman"].is_null() ? "-" : fmt(s["memory_spearman"].get<double>(), 3),
                     s["memory_kendall_tau_b"].is_null() ? "-" : fmt(s["memory_kendall_tau_b"].get<double>(), 3)});
-    std::cout << "  cross-platform (" << sc.from << " vs " << sc.to << "):\n"
-              << table({"stratum", "n", "time rho", "time tau_b", "memory rho", "memory tau_b"}, xs)
-              << "  lowest-memory top-3 overlap " << x["lowest_memory_top3_overlap"].get<int>()
-              << "/3; RC direction agreement " << x["rc_direction_agreements"].get<int>() << "/"
-              << x["rc_pairs"].get<int>() << "; median " << sc.to << "/" << sc.from << " time ratio "
-              << fmt(x["median_time_ratio_target_over_source"].get<double>(), 3) << ", memory ratio "
-              << fmt(x["median_memory_ratio_target_over_source"].get<double>(), 3)
-              << "; LOO median-ratio transfer: time sMAPE " << fmt(x["loo_transfer_time_smape_pct"].get<double>(), 2)
-              << " %, R2 " << fmt(x["loo_transfer_time_r2"].get<double>(), 3) << "\n\n";
+    os << "  cross-platform (" << sc.from << " vs " << sc.to << "):\n"
+       << table({"stratum", "n", "time rho", "time tau_b", "memory rho", "memory tau_b"}, xs)
+       << "  lowest-memory top-3 overlap " << x["lowest_memory_top3_overlap"].get<int>()
+       << "/3; RC direction agreement " << x["rc_direction_agreements"].get<int>() << "/" << x["rc_pairs"].get<int>()
+       << "; median " << sc.to << "/" << sc.from << " time ratio "
+       << fmt(x["median_time_ratio_target_over_source"].get<double>(), 3) << ", memory ratio "
+       << fmt(x["median_memory_ratio_target_over_source"].get<double>(), 3)
+       << "; LOO median-ratio transfer: time sMAPE " << fmt(x["loo_transfer_time_smape_pct"].get<double>(), 2)
+       << " %, R2 " << fmt(x["loo_transfer_time_r2"].get<double>(), 3) << "\n\n";
   }
-  if (!sc.out.empty()) std::cout << "wrote " << sc.out << "\n";
+  if (!sc.out.empty()) os << "wrote " << sc.out << "\n";
 }
 
 }  // namespace
 
 void register_evaluate(CLI::App& app) {
   auto* cmd = app.add_subcommand("evaluate", "score predictions (lmsim's or another tool's) against measured runs");
-  ec = EvalCli{};  // a fresh command line (the Python module builds one per call)
-  sc = ShortCli{};
+  auto eval_opts = std::make_shared<EvalCli>();  // owned by the commands: no file-scope state
+  auto short_opts = std::make_shared<ShortCli>();
+  EvalCli& ec = *eval_opts;
+  ShortCli& sc = *short_opts;
   ec.dataset = io::data_dir() + "/lmsimbench";
   cmd->add_option("--dataset", ec.dataset, "dataset root (default: bundled data)");
   cmd->add_option("--params", ec.params, "θ files from lmsim calibrate (one per platform)")->delimiter(',');
@@ -340,7 +344,7 @@ void register_evaluate(CLI::App& app) {
   cmd->add_flag("--compare", ec.compare, "score lmsim too and show all prediction sets side by side");
   cmd->add_option("--out", ec.out, "HDF5 report");
   cmd->add_flag("--json", ec.json, "machine-readable output");
-  cmd->callback(run_evaluate);
+  cmd->callback([eval_opts] { run_evaluate(*eval_opts, std::cout); });
 
   auto* sl = app.add_subcommand("shortlist", "shortlist target-platform configurations from source-platform runs");
   sc.dataset = io::data_dir() + "/lmsimbench";
@@ -354,7 +358,7 @@ void register_evaluate(CLI::App& app) {
   sl->add_option("--models", sc.models, "model settings")->delimiter(',');
   sl->add_option("--out", sc.out, "HDF5 file");
   sl->add_flag("--json", sc.json, "machine-readable output");
-  sl->callback(run_shortlist);
+  sl->callback([short_opts] { run_shortlist(*short_opts, std::cout); });
 }
 
 }  // namespace lmsim::app

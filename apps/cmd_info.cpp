@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "apps/common.hpp"
@@ -11,10 +12,11 @@ namespace lmsim::app {
 
 void register_models(CLI::App& app) {
   auto* models = app.add_subcommand("models", "list model presets with their parameter counts");
-  static bool models_json, systems_json;
-  models_json = systems_json = false;
-  models->add_flag("--json", models_json, "machine-readable output");
-  models->callback([] {
+  // Options live as long as the command (shared with its callback): no file-scope or static state.
+  auto flags = std::make_shared<std::pair<bool, bool>>(false, false);  // models --json, systems --json
+  models->add_flag("--json", flags->first, "machine-readable output");
+  models->callback([flags] {
+    const bool models_json = flags->first;
     const auto& p = io::presets();
     if (models_json) {
       io::Json arr = io::Json::array();
@@ -47,8 +49,9 @@ void register_models(CLI::App& app) {
         rows);
   });
   auto* systems = app.add_subcommand("systems", "list system presets");
-  systems->add_flag("--json", systems_json, "machine-readable output");
-  systems->callback([] {
+  systems->add_flag("--json", flags->second, "machine-readable output");
+  systems->callback([flags] {
+    const bool systems_json = flags->second;
     const auto& p = io::presets();
     if (systems_json) {
       io::Json arr = io::Json::array();
@@ -249,8 +252,8 @@ void run_import(const ImportCli& o) {
 
 void register_dataset_import(CLI::App& ds) {
   auto* im = ds.add_subcommand("import", "turn training logs into a collection of the dataset layout");
-  static ImportCli o;
-  o = ImportCli{};
+  auto opts = std::make_shared<ImportCli>();
+  ImportCli& o = *opts;
   im->add_option("--from", o.from, "log format: megatron")->required()->check(CLI::IsMember({"megatron"}));
   im->add_option("LOG", o.logs, "training logs, one run each")->required();
   im->add_option("--out", o.out, "dataset root (created; its data_manifest.csv gains the collection)")->required();
@@ -261,7 +264,7 @@ void register_dataset_import(CLI::App& ds) {
   im->add_option("--memory", o.memory, "which report_memory figure is the peak: max-reserved or max-allocated")
       ->check(CLI::IsMember({"max-reserved", "max-allocated"}));
   im->add_flag("--json", o.json, "machine-readable summary");
-  im->callback([] { run_import(o); });
+  im->callback([opts] { run_import(*opts); });
 }
 
 }  // namespace
@@ -270,13 +273,12 @@ void register_dataset(CLI::App& app) {
   auto* ds = app.add_subcommand("dataset", "inspect a dataset in the LM-SimBench layout");
   ds->require_subcommand(1);
   auto* info = ds->add_subcommand("info", "summarise the measured collections under DIR");
-  static std::string dir;
-  static bool json;
-  dir.clear();
-  json = false;
-  info->add_option("DIR", dir, "dataset root")->required();
-  info->add_flag("--json", json, "machine-readable output");
-  info->callback([] {
+  auto opts = std::make_shared<std::pair<std::string, bool>>();  // DIR, --json
+  info->add_option("DIR", opts->first, "dataset root")->required();
+  info->add_flag("--json", opts->second, "machine-readable output");
+  info->callback([opts] {
+    const std::string& dir = opts->first;
+    const bool json = opts->second;
     const io::Dataset d = io::read_dataset(dir);
     const io::Json j = dataset_json(d);
     if (json) {
@@ -306,16 +308,18 @@ namespace lmsim::app {
 
 void register_export(CLI::App& app) {
   auto* ex = app.add_subcommand("export", "write an lmsim HDF5 result as CSV files (one per table) for pandas");
-  static std::string file, dir;
-  static bool csv, json;
-  file.clear();
-  dir.clear();
-  csv = json = false;
-  ex->add_option("FILE", file, "HDF5 file written by search, calibrate, evaluate or shortlist")->required();
-  ex->add_flag("--csv", csv, "CSV files (the only format for now)")->required();
-  ex->add_option("--out", dir, "output folder (default: FILE without .h5, plus _csv)");
-  ex->add_flag("--json", json, "list the files written as JSON");
-  ex->callback([] {
+  struct ExportCli {
+    std::string file, dir;
+    bool csv = false, json = false;
+  };
+  auto opts = std::make_shared<ExportCli>();
+  ex->add_option("FILE", opts->file, "HDF5 file written by search, calibrate, evaluate or shortlist")->required();
+  ex->add_flag("--csv", opts->csv, "CSV files (the only format for now)")->required();
+  ex->add_option("--out", opts->dir, "output folder (default: FILE without .h5, plus _csv)");
+  ex->add_flag("--json", opts->json, "list the files written as JSON");
+  ex->callback([opts] {
+    const std::string &file = opts->file, &dir = opts->dir;
+    const bool json = opts->json;
     std::string out = dir;
     if (out.empty()) {
       const std::filesystem::path p(file);
@@ -336,12 +340,12 @@ namespace lmsim::app {
 
 void register_plot(CLI::App& app) {
   auto* pl = app.add_subcommand("plot", "PNG plots of every lmsim result in a folder (python3-h5py, matplotlib)");
-  static std::string dir, out;
-  dir.clear();
-  out.clear();
-  pl->add_option("RESULTS_DIR", dir, "folder with calibrate --report, evaluate, search or shortlist *.h5")->required();
-  pl->add_option("--out", out, "folder for the PNGs (default: RESULTS_DIR)");
-  pl->callback([] {
+  auto opts = std::make_shared<std::pair<std::string, std::string>>();  // RESULTS_DIR, --out
+  pl->add_option("RESULTS_DIR", opts->first, "folder with calibrate --report, evaluate, search or shortlist *.h5")
+      ->required();
+  pl->add_option("--out", opts->second, "folder for the PNGs (default: RESULTS_DIR)");
+  pl->callback([opts] {
+    const std::string &dir = opts->first, &out = opts->second;
     if (!std::filesystem::is_directory(dir)) throw io::InputError(dir, 0, "RESULTS_DIR", "no such folder");
     // The plotting script: installed beside the data (share/lmsim/plots.py) or in the checkout (jobs/plots.py).
     const std::filesystem::path data = io::data_dir();

@@ -8,12 +8,18 @@
 namespace lmsim::app {
 
 namespace {
-RunOptions opt;
-std::string strategy_name;
-bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
-std::string gemm_csv, emit;
+struct PredictCli {
+  RunOptions opt;
+  std::string strategy_name;
+  bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
+  std::string gemm_csv, emit;
+};
 
-void run() {
+// One prediction: options in, the report on `os` (the GEMMs to --gemms-csv).
+void run(const PredictCli& o, std::ostream& os) {
+  const RunOptions& opt = o.opt;
+  const std::string &strategy_name = o.strategy_name, &gemm_csv = o.gemm_csv, &emit = o.emit;
+  const bool diagnostics = o.diagnostics, allow_uneven = o.allow_uneven, allow_cross_node = o.allow_cross_node;
   const PredictResult res = predict({opt, strategy_name, allow_uneven, allow_cross_node, emit});
   const Resolved& r = res.r;
   const Strategy& s = res.s;
@@ -30,32 +36,32 @@ void run() {
     io::write_file_atomic(gemm_csv, csv);
   }
   if (opt.json) {
-    std::cout << res.json().dump(1) << "\n";
+    os << res.json().dump(1) << "\n";
     return;
   }
   if (!emit.empty()) {  // the flags alone, so they can be pasted or piped
-    std::cout << emit_flags(emit, r.model, s, r.settings, allow_uneven) << "\n";
+    os << emit_flags(emit, r.model, s, r.settings, allow_uneven) << "\n";
     return;
   }
-  std::cout << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
-            << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
-            << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
-            << "iteration time  " << fmt(p.iteration_time_s, 3) << " s"
-            << (has_iv ? "  (80 %: " + fmt(iv.time_s_80.lower, 3) + " - " + fmt(iv.time_s_80.upper, 3) +
-                             ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"
-                       : std::string())
-            << "\n"
-            << "throughput      " << fmt(throughput(p, s, r.system, r.settings).tokens_per_s_per_device, 0)
-            << " tokens/s per device, " << fmt(throughput(p, s, r.system, r.settings).model_tflops_per_device, 0)
-            << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"
-            << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
-            << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
+  os << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
+     << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
+     << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
+     << "iteration time  " << fmt(p.iteration_time_s, 3) << " s"
+     << (has_iv ? "  (80 %: " + fmt(iv.time_s_80.lower, 3) + " - " + fmt(iv.time_s_80.upper, 3) +
+                      ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"
+                : std::string())
+     << "\n"
+     << "throughput      " << fmt(throughput(p, s, r.system, r.settings).tokens_per_s_per_device, 0)
+     << " tokens/s per device, " << fmt(throughput(p, s, r.system, r.settings).model_tflops_per_device, 0)
+     << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"
+     << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
+     << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
   std::vector<std::vector<std::string>> terms;
   for (const auto& t : breakdown_terms())
     terms.push_back({t.name, to_string(t.kind), fmt(p.breakdown.*(t.field)), t.doc});
-  std::cout << table({"term", "kind", "seconds", "what"}, terms) << "pipeline split: " << to_string(p.pipeline_split)
-            << "; one dense layer, one micro-batch: forward " << fmt(p.layer.forward_s * 1e3, 2) << " ms, backward "
-            << fmt(p.layer.backward_s * 1e3, 2) << " ms (recompute " << fmt(p.layer.recompute_s * 1e3, 2) << " ms)\n\n";
+  os << table({"term", "kind", "seconds", "what"}, terms) << "pipeline split: " << to_string(p.pipeline_split)
+     << "; one dense layer, one micro-batch: forward " << fmt(p.layer.forward_s * 1e3, 2) << " ms, backward "
+     << fmt(p.layer.backward_s * 1e3, 2) << " ms (recompute " << fmt(p.layer.recompute_s * 1e3, 2) << " ms)\n\n";
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < p.num_stages; ++i) {
     const StageResult& st = p.stages[static_cast<std::size_t>(i)];
@@ -63,35 +69,33 @@ void run() {
                     gib(st.weight_bytes), gib(st.gradient_bytes), gib(st.optimizer_bytes), gib(st.activation_bytes),
                     gib(st.transient_bytes), gib(st.runtime_bytes), gib(st.peak_bytes)});
   }
-  std::cout << table({"stage", "layers", "ms/mb", "weights", "grads", "optim", "activ", "transient", "runtime",
-                      "peak_GiB"},
-                     rows)
-            << "\nper-rank peak memory (GiB):";
-  for (std::size_t i = 0; i < mem.size() && i < 64; ++i) std::cout << (i % 8 == 0 ? "\n  " : " ") << gib(mem[i]);
-  if (mem.size() > 64) std::cout << "\n  ... (" << mem.size() << " ranks; --json lists all)";
-  std::cout << "\n";
+  os << table({"stage", "layers", "ms/mb", "weights", "grads", "optim", "activ", "transient", "runtime", "peak_GiB"},
+              rows)
+     << "\nper-rank peak memory (GiB):";
+  for (std::size_t i = 0; i < mem.size() && i < 64; ++i) os << (i % 8 == 0 ? "\n  " : " ") << gib(mem[i]);
+  if (mem.size() > 64) os << "\n  ... (" << mem.size() << " ranks; --json lists all)";
+  os << "\n";
   if (diagnostics) {
     std::vector<std::vector<std::string>> g;
     for (const auto& x : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
       g.push_back({x.name, std::to_string(x.stage), std::to_string(x.batch), std::to_string(x.m), std::to_string(x.n),
                    std::to_string(x.k), fmt(x.count, 0), fmt(x.predicted_us, 1)});
-    std::cout << "\n" << table({"gemm", "stage", "batch", "m", "n", "k", "calls", "us/call"}, g);
+    os << "\n" << table({"gemm", "stage", "batch", "m", "n", "k", "calls", "us/call"}, g);
     std::vector<std::vector<std::string>> c;
     for (const auto& x : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
       c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size), std::to_string(x.nodes),
                    fmt(x.bytes / 1048576.0, 2), fmt(x.count, 0), fmt(x.predicted_ms, 3)});
-    std::cout << "\n" << table({"collective", "group", "stage", "size", "nodes", "MiB", "calls", "ms/call"}, c);
+    os << "\n" << table({"collective", "group", "stage", "size", "nodes", "MiB", "calls", "ms/call"}, c);
   }
 }
 }  // namespace
 
 void register_predict(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "predict iteration time and per-rank peak memory of one strategy");
-  opt = RunOptions{};  // a fresh command line (the Python module builds one per call)
-  strategy_name.clear();
-  gemm_csv.clear();
-  emit.clear();
-  diagnostics = allow_uneven = allow_cross_node = false;
+  auto opts = std::make_shared<PredictCli>();  // owned by the command: no file-scope state
+  RunOptions& opt = opts->opt;
+  std::string &strategy_name = opts->strategy_name, &gemm_csv = opts->gemm_csv, &emit = opts->emit;
+  bool &diagnostics = opts->diagnostics, &allow_uneven = opts->allow_uneven, &allow_cross_node = opts->allow_cross_node;
   add_run_options(*cmd, opt, false);
   cmd->add_option("--strategy", strategy_name,
                   "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")
@@ -102,7 +106,7 @@ void register_predict(CLI::App& app) {
   cmd->add_option("--gemms-csv", gemm_csv, "write the predicted GEMMs as a matrix_operator_latency-style CSV");
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");
-  cmd->callback(run);
+  cmd->callback([opts] { run(*opts, std::cout); });
 }
 
 }  // namespace lmsim::app

@@ -26,7 +26,7 @@ struct SearchCli {
   double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
   bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
-} sc;
+};
 
 std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   std::vector<bool> out;
@@ -265,7 +265,8 @@ void write_results(const std::string& file, const search::Space& space, const se
   w.commit();
 }
 
-void run() {
+// One search: the command line's options in, the report on `out` (results to --out).
+void run(SearchCli sc, std::ostream& out) {
   if (sc.quiet && spdlog::get_level() < spdlog::level::warn) spdlog::set_level(spdlog::level::warn);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -502,7 +503,7 @@ void run() {
     j["best_per_scenario"] = best;
     if (why) j["nothing_fits"] = nothing_fits_json(*why, scen);
     j["output"] = sc.out;
-    std::cout << j.dump(1) << "\n";
+    out << j.dump(1) << "\n";
     return;
   }
   std::vector<std::vector<std::string>> rows;
@@ -515,16 +516,16 @@ void run() {
                     fmt(100 * tp.mfu, 1), risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
                     risk[i] ? fmt(risk[i]->p_within_5pct, 2) : "-"});
   }
-  std::cout << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
-            << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
-            << " fit in memory, Pareto front " << r.pareto.size() << "\n"
-            << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %",
-                      "P(fits)", "P(<=5% of #1)"},
-                     rows);
+  out << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
+      << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
+      << " fit in memory, Pareto front " << r.pareto.size() << "\n"
+      << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %",
+                "P(fits)", "P(<=5% of #1)"},
+               rows);
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
-  if (!rej.empty()) std::cout << "\nrejected:\n" << table({"reason", "count"}, rej);
+  if (!rej.empty()) out << "\nrejected:\n" << table({"reason", "count"}, rej);
   if (scen.size() > 1) {
     std::vector<std::vector<std::string>> rows;
     for (std::size_t si = 0; si < r.best_per_scenario.size(); ++si) {
@@ -537,23 +538,23 @@ void run() {
                       fmt(objective_shown(o.objective, b->objective), 4),
                       fmt(100 * throughput_of(model, space, *b, o).mfu, 1)});
     }
-    std::cout << "\nbest per scenario:\n"
-              << table({"scenario", "configuration", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %"},
-                       rows);
+    out << "\nbest per scenario:\n"
+        << table({"scenario", "configuration", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %"}, rows);
   }
-  if (why) std::cout << "\n" << nothing_fits_text(*why, space, scen, o);
+  if (why) out << "\n" << nothing_fits_text(*why, space, scen, o);
   if (!sc.emit.empty() && !r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
-    std::cout << "\n#1 as " << sc.emit << " flags:\n"
-              << emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven) << "\n";
+    out << "\n#1 as " << sc.emit << " flags:\n"
+        << emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven) << "\n";
   }
-  if (!sc.out.empty()) std::cout << "wrote " << sc.out << "\n";
+  if (!sc.out.empty()) out << "wrote " << sc.out << "\n";
 }
 }  // namespace
 
 void register_search(CLI::App& app) {
   auto* cmd = app.add_subcommand("search", "sweep a strategy space with MPI ranks and OpenMP threads");
-  sc = SearchCli{};  // a fresh command line (the Python module builds one per call)
+  auto opts = std::make_shared<SearchCli>();  // owned by the command: no file-scope state
+  SearchCli& sc = *opts;
   cmd->add_option("--model", sc.model, "model preset or JSON")->required();
   cmd->add_option("--system", sc.systems, "system preset(s) or JSON(s)")->required()->delimiter(',');
   cmd->add_option("--devices", sc.devices, "device count(s)")->required()->delimiter(',');
@@ -603,7 +604,7 @@ void register_search(CLI::App& app) {
   cmd->add_flag("--resume", sc.resume, "continue from the checkpoints of an interrupted run");
   cmd->add_flag("--quiet", sc.quiet, "no progress output");
   cmd->add_flag("--json", sc.json, "machine-readable summary on stdout");
-  cmd->callback(run);
+  cmd->callback([opts] { run(*opts, std::cout); });
 }
 
 }  // namespace lmsim::app

@@ -264,10 +264,10 @@ void H5Writer::attr(const std::string& object, const std::string& name, std::int
 
 void H5Writer::commit() {
   close_columns();
-  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw InputError(final_, 0, "", "writing the HDF5 file failed");
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw InputError(final_, 0, "", "writing the HDF5 file failed (disk full or not writable?)");
   if (H5Fclose(file_) < 0) {
     file_ = -1;
-    throw InputError(final_, 0, "", "closing the HDF5 file failed");
+    throw InputError(final_, 0, "", "closing the HDF5 file failed (disk full or not writable?)");
   }
   file_ = -1;
   if (write_through_) {  // a device: stream the finished file into it, never replace it
