@@ -79,6 +79,11 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     if (!out) throw InputError(path, 0, "", "write failed");
     return;
   }
+  // Every writer: a missing parent folder is refused with the same message (never created behind the user's back).
+  const auto parent = std::filesystem::path(path).parent_path();
+  std::error_code pec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, pec))
+    throw InputError(path, 0, "", "output folder does not exist");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
