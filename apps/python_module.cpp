@@ -124,7 +124,7 @@ PYBIND11_MODULE(lmsim, m) {
   for (const char* c : {"search", "calibrate", "evaluate", "shortlist"}) {
     const std::string name = c;
     m.def(
-        c, [name](const py::kwargs& kw) { return run_command(name, kw); },
+        c, [c](const py::kwargs& kw) { return run_command(c, kw); },
         ("lmsim." + name + "(**options) -> dict: `lmsim " + name +
          " --json` with the CLI's options as keywords (global_batch=64, devices=[8, 16], allow_uneven_layers=True)")
             .c_str());

@@ -87,6 +87,9 @@ struct Gemm {
   const char* name;
   OpRole role;
   double batch, m, n, k;
+  // Kernel launches per call: 1 for one (batched) kernel; the local expert count for Transformer Engine's
+  // GroupedLinear, which runs one cuBLAS GEMM per expert (multi-stream), not one grouped kernel.
+  double launches = 1;
 };
 
 // Transformer Engine FP8 (Micikevicius et al. 2022; TE's Linear / LayerNormLinear): only the linear layers run in
@@ -114,7 +117,7 @@ inline double gemm_kernel_time_s(const Ctx& c, const Gemm& g) {
 // One call of a GEMM: its kernel plus one launch; on devices whose matrix units need their own tiled layout, plus
 // one conversion kernel that reads and writes the 16-bit operands and output (2·2·(mk + kn + mn) bytes).
 inline double gemm_call_s(const Ctx& c, const Gemm& g) {
-  double t = gemm_kernel_time_s(c, g) + c.p->kernel_launch_us * 1e-6;
+  double t = gemm_kernel_time_s(c, g) + g.launches * c.p->kernel_launch_us * 1e-6;
   if (c.sys->gemm_layout_conversion) t += vector_time_s(c, 4 * g.batch * (g.m * g.k + g.k * g.n + g.m * g.n), 1);
   return t;
 }
@@ -252,8 +255,8 @@ void visit_layer_ops(const Ctx& c, bool moe, F&& f) {
   // ep ranks; the busiest expert gets moe_load_imbalance x the mean.
   const double rows = S * topk * c.ep / experts * c.t.moe_load_imbalance;
   f(Gemm{"router", OpRole::router, 1, S, experts, h});
-  f(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h});
-  f(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t});
+  f(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h, local_experts});
+  f(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t, local_experts});
   if (m.num_shared_experts > 0) {
     const double fs = fm * static_cast<double>(m.num_shared_experts);
     f(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h});
