@@ -82,7 +82,10 @@ std::vector<std::string> argv_of(const std::string& command, const py::kwargs& k
       if (v.cast<bool>()) args.push_back(flag);
     } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
       std::string joined;
-      for (const auto& item : v) joined += (joined.empty() ? "" : ",") + as_string(item);
+      for (const auto& item : v) {
+        if (!joined.empty()) joined += ',';
+        joined += as_string(item);
+      }
       args.push_back(flag);
       args.push_back(joined);
     } else if (!v.is_none()) {
