@@ -260,35 +260,18 @@ void run(const CalOpts& co, std::ostream& os) {
     rep["cv"]["folds"] = cr.folds.size();
     sets.push_back({"cv", cr.out_of_sample});
   }
-  io::Json coverage = io::Json::array();
+  std::vector<calib::CoverageRow> coverage;
   if (co.coverage) {
-    // Calibration coverage (LM-SimBench D.3): the test set fixed, the calibration set shaped differently.
-    std::vector<std::size_t> fixed_test = test;
-    if (fixed_test.empty())
-      for (std::size_t i = 0; i < pb.samples.size(); i += 3) fixed_test.push_back(i);
-    const std::set<std::size_t> ts(fixed_test.begin(), fixed_test.end());
-    std::map<std::string, std::vector<std::size_t>> shapes;
-    for (std::size_t i = 0; i < pb.samples.size(); ++i) {
-      if (ts.count(i)) continue;
-      const Strategy& s = pb.samples[i].strategy;
-      shapes["all remaining"].push_back(i);
-      if (s.tensor_parallel == 1 || s.tensor_parallel == 8) shapes["TP endpoints (tp1, tp8)"].push_back(i);
-      if (s.pipeline_parallel == 1) shapes["pp1 only"].push_back(i);
-      if (s.recompute == Recompute::full) shapes["RC only"].push_back(i);
-      if (s.recompute == Recompute::none) shapes["noRC only"].push_back(i);
-    }
-    for (const auto& [name, idx] : shapes) {
-      if (idx.size() < 3) continue;
-      const calib::FitResult f = calib::fit(pb, idx, co.fit);
-      const calib::Report r = calib::score(pb, calib::predict(pb, fixed_test, f.params));
-      coverage.push_back({{"calibration_set", name},
-                          {"n_calibration", idx.size()},
-                          {"n_test", fixed_test.size()},
-                          {"test_time_mape_pct", r.time_mape_pct},
-                          {"test_memory_mape_pct", r.memory_mape_pct},
-                          {"test_min_model_time_spearman", r.min_model_time_spearman}});
-    }
-    rep["coverage"] = coverage;
+    coverage = calib::calibration_coverage(pb, test, co.fit);
+    io::Json cj = io::Json::array();
+    for (const auto& c : coverage)
+      cj.push_back({{"calibration_set", c.calibration_set},
+                    {"n_calibration", c.n_calibration},
+                    {"n_test", c.n_test},
+                    {"test_time_mape_pct", c.test.time_mape_pct},
+                    {"test_memory_mape_pct", c.test.memory_mape_pct},
+                    {"test_min_model_time_spearman", c.test.min_model_time_spearman}});
+    rep["coverage"] = cj;
   }
   out["report"] = rep;
   // All outputs or none: the report first (the likelier to fail), then θ; a failed θ write takes the report back.
@@ -323,9 +306,8 @@ void run(const CalOpts& co, std::ostream& os) {
   if (co.coverage) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& c : coverage)
-      rows.push_back({c["calibration_set"].get<std::string>(), std::to_string(c["n_calibration"].get<int>()),
-                      std::to_string(c["n_test"].get<int>()), fmt(c["test_time_mape_pct"].get<double>(), 2),
-                      fmt(c["test_memory_mape_pct"].get<double>(), 2)});
+      rows.push_back({c.calibration_set, std::to_string(c.n_calibration), std::to_string(c.n_test),
+                      fmt(c.test.time_mape_pct, 2), fmt(c.test.memory_mape_pct, 2)});
     os << "\ncalibration coverage (fixed test set):\n"
        << table({"calibration set", "n_cal", "n_test", "test time MAPE %", "test memory MAPE %"}, rows);
   }

@@ -287,21 +287,12 @@ void run(SearchCli sc, std::ostream& out) {
     ro.settings_file = sc.settings_file;
     ro.platform_stack = sc.stack;
     const Resolved base = resolve(ro);
-    for (int dev : sc.devices)
-      for (auto seq : sc.seq.empty() ? std::vector<std::int64_t>{base.settings.seq_length} : sc.seq)
-        for (auto gbs : sc.gbs.empty() ? std::vector<std::int64_t>{base.settings.global_batch_size} : sc.gbs) {
-          if (dev <= 0 || seq <= 0 || gbs <= 0)
-            throw io::InputError("command line", 0, "--devices", "sizes must be positive");
-          search::Scenario s{base.system, base.params, base.settings, dev, ""};
-          s.settings.seq_length = seq;
-          s.settings.global_batch_size = gbs;
-          s.settings.micro_batch_size = 1;
-          if (auto why = validate(s.settings); !why.empty())  // the same checks as predict
-            throw io::InputError("command line", 0, "--seq/--global-batch", why);
-          s.label = base.system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
-                    std::to_string(gbs);
-          scen.push_back(s);
-        }
+    try {
+      for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs))
+        scen.push_back(std::move(s));
+    } catch (const std::invalid_argument& e) {
+      throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
+    }
     unc.resize(scen.size(), base.uncertainty);
     theta_file.resize(scen.size(), base.params_file);
   }

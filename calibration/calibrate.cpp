@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <nlopt.hpp>
 #include <random>
 #include <set>
@@ -533,6 +534,30 @@ CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, 
             [](const SamplePrediction& a, const SamplePrediction& b) { return a.index < b.index; });
   res.report = score(pb, res.out_of_sample);
   return res;
+}
+
+std::vector<CoverageRow> calibration_coverage(const Problem& pb, std::vector<std::size_t> fixed_test,
+                                              const FitOptions& o) {
+  if (fixed_test.empty())
+    for (std::size_t i = 0; i < pb.samples.size(); i += 3) fixed_test.push_back(i);
+  const std::set<std::size_t> ts(fixed_test.begin(), fixed_test.end());
+  std::map<std::string, std::vector<std::size_t>> shapes;
+  for (std::size_t i = 0; i < pb.samples.size(); ++i) {
+    if (ts.count(i)) continue;
+    const Strategy& s = pb.samples[i].strategy;
+    shapes["all remaining"].push_back(i);
+    if (s.tensor_parallel == 1 || s.tensor_parallel == 8) shapes["TP endpoints (tp1, tp8)"].push_back(i);
+    if (s.pipeline_parallel == 1) shapes["pp1 only"].push_back(i);
+    if (s.recompute == Recompute::full) shapes["RC only"].push_back(i);
+    if (s.recompute == Recompute::none) shapes["noRC only"].push_back(i);
+  }
+  std::vector<CoverageRow> out;
+  for (const auto& [name, idx] : shapes) {
+    if (idx.size() < 3) continue;
+    const FitResult f = fit(pb, idx, o);
+    out.push_back({name, idx.size(), fixed_test.size(), score(pb, predict(pb, fixed_test, f.params))});
+  }
+  return out;
 }
 
 }  // namespace lmsim::calib

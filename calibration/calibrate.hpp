@@ -134,6 +134,17 @@ struct CvResult {
 };
 CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, const CvSpec& cv, const FitOptions& o);
 
+// Calibration coverage (LM-SimBench D.3): the test set fixed (every third configuration when `fixed_test` is
+// empty), θ fitted on differently shaped calibration sets of the rest (all, TP endpoints, pp1, RC, noRC; sets of
+// fewer than 3 are skipped) and scored on the test set.
+struct CoverageRow {
+  std::string calibration_set;
+  std::size_t n_calibration = 0, n_test = 0;
+  Report test;
+};
+std::vector<CoverageRow> calibration_coverage(const Problem& pb, std::vector<std::size_t> fixed_test,
+                                              const FitOptions& o);
+
 // `--free NAME...` (fit exactly these) and `--fix NAME=VALUE` (hold at VALUE, never fitted); unknown names,
 // values outside the bounds and a name both fixed and free are input errors.
 void restrict_free(Problem& pb, const std::vector<std::string>& free, const std::vector<std::string>& fix);

@@ -1,6 +1,8 @@
 #include "search/space.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace lmsim::search {
 
@@ -16,6 +18,28 @@ std::vector<int> divisors(std::int64_t n) {
   }
   low.insert(low.end(), high.rbegin(), high.rend());
   return low;
+}
+
+std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& params, const TrainingSettings& base,
+                                   const std::vector<int>& devices, const std::vector<std::int64_t>& seqs,
+                                   const std::vector<std::int64_t>& global_batches) {
+  std::vector<Scenario> out;
+  for (int dev : devices)
+    for (auto seq : seqs.empty() ? std::vector<std::int64_t>{base.seq_length} : seqs)
+      for (auto gbs : global_batches.empty() ? std::vector<std::int64_t>{base.global_batch_size} : global_batches) {
+        if (dev <= 0 || seq <= 0 || gbs <= 0)
+          throw std::invalid_argument("sizes must be positive (devices " + std::to_string(dev) + ", seq " +
+                                      std::to_string(seq) + ", global batch " + std::to_string(gbs) + ")");
+        Scenario s{system, params, base, dev, ""};
+        s.settings.seq_length = seq;
+        s.settings.global_batch_size = gbs;
+        s.settings.micro_batch_size = 1;
+        if (auto why = validate(s.settings); !why.empty()) throw std::invalid_argument(why);
+        s.label =
+            system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" + std::to_string(gbs);
+        out.push_back(std::move(s));
+      }
+  return out;
 }
 
 namespace {

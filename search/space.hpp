@@ -22,6 +22,14 @@ struct Scenario {
   std::string label;  // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024
 };
 
+// The scenarios of one system: every (devices, sequence length, global batch) combination, each with the
+// base settings (micro-batch left to the space) and a label `<system>/<n>dev/seq<s>/gbs<b>`; empty lists take
+// the base settings' value. Throws std::invalid_argument naming the offending size when one is not positive or
+// the settings it makes are invalid (the same checks as a single prediction).
+std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& params, const TrainingSettings& base,
+                                   const std::vector<int>& devices, const std::vector<std::int64_t>& seqs,
+                                   const std::vector<std::int64_t>& global_batches);
+
 // Restrictions; an empty list means "all valid values".
 struct SpaceFilter {
   std::vector<int> dp, tp, pp, cp, ep, vpp;

@@ -83,6 +83,27 @@ TEST(Calibration, TimeParametersDoNotDependOnTheMemoryFit) {
   EXPECT_NE(a.params.attention_score_bytes, 3);
 }
 
+TEST(Calibration, CoverageFitsEachShapeOnTheRestAndScoresTheFixedTestSet) {
+  const calib::Problem pb = synthetic(truth(), 0.01, 13);
+  calib::FitOptions o;
+  o.global_evals = 800;
+  o.local_evals = 400;
+  const auto rows = calib::calibration_coverage(pb, {}, o);
+  ASSERT_FALSE(rows.empty());
+  const std::size_t n_test = (pb.samples.size() + 2) / 3;  // every third configuration
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.n_test, n_test) << r.calibration_set;
+    EXPECT_GE(r.n_calibration, 3u);
+    EXPECT_LE(r.n_calibration + r.n_test, pb.samples.size());
+    EXPECT_TRUE(std::isfinite(r.test.time_mape_pct));
+  }
+  EXPECT_EQ(rows.front().calibration_set, "RC only");  // sorted by name; "all remaining" has every other run
+  for (const auto& r : rows)
+    if (r.calibration_set == "all remaining") {
+      EXPECT_EQ(r.n_calibration, pb.samples.size() - n_test);
+    }
+}
+
 TEST(Calibration, CrossValidationNeverFitsOnItsTestConfigurations) {
   const calib::Problem pb = synthetic(truth(), 0.02, 5);
   calib::FitOptions o;

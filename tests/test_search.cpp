@@ -127,3 +127,14 @@ TEST(Ranking, TopKAndParetoMergesAreOrderIndependent) {
     EXPECT_EQ(a, b) << "split " << split;
   }
 }
+
+TEST(Space, ScenariosCrossEverySizeAndRefuseBadOnes) {
+  const io::SystemPreset& sp = *io::presets().find_system("a100_sxm_80g");
+  const auto s = scenarios_of(sp.system, sp.default_params, TrainingSettings{}, {8, 16}, {2048, 4096}, {});
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].label, "a100_sxm_80g/8dev/seq2048/gbs32");
+  EXPECT_EQ(s[3].label, "a100_sxm_80g/16dev/seq4096/gbs32");
+  EXPECT_EQ(s[3].settings.micro_batch_size, 1);
+  EXPECT_THROW(scenarios_of(sp.system, sp.default_params, TrainingSettings{}, {8}, {0}, {}), std::invalid_argument);
+  EXPECT_THROW(scenarios_of(sp.system, sp.default_params, TrainingSettings{}, {-8}, {}, {}), std::invalid_argument);
+}
