@@ -221,6 +221,13 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
     throw io::InputError(sc.dataset, 0, "platform",
                          "no model setting is measured on both " + sc.from + " and " + sc.to);
   io::Json j = io::Json::object();
+  struct Result {
+    std::string model_setting;
+    search::ShortlistReport shortlist;
+    search::CrossPlatformReport cross;
+    std::string target_predictions;
+  };
+  std::vector<Result> reports;
   std::unique_ptr<io::H5Writer> w;
   if (!sc.out.empty()) w = std::make_unique<io::H5Writer>(sc.out);
   for (const auto& ms : settings) {
@@ -249,6 +256,7 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
     std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return a.config < b.config; });
     const search::ShortlistReport s = search::shortlist(pairs, sc.k, sc.from, sc.to);
     const search::CrossPlatformReport x = search::cross_platform(pairs);
+    reports.push_back({ms, s, x, how_tgt});
     io::Json rules = io::Json::array();
     for (const auto& r : s.rules)
       rules.push_back({{"rule", r.name},
@@ -294,35 +302,30 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
     os << j.dump(1) << "\n";
     return;
   }
-  for (const auto& [ms, r] : j.items()) {
-    os << ms << ": " << r["candidates"].get<int>() << " paired configurations; " << sc.to << " optimum (measured) "
-       << r["target_optimum"].get<std::string>() << "\n";
+  auto cell = [](double v, int prec) { return std::isnan(v) ? std::string("-") : fmt(v, prec); };
+  for (const auto& [ms, r, x, how] : reports) {  // the text from the result structs
+    os << ms << ": " << r.candidates << " paired configurations; " << sc.to << " optimum (measured) "
+       << r.target_optimum << "\n";
     std::vector<std::vector<std::string>> rows;
-    for (const auto& rule : r["rules"]) {
+    for (const auto& rule : r.rules) {
       std::string list;
-      for (const auto& n : rule["shortlist"]) list += (list.empty() ? "" : ", ") + n.get<std::string>();
-      rows.push_back({rule["rule"].get<std::string>(), list, rule["contains_target_optimum"].get<bool>() ? "yes" : "no",
-                      fmt(rule["top1_regret_pct"].get<double>(), 1), fmt(rule["topk_regret_pct"].get<double>(), 1)});
+      for (const auto& n : rule.shortlist) list += (list.empty() ? "" : ", ") + n;
+      rows.push_back({rule.name, list, rule.contains_target_optimum ? "yes" : "no", cell(rule.top1_regret_pct, 1),
+                      cell(rule.topk_regret_pct, 1)});
     }
     os << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows) << "  (" << sc.to
-       << " predictions: " << r["target_predictions"].get<std::string>() << ")\n";
-    const auto& x = r["cross_platform"];
+       << " predictions: " << how << ")\n";
     std::vector<std::vector<std::string>> xs;
-    for (const auto& s : x["strata"])
-      xs.push_back({s["stratum"].get<std::string>(), std::to_string(s["n"].get<int>()),
-                    s["time_spearman"].is_null() ? "-" : fmt(s["time_spearman"].get<double>(), 3),
-                    s["time_kendall_tau_b"].is_null() ? "-" : fmt(s["time_kendall_tau_b"].get<double>(), 3),
-                    s["memory_spearman"].is_null() ? "-" : fmt(s["memory_spearman"].get<double>(), 3),
-                    s["memory_kendall_tau_b"].is_null() ? "-" : fmt(s["memory_kendall_tau_b"].get<double>(), 3)});
+    for (const auto& st : x.strata)
+      xs.push_back({st.stratum, std::to_string(st.n), cell(st.time_spearman, 3), cell(st.time_kendall, 3),
+                    cell(st.memory_spearman, 3), cell(st.memory_kendall, 3)});
     os << "  cross-platform (" << sc.from << " vs " << sc.to << "):\n"
        << table({"stratum", "n", "time rho", "time tau_b", "memory rho", "memory tau_b"}, xs)
-       << "  lowest-memory top-3 overlap " << x["lowest_memory_top3_overlap"].get<int>()
-       << "/3; RC direction agreement " << x["rc_direction_agreements"].get<int>() << "/" << x["rc_pairs"].get<int>()
-       << "; median " << sc.to << "/" << sc.from << " time ratio "
-       << fmt(x["median_time_ratio_target_over_source"].get<double>(), 3) << ", memory ratio "
-       << fmt(x["median_memory_ratio_target_over_source"].get<double>(), 3)
-       << "; LOO median-ratio transfer: time sMAPE " << fmt(x["loo_transfer_time_smape_pct"].get<double>(), 2)
-       << " %, R2 " << fmt(x["loo_transfer_time_r2"].get<double>(), 3) << "\n\n";
+       << "  lowest-memory top-3 overlap " << x.lowest_memory_top3_overlap << "/3; RC direction agreement "
+       << x.rc_direction_agreements << "/" << x.rc_pairs << "; median " << sc.to << "/" << sc.from << " time ratio "
+       << fmt(x.median_time_ratio, 3) << ", memory ratio " << fmt(x.median_memory_ratio, 3)
+       << "; LOO median-ratio transfer: time sMAPE " << fmt(x.transfer_time_smape_pct, 2) << " %, R2 "
+       << fmt(x.transfer_time_r2, 3) << "\n\n";
   }
   if (!sc.out.empty()) os << "wrote " << sc.out << "\n";
 }

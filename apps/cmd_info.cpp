@@ -78,59 +78,39 @@ void register_models(CLI::App& app) {
 }
 
 namespace {
-io::Json dataset_json(const io::Dataset& d) {
+io::Json dataset_json(const io::Dataset& d, const io::DatasetSummary& sum) {
   io::Json j;
   j["root"] = d.root;
   io::Json cols = io::Json::array();
-  std::map<std::string, std::map<std::string, std::set<std::string>>> timed;  // setting -> platform -> configs
-  for (const auto& c : d.collections) {
-    io::Json cj;
-    cj["directory"] = c.directory;
-    cj["model_setting"] = c.model_setting;
-    cj["platform"] = c.platform;
-    cj["system"] = c.system;
-    cj["model"] = c.model;
-    cj["devices"] = c.devices;
-    cj["settings"] = io::to_json(c.settings);
-    cj["settings_recorded"] = c.settings_recorded;
-    std::size_t with_time = 0, with_mem = 0, per_rank = 0, trace = 0, ops = 0, rank_files = 0;
+  for (const auto& cs : sum.collections) {
+    const io::Collection& c = *cs.collection;
     io::Json configs = io::Json::array();
-    for (const auto& r : c.runs) {
-      configs.push_back(r.config);
-      with_time += r.iteration_time_s ? 1 : 0;
-      with_mem += r.peak_memory_max_bytes ? 1 : 0;
-      per_rank += r.peak_memory_bytes.empty() ? 0 : 1;
-      trace += r.step_trace.empty() ? 0 : 1;
-      ops += r.op_categories.empty() ? 0 : 1;
-      rank_files += r.ranks.empty() ? 0 : 1;
-      if (r.iteration_time_s) timed[c.model_setting][c.platform].insert(r.config);
-    }
-    cj["configurations"] = c.runs.size();
-    cj["with_iteration_time"] = with_time;
-    cj["with_peak_memory"] = with_mem;
-    cj["with_per_rank_memory"] = per_rank;
-    cj["with_step_trace"] = trace;
-    cj["with_operator_categories"] = ops;
-    cj["with_rank_files"] = rank_files;
-    cj["comm_summary_rows"] = c.comm_summary.size();
-    cj["matrix_summary_rows"] = c.matrix_summary.size();
-    cj["config_names"] = configs;
-    cols.push_back(cj);
+    for (const auto& r : c.runs) configs.push_back(r.config);
+    cols.push_back({{"directory", c.directory},
+                    {"model_setting", c.model_setting},
+                    {"platform", c.platform},
+                    {"system", c.system},
+                    {"model", c.model},
+                    {"devices", c.devices},
+                    {"settings", io::to_json(c.settings)},
+                    {"settings_recorded", c.settings_recorded},
+                    {"configurations", cs.configurations},
+                    {"with_iteration_time", cs.with_time},
+                    {"with_peak_memory", cs.with_memory},
+                    {"with_per_rank_memory", cs.with_per_rank_memory},
+                    {"with_step_trace", cs.with_step_trace},
+                    {"with_operator_categories", cs.with_operator_categories},
+                    {"with_rank_files", cs.with_rank_files},
+                    {"comm_summary_rows", c.comm_summary.size()},
+                    {"matrix_summary_rows", c.matrix_summary.size()},
+                    {"config_names", configs}});
   }
   j["collections"] = cols;
   io::Json settings = io::Json::object();
-  for (const auto& [ms, plats] : timed) {
+  for (const auto& [ms, s] : sum.model_settings) {
     io::Json sj;
-    for (const auto& [plat, cfgs] : plats) sj[plat] = cfgs.size();
-    if (plats.size() == 2) {
-      std::size_t both = 0;
-      const auto& a = plats.begin()->second;
-      const auto& b = std::next(plats.begin())->second;
-      for (const auto& x : a) both += b.count(x);
-      sj["both_platforms"] = both;
-    } else {
-      sj["both_platforms"] = 0;
-    }
+    for (const auto& [plat, n] : s.timed_per_platform) sj[plat] = n;
+    sj["both_platforms"] = s.both_platforms;
     settings[ms] = sj;
   }
   j["model_settings"] = settings;
@@ -280,24 +260,23 @@ void register_dataset(CLI::App& app) {
     const std::string& dir = opts->first;
     const bool json = opts->second;
     const io::Dataset d = io::read_dataset(dir);
-    const io::Json j = dataset_json(d);
+    const io::DatasetSummary sum = io::summarize(d);
     if (json) {
-      std::cout << j.dump(1) << "\n";
+      std::cout << dataset_json(d, sum).dump(1) << "\n";
       return;
     }
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& c : j["collections"])
-      rows.push_back({c["model_setting"].get<std::string>(), c["platform"].get<std::string>(),
-                      c["system"].get<std::string>(), c["model"].get<std::string>(),
-                      std::to_string(c["configurations"].get<int>()),
-                      std::to_string(c["with_iteration_time"].get<int>()),
-                      std::to_string(c["with_peak_memory"].get<int>()) +
-                          (c["with_per_rank_memory"].get<int>() ? " (per rank)" : " (max only)"),
-                      c["settings_recorded"].get<bool>() ? "recorded" : "assumed"});
+    std::vector<std::vector<std::string>> rows;  // the text from the summary, not from the JSON
+    for (const auto& cs : sum.collections) {
+      const io::Collection& c = *cs.collection;
+      rows.push_back({c.model_setting, c.platform, c.system, c.model, std::to_string(cs.configurations),
+                      std::to_string(cs.with_time),
+                      std::to_string(cs.with_memory) + (cs.with_per_rank_memory ? " (per rank)" : " (max only)"),
+                      c.settings_recorded ? "recorded" : "assumed"});
+    }
     std::cout << "dataset " << d.root << ": " << d.collections.size() << " collections\n"
               << table({"model_setting", "platform", "system", "model", "configs", "time", "memory", "settings"}, rows);
-    for (const auto& [ms, sj] : j["model_settings"].items())
-      std::cout << ms << ": " << sj["both_platforms"].get<int>() << " configurations measured on both platforms\n";
+    for (const auto& [ms, s] : sum.model_settings)
+      std::cout << ms << ": " << s.both_platforms << " configurations measured on both platforms\n";
   });
   register_dataset_import(*ds);
 }

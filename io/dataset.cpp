@@ -416,4 +416,33 @@ Dataset read_dataset(const std::string& root) {
   return d;
 }
 
+DatasetSummary summarize(const Dataset& d) {
+  DatasetSummary out;
+  std::map<std::string, std::map<std::string, std::set<std::string>>> timed;  // setting -> platform -> configs
+  for (const auto& c : d.collections) {
+    CollectionSummary cs{&c, c.runs.size(), 0, 0, 0, 0, 0, 0};
+    for (const auto& r : c.runs) {
+      cs.with_time += r.iteration_time_s ? 1 : 0;
+      cs.with_memory += r.peak_memory_max_bytes ? 1 : 0;
+      cs.with_per_rank_memory += r.peak_memory_bytes.empty() ? 0 : 1;
+      cs.with_step_trace += r.step_trace.empty() ? 0 : 1;
+      cs.with_operator_categories += r.op_categories.empty() ? 0 : 1;
+      cs.with_rank_files += r.ranks.empty() ? 0 : 1;
+      if (r.iteration_time_s) timed[c.model_setting][c.platform].insert(r.config);
+    }
+    out.collections.push_back(cs);
+  }
+  for (const auto& [ms, plats] : timed) {
+    ModelSettingSummary s;
+    for (const auto& [plat, cfgs] : plats) s.timed_per_platform[plat] = cfgs.size();
+    if (plats.size() == 2) {
+      const auto& a = plats.begin()->second;
+      const auto& b = std::next(plats.begin())->second;
+      for (const auto& x : a) s.both_platforms += b.count(x);
+    }
+    out.model_settings[ms] = s;
+  }
+  return out;
+}
+
 }  // namespace lmsim::io

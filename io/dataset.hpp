@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,23 @@ struct Dataset {
   std::vector<Collection> collections;
   const Collection* find(const std::string& model_setting, const std::string& platform) const;
 };
+
+// What a dataset holds: per collection, how many configurations carry each measurement; per model setting, the
+// timed configurations per platform and how many are timed on exactly two platforms (the paired set).
+struct CollectionSummary {
+  const Collection* collection;
+  std::size_t configurations, with_time, with_memory, with_per_rank_memory, with_step_trace, with_operator_categories,
+      with_rank_files;
+};
+struct ModelSettingSummary {
+  std::map<std::string, std::size_t> timed_per_platform;
+  std::size_t both_platforms = 0;  // 0 unless exactly two platforms
+};
+struct DatasetSummary {
+  std::vector<CollectionSummary> collections;
+  std::map<std::string, ModelSettingSummary> model_settings;
+};
+DatasetSummary summarize(const Dataset& d);
 
 // Model-setting registry row (data/model_settings.csv): identifier -> model preset, sequence length, devices.
 struct ModelSetting {

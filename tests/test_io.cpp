@@ -81,6 +81,19 @@ TEST(Dataset, BundledDataHasBothQwen3SettingsOnBothPlatforms) {
   EXPECT_EQ(d.find("qwen3_1.7b_4k", "npu")->matrix_summary.size(), 10u);
 }
 
+TEST(Dataset, SummaryCountsMeasurementsAndPairedConfigurations) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const io::DatasetSummary s = io::summarize(d);
+  ASSERT_EQ(s.collections.size(), 4u);
+  for (const auto& c : s.collections) {
+    EXPECT_EQ(c.with_time, c.configurations);
+    EXPECT_EQ(c.with_per_rank_memory, 0u);  // the paper gives the maximum over ranks only
+  }
+  EXPECT_EQ(s.model_settings.at("qwen3_0.6b_4k").both_platforms, 15u);
+  EXPECT_EQ(s.model_settings.at("qwen3_1.7b_4k").both_platforms, 11u);
+  EXPECT_EQ(s.model_settings.at("qwen3_1.7b_4k").timed_per_platform.at("npu"), 11u);
+}
+
 TEST(Dataset, MiniFixtureExercisesEveryViewAndRankFile) {
   const io::Dataset d = io::read_dataset(kMini);
   ASSERT_EQ(d.collections.size(), 1u);
