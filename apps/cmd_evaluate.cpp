@@ -119,6 +119,7 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["predictor"] = e.predictor;
       x["components"] = components_json(e.components);
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
+      if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
       j.push_back(x);
       const auto& m = e.report.models.empty() ? calib::StratumReport{} : e.report.models[0];
       rows.push_back({e.predictor, e.model_setting, e.platform, std::to_string(e.report.n_time),
@@ -145,6 +146,11 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
   os << table({"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b",
                "top1 regret%", "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config"},
               rows);
+  std::set<std::string> sources;  // say which θ predicted, plainly
+  for (const auto& set : sets)
+    for (const auto& e : set)
+      if (!e.theta_source.empty()) sources.insert(e.platform + ": " + e.theta_source);
+  for (const auto& s : sources) os << "θ " << s << "\n";
   if (!ec.out.empty()) os << "wrote " << ec.out << "\n";
 }
 

@@ -159,10 +159,16 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
     if (!wanted(c, models)) continue;
     CollectionEvaluation e = start(d, c, "lmsim");
     PlatformParams p = e.problem.start;
-    if (auto it = theta.find(c.platform); it != theta.end())
+    if (auto it = theta.find(c.platform); it != theta.end()) {
       p = it->second;
-    else if (auto jt = theta.find(c.system); jt != theta.end())
+      e.theta_source = "given θ for platform " + c.platform;
+    } else if (auto jt = theta.find(c.system); jt != theta.end()) {
       p = jt->second;
+      e.theta_source = "given θ for system " + c.system;
+    } else if (const io::SystemPreset* sp = io::presets().find_system(c.system)) {
+      p = sp->params();
+      e.theta_source = sp->params_source();
+    }
     const auto idx = calib::all_indices(e.problem);
     e.predictions = calib::predict(e.problem, idx, p);
     e.report = calib::score(e.problem, e.predictions);

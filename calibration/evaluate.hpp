@@ -34,9 +34,11 @@ struct CollectionEvaluation {
   ComponentReport components;
   std::vector<double> simulation_wall_s;  // per configuration (empty when unknown)
   double median_simulation_wall_s = -1;
+  std::string theta_source;  // lmsim: which θ predicted (a given file's platform, or the system preset's)
 };
 
-// θ per platform name (gpu/npu) or system name; collections without θ use their system preset's defaults.
+// θ per platform name (gpu/npu) or system name; a collection without one uses its system preset's θ: the shipped
+// fitted θ where there is one (fitted on the bundled runs: in-sample there), else the uncalibrated defaults.
 std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
                                                  const std::map<std::string, PlatformParams>& theta,
                                                  const std::vector<std::string>& models);

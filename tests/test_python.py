@@ -219,3 +219,9 @@ def test_recompute_spelled_either_way():
     assert a["iteration_time_s"] == b["iteration_time_s"] and a["strategy"] == b["strategy"]
     c = lmsim.predict(**{**KW, "strategy": "dp2-tp4-pp1-cp1-selective"})
     assert c["strategy"] == "dp2-tp4-pp1-cp1-selRC"
+
+
+def test_evaluate_uses_and_names_the_shipped_theta_by_default():
+    e = run_cli("evaluate", "--models", "qwen3_0.6b_4k")
+    assert all("fitted θ shipped for" in x["theta_source"] for x in e)
+    assert all(x["time_mape_pct"] < 8 for x in e)  # not the uncalibrated defaults (20-40 %)
