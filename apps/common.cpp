@@ -40,10 +40,12 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--micro-batch", o.micro_batch, "micro-batch size (default 1)")->check(positive_size());
   cmd.add_option("--params", o.params_file, "θ file written by `lmsim calibrate` (default: the system's defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
-  cmd.add_option(
-         "--stack", o.platform_stack,
-         "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels, stored scores, no SP) or npu "
-         "(MindSpeed BF16, fused kernels; SP off and scores stored: in-sample readings of the bundled NPU data)")
+  cmd.add_option("--stack", o.platform_stack,
+                 "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels, stored scores, no SP, "
+                 "peak before "
+                 "Adam's first applied step) or npu "
+                 "(MindSpeed BF16, fused kernels; SP off, scores stored, --reuse-fp32-param: in-sample readings of the "
+                 "bundled NPU data)")
       ->check(CLI::IsMember({"gpu", "npu"}));
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
 }

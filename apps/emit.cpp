@@ -43,6 +43,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (t.precision == Precision::fp16) add("--fp16");
     if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
     if (t.flash_attention) add(framework == "mindspeed" ? "--use-flash-attn" : "--attention-backend flash");
+    if (t.reuse_fp32_param && framework == "mindspeed") add("--reuse-fp32-param");
     add("--micro-batch-size " + n(r.micro_batch_size));
     add("--global-batch-size " + n(t.global_batch_size));
     add("--seq-length " + n(t.seq_length));

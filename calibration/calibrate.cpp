@@ -110,8 +110,7 @@ void choose_free(Problem& pb) {
     if (!overlap && n == "dp_overlap") continue;
     if (!fp8 && n == "fp8_matmul_efficiency") continue;
     if (!flash && n == "flash_attention_efficiency") continue;
-    if (!memory && (n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "optimizer_bytes_per_param"))
-      continue;
+    if (!memory && (n == "runtime_memory_gib" || n == "runtime_memory_fraction")) continue;
     pb.free.push_back(i);
   }
 }
@@ -248,8 +247,7 @@ namespace {
 // Parameters that change only the memory prediction (all others change only the time prediction).
 bool memory_param(std::size_t i) {
   const std::string n = param_table()[i].name;
-  return n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes" ||
-         n == "optimizer_bytes_per_param";
+  return n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes";
 }
 }  // namespace
 

@@ -389,6 +389,8 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.sequence_parallel = o.boolean_or("sequence_parallel", t.sequence_parallel);
   t.dropout = o.boolean_or("dropout", t.dropout);
   t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
+  t.optimizer_moments_allocated = o.boolean_or("optimizer_moments_allocated", t.optimizer_moments_allocated);
+  t.reuse_fp32_param = o.boolean_or("reuse_fp32_param", t.reuse_fp32_param);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   t.tp_comm_overlap = o.boolean_or("tp_comm_overlap", t.tp_comm_overlap);
   t.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", t.overlap_grad_reduce);
@@ -414,6 +416,8 @@ Json to_json(const TrainingSettings& t) {
               {"sequence_parallel", t.sequence_parallel},
               {"dropout", t.dropout},
               {"fp32_gradients", t.fp32_gradients},
+              {"optimizer_moments_allocated", t.optimizer_moments_allocated},
+              {"reuse_fp32_param", t.reuse_fp32_param},
               {"moe_load_imbalance", t.moe_load_imbalance},
               {"tp_comm_overlap", t.tp_comm_overlap},
               {"overlap_grad_reduce", t.overlap_grad_reduce},
@@ -427,6 +431,10 @@ PlatformParams params_from_json(const Json& j, const std::string& file, const st
                                 const PlatformParams& base) {
   Obj o(j, file, path);
   PlatformParams p = base;
+  if (o.has("optimizer_bytes_per_param"))  // a θ of lmsim before 2026-11-29
+    throw InputError(file, 0, o.where("optimizer_bytes_per_param"),
+                     "is no longer a platform parameter: optimizer state follows from the training settings "
+                     "(precision, distributed_optimizer, optimizer_moments_allocated); remove the key");
   for (std::size_t i = 0; i < kNumParams; ++i) {
     const ParamInfo& info = param_table()[i];
     if (o.has(info.name)) set(p, i, o.number(info.name, info.lower, info.upper));

@@ -355,6 +355,14 @@ void visit_pipeline_collectives(const Ctx& c, F&& f) {
 // Bytes per parameter of the gradient buffers (and of their data-parallel reduction): fp32 with Megatron's
 // --accumulate-allreduce-grads-in-fp32, else 16-bit.
 inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gradients ? 4.0 : 2.0; }
+// Optimizer state per owned parameter for mixed-precision Adam (Megatron-LM theoretical_memory_usage.py: 12 bytes,
+// the 18 of "2 + 4 + 12" less weights and gradients): the fp32 master copy (4), created with the optimizer, and
+// the fp32 moments exp_avg / exp_avg_sq (4 + 4), created lazily by the first step that is applied. MindSpeed's
+// --reuse-fp32-param keeps the 16-bit copy of the owned parameters inside the master copy: "sizeof(bfloat16) x
+// parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md).
+inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
+  return 4.0 + (t.optimizer_moments_allocated ? 8.0 : 0.0) - (t.reuse_fp32_param ? 2.0 : 0.0);
+}
 
 struct DpCollective {
   Prim prim;

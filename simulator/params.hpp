@@ -22,7 +22,6 @@ struct PlatformParams {
   double runtime_memory_gib = 0.5;                // per-device constant: context, workspaces, communicator buffers
   double runtime_memory_fraction = 0.05;          // allocator caching / fragmentation, fraction of allocated bytes
   double attention_score_bytes = 5;               // bytes kept per materialised attention-score element
-  double optimizer_bytes_per_param = 12;          // fp32 master copy + optimizer moments per owned parameter
   double fp8_matmul_efficiency = 0.6;             // fraction of FP8 peak a large FP8 GEMM reaches
   double flash_attention_efficiency = 0.5;        // fraction of 16-bit peak the fused flash-attention kernel reaches
 
@@ -40,7 +39,7 @@ struct ParamInfo {
   const char* bound_hint;  // the structural effect a fit that pins this parameter on a bound may be absorbing
 };
 
-constexpr std::size_t kNumParams = 14;
+constexpr std::size_t kNumParams = 13;
 const std::array<ParamInfo, kNumParams>& param_table();
 
 // Index i of the table; used by calibration to map a flat vector onto θ.

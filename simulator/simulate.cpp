@@ -469,7 +469,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.gradient_bytes = grad_bytes * params;
     const bool dist = c.r.distributed_optimizer;
     const double owned = dist ? sp.dense / c.group(Group::dp).size + sp.expert / c.group(Group::edp).size : params;
-    st.optimizer_bytes = p.optimizer_bytes_per_param * owned;
+    st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
     const double stored = ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
     st.activation_bytes = st.inflight_microbatches * stored;

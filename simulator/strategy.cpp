@@ -23,6 +23,7 @@ std::string validate(const TrainingSettings& t) {
   if (t.micro_batch_size <= 0 || t.micro_batch_size > t.global_batch_size)
     return "micro_batch_size must be in [1, global_batch_size]";
   if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0)) return "moe_load_imbalance must be in [1, 64]";
+  if (t.reuse_fp32_param && t.precision != Precision::bf16) return "reuse_fp32_param needs precision bf16";
   return {};
 }
 

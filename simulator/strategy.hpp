@@ -24,11 +24,17 @@ struct TrainingSettings {
   std::int64_t micro_batch_size = 1;
   Precision precision = Precision::bf16;
   bool distributed_optimizer = true;
-  bool flash_attention = true;      // false: s x s attention scores are materialised and stored
-  bool fused_kernels = true;        // fused norm / rotary / softmax / cross-entropy kernels
-  bool sequence_parallel = false;   // default for tp > 1
-  bool dropout = false;             // attention and hidden dropout active (masks stored)
-  bool fp32_gradients = true;       // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
+  bool flash_attention = true;     // false: s x s attention scores are materialised and stored
+  bool fused_kernels = true;       // fused norm / rotary / softmax / cross-entropy kernels
+  bool sequence_parallel = false;  // default for tp > 1
+  bool dropout = false;            // attention and hidden dropout active (masks stored)
+  bool fp32_gradients = true;      // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
+  // Adam's two fp32 moments exist. They are created by the first applied optimizer step; false describes a
+  // peak recorded before it, e.g. while FP16 dynamic loss scaling (initial scale 2^32) still skips every step.
+  bool optimizer_moments_allocated = true;
+  // MindSpeed --reuse-fp32-param: the 16-bit parameters live inside their fp32 master copy (as BF16 + residual),
+  // saving 2 bytes per owned parameter.
+  bool reuse_fp32_param = false;
   double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
   // Overlap features of the framework (Megatron-LM / NeMo flag names).
   bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)

@@ -38,7 +38,6 @@ PlatformParams truth() {
   t.runtime_memory_gib = 0.8;
   t.runtime_memory_fraction = 0.05;
   t.attention_score_bytes = 6;
-  t.optimizer_bytes_per_param = 12;
   return t;
 }
 }  // namespace
@@ -50,7 +49,7 @@ TEST(Calibration, RecoversKnownParametersFromSimulatedData) {
   EXPECT_LT(rep.time_mape_pct, 1.5);
   EXPECT_LT(rep.memory_mape_pct, 1.5);
   // Memory parameters are identified by the memory data alone.
-  EXPECT_NEAR(r.params.optimizer_bytes_per_param, 12, 1.2);
+  EXPECT_NEAR(r.params.runtime_memory_fraction, 0.05, 0.02);
   EXPECT_NEAR(r.params.attention_score_bytes, 6, 0.6);
   EXPECT_NEAR(r.params.matmul_efficiency, 0.55, 0.15);
 }

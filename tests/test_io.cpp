@@ -420,6 +420,18 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   EXPECT_EQ(io::params_from_json(p, "mem"), PlatformParams{});
   p["matmul_efficiency"] = 1.5;  // θ outside bounds
   EXPECT_THROW(io::params_from_json(p, "theta.json"), io::InputError);
+  // The retired θ key is refused with what replaced it, not as an unknown key.
+  io::Json old = io::to_json(PlatformParams{});
+  old["optimizer_bytes_per_param"] = 12;
+  try {
+    io::params_from_json(old, "theta.json");
+    ADD_FAILURE() << "optimizer_bytes_per_param accepted";
+  } catch (const io::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer_moments_allocated"), std::string::npos) << e.what();
+  }
+  t.precision = Precision::fp16;  // MindSpeed's --reuse-fp32-param keeps BF16 halves: bf16 only
+  t.reuse_fp32_param = true;
+  EXPECT_THROW(io::settings_from_json(io::to_json(t), "settings.json"), io::InputError);
   EXPECT_THROW(io::resolve_model("NoSuchModel"), io::InputError);
   EXPECT_THROW(io::resolve_system("no_such_system"), io::InputError);
   EXPECT_THROW(io::parse_strategy("dp2-tp4"), io::InputError);

@@ -60,7 +60,7 @@ TEST(Simulator, BytesPerParameterWithAndWithoutDistributedOptimizer) {
   const Model m = gpt();
   TrainingSettings t = settings();
   const double params = count_params(m).total;
-  PlatformParams p;  // optimizer_bytes_per_param 12: fp32 master + Adam m, v
+  PlatformParams p;  // mixed-precision Adam: fp32 master + moments m, v = 12 bytes per owned parameter
   t.distributed_optimizer = false;
   Prediction pr = simulate(m, strat(4, 1, 1), sys(), t, p);
   ASSERT_TRUE(pr.ok());
@@ -70,6 +70,17 @@ TEST(Simulator, BytesPerParameterWithAndWithoutDistributedOptimizer) {
   pr = simulate(m, strat(4, 1, 1), sys(), t, p);
   const StageResult& b = pr.stages[0];
   EXPECT_NEAR((b.weight_bytes + b.gradient_bytes + b.optimizer_bytes) / params, 6.0 + 12.0 / 4, 1e-9);
+  // Before Adam's first applied step only the fp32 master copy exists: 4 bytes per owned parameter.
+  const double steady_peak = b.peak_bytes;
+  t.optimizer_moments_allocated = false;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 4.0 / 4, 1e-9);
+  EXPECT_LT(pr.max_peak_memory_bytes, steady_peak);
+  // MindSpeed --reuse-fp32-param keeps the bf16 parameters inside the fp32 master copy: 2 bytes less per owned one.
+  t.optimizer_moments_allocated = true;
+  t.reuse_fp32_param = true;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 10.0 / 4, 1e-9);
 }
 
 TEST(Simulator, ActivationMemoryMatchesKorthikantiLimitingCases) {
