@@ -1,6 +1,7 @@
 #include "apps/emit.hpp"
 
 #include "io/error.hpp"
+#include "io/specs.hpp"
 
 namespace lmsim::app {
 
@@ -31,7 +32,14 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (r.sequence_parallel) add("--sequence-parallel");
     if (s.recompute == Recompute::full)
       add("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-    if (s.recompute == Recompute::selective) add("--recompute-granularity selective");
+    if (s.recompute == Recompute::selective) {
+      add("--recompute-granularity selective");
+      if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
+        std::string mods;
+        for (const std::string& name : io::recompute_module_names(t)) mods += " " + name;
+        add("--recompute-modules" + mods);
+      }
+    }
     if (r.distributed_optimizer) add("--use-distributed-optimizer");
     if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
     if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
@@ -66,7 +74,14 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (s.recompute == Recompute::full)
       add("model.config.recompute_granularity=full model.config.recompute_method=uniform "
           "model.config.recompute_num_layers=1");
-    if (s.recompute == Recompute::selective) add("model.config.recompute_granularity=selective");
+    if (s.recompute == Recompute::selective) {
+      add("model.config.recompute_granularity=selective");
+      if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
+        std::string mods;
+        for (const std::string& name : io::recompute_module_names(t)) mods += (mods.empty() ? "" : ",") + name;
+        add("model.config.recompute_modules=[" + mods + "]");
+      }
+    }
     add(std::string("optim.config.use_distributed_optimizer=") + (r.distributed_optimizer ? "true" : "false"));
     if (t.tp_comm_overlap && r.sequence_parallel) add("model.config.tp_comm_overlap=true");
     if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");

@@ -91,6 +91,27 @@ class Obj {
     return v.get<std::string>();
   }
   std::string str_or(const std::string& key, const std::string& dflt) { return has(key) ? str(key) : dflt; }
+  // Megatron's --recompute-modules as a JSON array of module names, e.g. ["core_attn", "mlp"].
+  std::uint8_t recompute_modules_or(const std::string& key, std::uint8_t dflt) {
+    if (!has(key)) return dflt;
+    const Json& v = raw(key);
+    if (!v.is_array()) throw InputError(file_, 0, where(key), "expected an array of module names, got " + v.dump());
+    std::uint8_t bits = 0;
+    for (const Json& e : v) {
+      std::string list;
+      bool found = false;
+      for (int i = 0; i < kNumRecomputeModules; ++i) {
+        const auto m = static_cast<RecomputeModule>(i);
+        list += std::string(list.empty() ? "" : ", ") + to_string(m);
+        if (e.is_string() && e.get<std::string>() == to_string(m)) {
+          bits |= module_bit(m);
+          found = true;
+        }
+      }
+      if (!found) throw InputError(file_, 0, where(key), e.dump() + " is not one of " + list);
+    }
+    return bits;
+  }
   template <class E>
   E choice(const std::string& key, std::initializer_list<std::pair<const char*, E>> options, E dflt) {
     if (!has(key)) return dflt;
@@ -391,6 +412,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
   t.optimizer_moments_allocated = o.boolean_or("optimizer_moments_allocated", t.optimizer_moments_allocated);
   t.reuse_fp32_param = o.boolean_or("reuse_fp32_param", t.reuse_fp32_param);
+  t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   t.tp_comm_overlap = o.boolean_or("tp_comm_overlap", t.tp_comm_overlap);
   t.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", t.overlap_grad_reduce);
@@ -403,6 +425,13 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   o.finish();
   if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
   return t;
+}
+
+std::vector<std::string> recompute_module_names(const TrainingSettings& t) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kNumRecomputeModules; ++i)
+    if (t.recomputes(static_cast<RecomputeModule>(i))) names.push_back(to_string(static_cast<RecomputeModule>(i)));
+  return names;
 }
 
 Json to_json(const TrainingSettings& t) {
@@ -418,6 +447,7 @@ Json to_json(const TrainingSettings& t) {
               {"fp32_gradients", t.fp32_gradients},
               {"optimizer_moments_allocated", t.optimizer_moments_allocated},
               {"reuse_fp32_param", t.reuse_fp32_param},
+              {"recompute_modules", recompute_module_names(t)},
               {"moe_load_imbalance", t.moe_load_imbalance},
               {"tp_comm_overlap", t.tp_comm_overlap},
               {"overlap_grad_reduce", t.overlap_grad_reduce},

@@ -51,6 +51,8 @@ Json to_json(const System& s);
 TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path = "",
                                     const TrainingSettings& base = {});
 Json to_json(const TrainingSettings& t);
+// The selective-recompute modules in Megatron's spelling, in enum order (core_attn, layernorm, mlp, ...).
+std::vector<std::string> recompute_module_names(const TrainingSettings& t);
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path = "",
                                 const PlatformParams& base = {});
 Json to_json(const PlatformParams& p);

@@ -90,6 +90,7 @@ struct Gemm {
   // Kernel launches per call: 1 for one (batched) kernel; the local expert count for Transformer Engine's
   // GroupedLinear, which runs one cuBLAS GEMM per expert (multi-stream), not one grouped kernel.
   double launches = 1;
+  RecomputeModule module = RecomputeModule::none;  // the --recompute-modules submodule it belongs to
 };
 
 // Transformer Engine FP8 (Micikevicius et al. 2022; TE's Linear / LayerNormLinear): only the linear layers run in
@@ -227,25 +228,25 @@ void visit_layer_ops(const Ctx& c, bool moe, F&& f) {
     const double rope = static_cast<double>(m.qk_rope_head_dim), vd = static_cast<double>(m.v_head_dim);
     if (ql > 0) {
       f(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h});
-      f(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql});
+      f(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql, 1, RecomputeModule::mla_up_proj});
     } else {
       f(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h});
     }
     f(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h});
-    f(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl});
-    f(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, c.d + rope});
-    f(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal});
+    f(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, RecomputeModule::mla_up_proj});
+    f(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, c.d + rope, 1, RecomputeModule::core_attn});
+    f(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal, 1, RecomputeModule::core_attn});
     f(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t});
   } else {
     f(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h});
-    f(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, c.d});
-    f(Gemm{"pv", OpRole::attn_core, heads, c.s_local, c.d, c.s * causal});
+    f(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, c.d, 1, RecomputeModule::core_attn});
+    f(Gemm{"pv", OpRole::attn_core, heads, c.s_local, c.d, c.s * causal, 1, RecomputeModule::core_attn});
     f(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * c.d / t});
   }
   const double gate = m.is_gated() ? 2.0 : 1.0;
   if (!moe) {
-    f(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h});
-    f(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t});
+    f(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, RecomputeModule::mlp});
+    f(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, RecomputeModule::mlp});
     return;
   }
   const double fm = static_cast<double>(m.moe_ffn_hidden_size);
@@ -254,13 +255,13 @@ void visit_layer_ops(const Ctx& c, bool moe, F&& f) {
   // Tokens per local expert: each rank routes its own tokens (all S of them once gathered over TP) to experts on
   // ep ranks; the busiest expert gets moe_load_imbalance x the mean.
   const double rows = S * topk * c.ep / experts * c.t.moe_load_imbalance;
-  f(Gemm{"router", OpRole::router, 1, S, experts, h});
-  f(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h, local_experts});
-  f(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t, local_experts});
+  f(Gemm{"router", OpRole::router, 1, S, experts, h, 1, RecomputeModule::moe});
+  f(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h, local_experts, RecomputeModule::moe});
+  f(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t, local_experts, RecomputeModule::moe});
   if (m.num_shared_experts > 0) {
     const double fs = fm * static_cast<double>(m.num_shared_experts);
-    f(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h});
-    f(Gemm{"shared_fc2", OpRole::mlp_out, 1, S, h, fs / t});
+    f(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h, 1, RecomputeModule::shared_experts});
+    f(Gemm{"shared_fc2", OpRole::mlp_out, 1, S, h, fs / t, 1, RecomputeModule::shared_experts});
   }
 }
 
@@ -390,6 +391,9 @@ void visit_dp_collectives(const Ctx& c, double dense_params, double expert_param
 struct VectorWork {
   double fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels;
   double score_fwd_bytes, score_bwd_bytes;  // the s x s part, separated for selective recompute
+  // Forward bytes and kernels of the memory-bound work inside each --recompute-modules submodule (part of
+  // fwd_bytes; the attention core's is score_fwd_bytes).
+  std::array<double, kNumRecomputeModules> module_fwd_bytes{}, module_fwd_kernels{};
 };
 VectorWork layer_vector_work(const Ctx& c, bool moe);
 

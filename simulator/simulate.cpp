@@ -113,11 +113,17 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
   // moves as many bytes: a norm's backward reads input and output gradient and writes the input gradient, the
   // residual / dropout backward reads the gradient (and mask) and writes one.
   const double norms = (m.post_norms ? 8.0 : 4.0) * act;
+  auto module = [&](RecomputeModule r, double bytes, double kernels) {
+    w.module_fwd_bytes[static_cast<std::size_t>(r)] += bytes;
+    w.module_fwd_kernels[static_cast<std::size_t>(r)] += kernels;
+  };
+  module(RecomputeModule::layernorm, 4.0 * act / c.sp_div, 2);  // input_layernorm and pre_mlp_layernorm
   const double residual = c.t.dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act;
   const double outside = norms + residual;
   double inside = 0;
   const double qk_width = S * (c.a + (m.is_mla() ? c.a : c.g)) * c.d / t * 2;
-  inside += 2 * qk_width;                 // rotary embedding on q and k
+  inside += 2 * qk_width;  // rotary embedding on q and k
+  if (m.is_mla()) module(RecomputeModule::mla_up_proj, 2 * qk_width, 2);
   if (m.qk_norm) inside += 2 * qk_width;  // q/k RMSNorm
   if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
     inside += 2 * S * (c.a + c.g) * c.d / t * 2;  // unfused GQA: K and V repeated to every query head
@@ -127,9 +133,18 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
   if (moe) {
     const double topk = static_cast<double>(m.experts_per_token);
     mlp_rows = S * (topk * c.t.moe_load_imbalance + static_cast<double>(m.num_shared_experts));
-    inside += 4 * S * topk * c.h * 2 + 3 * S * static_cast<double>(m.num_experts) * 4;  // permute, router
+    const double permute_router = 4 * S * topk * c.h * 2 + 3 * S * static_cast<double>(m.num_experts) * 4;
+    inside += permute_router;
+    module(RecomputeModule::moe, permute_router, kMoeExtraKernels);
   }
   inside += gate_in * mlp_rows * fm / t * 2;  // activation function
+  if (moe) {
+    const double shared_rows = S * static_cast<double>(m.num_shared_experts);
+    module(RecomputeModule::moe_act, gate_in * (mlp_rows - shared_rows) * fm / t * 2, 1);
+    module(RecomputeModule::shared_experts, gate_in * shared_rows * fm / t * 2, shared_rows > 0 ? 1 : 0);
+  } else {
+    module(RecomputeModule::mlp, gate_in * mlp_rows * fm / t * 2, 1);
+  }
   // Elementwise backward inside the TP region reads the saved input and the output gradient, writes the input
   // gradient: 1.5x its forward traffic.
   w.fwd_bytes = outside / c.sp_div + inside;
@@ -157,6 +172,9 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
 // special case a·d = h, g = a, f = 4h, GELU, dropout on, score bytes 5.
 struct ActivationParts {
   double outside, inside, scores, checkpoint;
+  // Stored bytes each --recompute-modules submodule frees (the attention core's are `scores`): normal
+  // checkpointing keeps only the module's input, output-discarding checkpointing drops its output.
+  std::array<double, kNumRecomputeModules> module{};
 };
 ActivationParts activation_parts(const Ctx& c, bool moe) {
   const Model& m = *c.m;
@@ -167,26 +185,38 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
   const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
   const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
-  double inside = 2 * S * c.a * qk + 2 * S * kv_heads * qk + 2 * S * kv_heads * vd;  // Q, K, V
-  if (m.qk_norm) inside += 2 * S * (c.a + c.g) * c.d;                                // norm inputs
-  inside += 2 * S * c.a * vd;  // attention output = out-projection input
+  const double qkv = 2 * S * c.a * qk + 2 * S * kv_heads * qk + 2 * S * kv_heads * vd;  // Q, K, V
+  double inside = qkv;
+  auto& freed = a.module;
+  auto at = [](RecomputeModule r) { return static_cast<std::size_t>(r); };
+  if (m.is_mla()) freed[at(RecomputeModule::mla_up_proj)] = qkv / t;  // up-projected Q, K, V
+  if (m.qk_norm) inside += 2 * S * (c.a + c.g) * c.d;                 // norm inputs
+  inside += 2 * S * c.a * vd;                                         // attention output = out-projection input
   if (m.is_mla()) inside += 2 * S * (static_cast<double>(m.kv_lora_rank + m.q_lora_rank));
   if (c.t.flash_attention) inside += 4 * c.b * c.a * c.s_local;  // softmax log-sum-exp
   const double gate = m.is_gated() ? 2.0 : 1.0;
   if (!moe) {
     inside += 2 * S * c.f * gate + 2 * S * c.f;  // FC1 output (activation input), activation output
+    freed[at(RecomputeModule::mlp)] = (2 * S * c.f * gate + 2 * S * c.f) / t;
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double topk = static_cast<double>(m.experts_per_token);
     const double rows = S * topk * c.t.moe_load_imbalance;
     inside += rows * (2 * fm * gate + 2 * fm);
-    inside += static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + 2 * fm);
-    a.outside += 2 * rows * h * 2 + S * static_cast<double>(m.num_experts) * 4;  // permuted tokens, router
+    const double shared = static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + 2 * fm);
+    inside += shared;
+    const double permuted = 2 * rows * h * 2 + S * static_cast<double>(m.num_experts) * 4;  // tokens, router
+    a.outside += permuted;
+    freed[at(RecomputeModule::moe_act)] = rows * 2 * fm / t;  // the activation's output
+    freed[at(RecomputeModule::shared_experts)] = shared / t;
+    freed[at(RecomputeModule::moe)] = (rows * (2 * fm * gate + 2 * fm) + shared) / t + permuted / c.sp_div;
   }
   a.inside = inside / t;
   a.outside /= c.sp_div;
   if (!c.t.flash_attention) a.scores = c.p->attention_score_bytes * c.b * c.a / t * c.s_local * c.s;
-  a.checkpoint = 2 * S * h / c.sp_div;  // full recompute keeps each layer's input
+  a.checkpoint = 2 * S * h / c.sp_div;                           // full recompute keeps each layer's input
+  freed[at(RecomputeModule::layernorm)] = 4 * S * h / c.sp_div;  // the two norms' outputs
+  freed[at(RecomputeModule::core_attn)] = a.scores;
   return a;
 }
 
@@ -195,7 +225,20 @@ LayerActivation layer_activation_from(const Ctx& c, bool moe) {
   const double full = a.outside + a.inside + a.scores;
   switch (c.r.s.recompute) {
     case Recompute::none: return {full, 0};
-    case Recompute::selective: return {a.outside + a.inside, a.scores};
+    case Recompute::selective: {
+      // The modules' freed bytes; the largest is alive again while its module is recomputed. MoE's covers its
+      // activation and shared experts.
+      double freed = 0, live = 0;
+      for (int i = 0; i < kNumRecomputeModules; ++i) {
+        const auto r = static_cast<RecomputeModule>(i);
+        if (!c.t.recomputes(r) || ((r == RecomputeModule::moe_act || r == RecomputeModule::shared_experts) &&
+                                   c.t.recomputes(RecomputeModule::moe)))
+          continue;
+        freed += a.module[static_cast<std::size_t>(i)];
+        live = std::max(live, a.module[static_cast<std::size_t>(i)]);
+      }
+      return {full - freed, live};
+    }
     case Recompute::full: return {a.checkpoint, full};
   }
   return {full, 0};
@@ -214,9 +257,11 @@ inline std::size_t role_index(OpRole r) { return static_cast<std::size_t>(r); }
 LayerTime layer_time(const Ctx& c, bool moe) {
   LayerTime lt{};
   std::array<double, kNumRoles> call{};  // one forward call of each role's GEMMs (compute that can hide a collective)
+  std::array<double, kNumRecomputeModules + 1> module_gemm_fwd{};  // forward GEMM time per recompute module
   double gemm_fwd = 0, gemm_bwd = 0;
   visit_layer_ops(c, moe, [&](const Gemm& g) {
     const GemmTime gt = gemm_time(c, g);
+    module_gemm_fwd[static_cast<std::size_t>(g.module)] += gt.forward;
     // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks.
     const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
     lt.model_flops += 3 * 2 * g.batch * g.m * g.n * g.k * causal;
@@ -268,8 +313,31 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   }
   switch (c.r.s.recompute) {
     case Recompute::none: break;
-    // Megatron's selective recompute re-runs the attention core (scores, softmax, dropout, scores·V).
-    case Recompute::selective: lt.recompute = lt.attn_fwd; break;
+    // Selective recompute re-runs the forward of each --recompute-modules submodule: by default the attention
+    // core (scores, softmax, dropout, scores·V); the MoE layer re-runs its dispatch / combine all-to-alls too.
+    case Recompute::selective:
+      for (int i = 0; i < kNumRecomputeModules; ++i) {
+        const auto r = static_cast<RecomputeModule>(i);
+        const auto k = static_cast<std::size_t>(i);
+        const bool covered_by_moe = (r == RecomputeModule::moe_act || r == RecomputeModule::shared_experts) &&
+                                    c.t.recomputes(RecomputeModule::moe);
+        if (!c.t.recomputes(r) || covered_by_moe) continue;
+        if (r == RecomputeModule::core_attn) {
+          lt.recompute += lt.attn_fwd;
+          continue;
+        }
+        double gemms = module_gemm_fwd[k], bytes = v.module_fwd_bytes[k], kernels = v.module_fwd_kernels[k];
+        if (r == RecomputeModule::moe && moe) {  // the MoE layer holds its activation and shared experts
+          for (RecomputeModule inner : {RecomputeModule::moe_act, RecomputeModule::shared_experts}) {
+            gemms += module_gemm_fwd[static_cast<std::size_t>(inner)];
+            bytes += v.module_fwd_bytes[static_cast<std::size_t>(inner)];
+            kernels += v.module_fwd_kernels[static_cast<std::size_t>(inner)];
+          }
+          lt.recompute += lt.ep_fwd;
+        }
+        if (bytes > 0 || gemms > 0) lt.recompute += gemms + vector_time_s(c, bytes, kernels);
+      }
+      break;
     case Recompute::full: lt.recompute = lt.fwd_compute + lt.tp_fwd + lt.cp_fwd + lt.ep_fwd; break;
   }
   return lt;
@@ -675,7 +743,9 @@ const std::array<TermInfo<StageResult>, kNumStageMemoryTerms>& stage_memory_term
 namespace {
 double recompute_factor(const Ctx& c, const Gemm& g) {
   if (c.r.s.recompute == Recompute::full) return 1;
-  return c.r.s.recompute == Recompute::selective && g.role == OpRole::attn_core ? 1 : 0;
+  if (c.r.s.recompute != Recompute::selective || g.module == RecomputeModule::none) return 0;
+  const bool in_moe = g.module == RecomputeModule::shared_experts && c.t.recomputes(RecomputeModule::moe);
+  return c.t.recomputes(g.module) || in_moe ? 1 : 0;
 }
 }  // namespace
 

@@ -17,6 +17,20 @@ const char* to_string(Recompute r) {
   return "?";
 }
 
+const char* to_string(RecomputeModule m) {
+  switch (m) {
+    case RecomputeModule::core_attn: return "core_attn";
+    case RecomputeModule::layernorm: return "layernorm";
+    case RecomputeModule::mlp: return "mlp";
+    case RecomputeModule::moe_act: return "moe_act";
+    case RecomputeModule::moe: return "moe";
+    case RecomputeModule::shared_experts: return "shared_experts";
+    case RecomputeModule::mla_up_proj: return "mla_up_proj";
+    case RecomputeModule::none: return "none";
+  }
+  return "?";
+}
+
 std::string validate(const TrainingSettings& t) {
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return "seq_length must be in [1, 16777216]";
   if (t.global_batch_size <= 0 || t.global_batch_size > (1LL << 30)) return "global_batch_size must be positive";
@@ -24,6 +38,7 @@ std::string validate(const TrainingSettings& t) {
     return "micro_batch_size must be in [1, global_batch_size]";
   if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0)) return "moe_load_imbalance must be in [1, 64]";
   if (t.reuse_fp32_param && t.precision != Precision::bf16) return "reuse_fp32_param needs precision bf16";
+  if (t.recompute_modules >= (1u << kNumRecomputeModules)) return "recompute_modules holds an unknown module";
   return {};
 }
 

@@ -17,6 +17,26 @@ namespace lmsim {
 enum class Recompute { none, selective, full };
 const char* to_string(Recompute r);
 
+// Megatron-core `--recompute-modules` (with `--recompute-granularity selective`): the submodules whose forward is
+// re-run in backward instead of keeping their activations (TransformerConfig.recompute_modules). core_attn, mlp,
+// moe and shared_experts checkpoint normally (keep their input); layernorm, moe_act and mla_up_proj discard their
+// output once consumed. `none` marks ops outside every module.
+enum class RecomputeModule : std::uint8_t {
+  core_attn,
+  layernorm,
+  mlp,
+  moe_act,
+  moe,
+  shared_experts,
+  mla_up_proj,
+  none
+};
+constexpr int kNumRecomputeModules = 7;
+const char* to_string(RecomputeModule m);
+constexpr std::uint8_t module_bit(RecomputeModule m) {
+  return m == RecomputeModule::none ? 0 : static_cast<std::uint8_t>(1u << static_cast<unsigned>(m));
+}
+
 // Settings of a training run that are not parallel degrees: what a measured collection was run with.
 struct TrainingSettings {
   std::int64_t seq_length = 4096;
@@ -35,6 +55,9 @@ struct TrainingSettings {
   // MindSpeed --reuse-fp32-param: the 16-bit parameters live inside their fp32 master copy (as BF16 + residual),
   // saving 2 bytes per owned parameter.
   bool reuse_fp32_param = false;
+  // Submodules selective recompute re-runs (bits of module_bit); Megatron's default is the attention core.
+  std::uint8_t recompute_modules = module_bit(RecomputeModule::core_attn);
+  bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
   double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
   // Overlap features of the framework (Megatron-LM / NeMo flag names).
   bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)

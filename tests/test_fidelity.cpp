@@ -396,3 +396,60 @@ TEST(Fidelity, NvlinkSharpAllReduceSendsEachBufferOnce) {
   EXPECT_NEAR(sp_nvls.breakdown.tp_comm_s / sp_ring.breakdown.tp_comm_s, 1.0, 0.01);  // only the loss all-reduces
   EXPECT_FALSE(a100().nvlink_sharp);                                                  // NVSwitch gen2: no SHARP
 }
+
+TEST(Fidelity, RecomputeModulesFreeTheirActivationsAndReplayTheirForward) {
+  // Megatron-core --recompute-modules: each selected submodule keeps only its input (or drops its output) and
+  // re-runs its forward in backward.
+  const Model m = gpt22b();
+  TrainingSettings t = megatron2022();
+  const PlatformParams p;
+  const Strategy s = with(strat(1, 8, 1), Recompute::selective, false);
+  const Prediction attn = simulate(m, s, a100(), t, p);
+  const LayerActivation attn_a = layer_activation(m, s, t, p, false);
+  t.recompute_modules |= module_bit(RecomputeModule::mlp);
+  const Prediction mlp = simulate(m, s, a100(), t, p);
+  const LayerActivation mlp_a = layer_activation(m, s, t, p, false);
+  ASSERT_TRUE(attn.ok() && mlp.ok());
+  // The dense MLP frees its FC1 output and activation output: (2·f + 2·f)·S / t bytes (GELU, f = 4h).
+  const double S = 2048 * 4, f = 4 * 6144;
+  EXPECT_NEAR(attn_a.stored_bytes - mlp_a.stored_bytes, 4 * f * S / 8, 1e-6 * attn_a.stored_bytes);
+  // ... and replays FC1 and FC2: about as much as the attention core, far less than the whole forward.
+  const double replay = mlp.layer.recompute_s - attn.layer.recompute_s;
+  EXPECT_GT(replay, 0.2 * attn.layer.forward_s);
+  EXPECT_LT(mlp.layer.recompute_s, mlp.layer.forward_s);
+  EXPECT_LT(mlp.max_peak_memory_bytes, attn.max_peak_memory_bytes);
+  // layernorm drops the two norms' outputs: 4·S·h bytes, replayed by memory-bound kernels only.
+  t.recompute_modules = module_bit(RecomputeModule::core_attn) | module_bit(RecomputeModule::layernorm);
+  const LayerActivation ln_a = layer_activation(m, s, t, p, false);
+  EXPECT_NEAR(attn_a.stored_bytes - ln_a.stored_bytes, 4 * S * 6144, 1e-6 * attn_a.stored_bytes);
+  // No module: selective recompute keeps everything and replays nothing.
+  t.recompute_modules = 0;
+  const Prediction nothing = simulate(m, s, a100(), t, p);
+  const Prediction none = simulate(m, with(strat(1, 8, 1), Recompute::none, false), a100(), t, p);
+  EXPECT_DOUBLE_EQ(nothing.layer.recompute_s, 0);
+  EXPECT_NEAR(nothing.max_peak_memory_bytes, none.max_peak_memory_bytes, 1e-9 * none.max_peak_memory_bytes);
+}
+
+TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
+  const Model& m = preset("Qwen3-30B-A3B");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 64;
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-ep8-selRC").strategy;
+  const PlatformParams p;
+  t.recompute_modules = module_bit(RecomputeModule::moe_act);
+  const LayerActivation act = layer_activation(m, s, t, p, true);
+  const Prediction act_p = simulate(m, s, h100(), t, p);
+  t.recompute_modules = module_bit(RecomputeModule::moe);
+  const LayerActivation moe = layer_activation(m, s, t, p, true);
+  const Prediction moe_p = simulate(m, s, h100(), t, p);
+  t.recompute_modules = module_bit(RecomputeModule::moe) | module_bit(RecomputeModule::moe_act);
+  const LayerActivation both = layer_activation(m, s, t, p, true);
+  ASSERT_TRUE(act_p.ok() && moe_p.ok());
+  EXPECT_LT(moe.stored_bytes, act.stored_bytes);         // the whole layer frees more than its activation
+  EXPECT_DOUBLE_EQ(both.stored_bytes, moe.stored_bytes);  // moe already covers moe_act: no double count
+  EXPECT_GT(moe_p.breakdown.recompute_s, act_p.breakdown.recompute_s);
+  // A dense-only module leaves MoE layers alone.
+  t.recompute_modules = module_bit(RecomputeModule::mlp);
+  EXPECT_DOUBLE_EQ(layer_activation(m, s, t, p, true).live_bytes, 0);
+}

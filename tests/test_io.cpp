@@ -415,7 +415,18 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   TrainingSettings t;
   t.precision = Precision::fp8;
   t.dropout = true;
+  t.recompute_modules = module_bit(RecomputeModule::core_attn) | module_bit(RecomputeModule::moe_act);
   EXPECT_EQ(io::to_json(io::settings_from_json(io::to_json(t), "mem")), io::to_json(t));
+  EXPECT_EQ(io::to_json(t)["recompute_modules"], (io::Json{"core_attn", "moe_act"}));
+  io::Json bad_modules = io::to_json(t);
+  bad_modules["recompute_modules"] = {"core_attn", "attention"};  // not a Megatron module name
+  try {
+    io::settings_from_json(bad_modules, "settings.json");
+    ADD_FAILURE() << "unknown recompute module accepted";
+  } catch (const io::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("recompute_modules"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mla_up_proj"), std::string::npos) << e.what();  // lists the choices
+  }
   io::Json p = io::to_json(PlatformParams{});
   EXPECT_EQ(io::params_from_json(p, "mem"), PlatformParams{});
   p["matmul_efficiency"] = 1.5;  // θ outside bounds
