@@ -40,7 +40,10 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
         add("--recompute-modules" + mods);
       }
     }
-    if (r.distributed_optimizer) add("--use-distributed-optimizer");
+    if (t.fsdp)
+      add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
+    else if (r.distributed_optimizer)
+      add("--use-distributed-optimizer");
     if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
     if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
     if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");

@@ -29,6 +29,18 @@ void line(const char* label, const calib::Problem& pb, const std::vector<calib::
                 100 * (p.time_s / s.time_s - 1));
   }
 }
+// Every published run ran, so every one should be predicted to fit its devices' memory: the feasibility the
+// search filters on. Prints the share that does and the predicted peak of those that do not.
+void feasibility(const calib::Problem& pb, const std::vector<calib::SamplePrediction>& preds) {
+  std::size_t fit = 0;
+  for (const auto& p : preds) fit += p.feasible ? 1 : 0;
+  std::printf("  %-24s %zu/%zu published layouts predicted to fit in %.0f GiB\n", "feasibility retention", fit,
+              preds.size(), pb.system.hbm_capacity_bytes / 1073741824.0);
+  for (const auto& p : preds)
+    if (!p.feasible)
+      std::printf("      does not fit: %-18s %-40s %6.1f GiB\n", pb.samples[p.index].model_setting.substr(0, 18).c_str(),
+                  pb.samples[p.index].config.c_str(), p.mem_max_bytes / 1073741824.0);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,8 +88,12 @@ int main(int argc, char** argv) {
       const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_source_out, 0}, fo);
       line("leave-one-source-out", pb, cv.out_of_sample, residuals);
     }
-    if (const auto val = calib::validation_indices(pb); !val.empty())
+    std::vector<std::size_t> every = idx;
+    if (const auto val = calib::validation_indices(pb); !val.empty()) {
       line("validation rows (not fitted)", pb, calib::predict(pb, val, fr.params), true);
+      every.insert(every.end(), val.begin(), val.end());
+    }
+    feasibility(pb, calib::predict(pb, every, fr.params));
   }
   return 0;
 }

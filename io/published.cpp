@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "io/csv.hpp"
 #include "io/error.hpp"
@@ -176,6 +177,21 @@ PublishedSet read_published(const std::string& dir) {
     st.overlap_p2p_comm = flag(rd, i, "overlap_p2p_comm");
     if (rd.has("overlap_moe_expert_parallel_comm"))
       st.overlap_moe_expert_parallel_comm = flag(rd, i, "overlap_moe_expert_parallel_comm");
+    if (rd.has("fsdp")) st.fsdp = flag(rd, i, "fsdp");
+    // Megatron's --recompute-modules for selective recompute, space-separated; empty: the default (core_attn).
+    if (rd.has("recompute_modules") && !rd.at(i, rd.col("recompute_modules")).empty()) {
+      st.recompute_modules = 0;
+      std::istringstream names(rd.at(i, rd.col("recompute_modules")));
+      for (std::string name; names >> name;) {
+        bool known = false;
+        for (int k = 0; k < kNumRecomputeModules; ++k)
+          if (name == to_string(static_cast<RecomputeModule>(k))) {
+            st.recompute_modules |= module_bit(static_cast<RecomputeModule>(k));
+            known = true;
+          }
+        if (!known) rd.fail(i, "recompute_modules", "'" + name + "' is not a Megatron recompute module");
+      }
+    }
     st.fused_kernels = true;
     if (auto why = validate(st); !why.empty()) t.fail(r, "gbs", why);
 

@@ -180,8 +180,12 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
   const Model& m = *c.m;
   const double S = c.tokens, h = c.h, t = c.tp;
   ActivationParts a{};
+  // Transformer Engine's FP8 linear layers keep their input for the weight gradient as the FP8 copy they cast
+  // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2. Other
+  // saved tensors (norm inputs, activation inputs, attention tensors) stay 16-bit.
+  const double lin = c.fp8 ? 1.0 : 2.0;
   // attention-norm input, QKV input, MLP-norm input, FC1 input (+ post-norm inputs), dropout masks
-  a.outside = (m.post_norms ? 12.0 : 8.0) * S * h + (c.t.dropout ? 2.0 * S * h : 0.0);
+  a.outside = (m.post_norms ? 8.0 : 4.0) * S * h + 2 * lin * S * h + (c.t.dropout ? 2.0 * S * h : 0.0);
   const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
   const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
@@ -191,31 +195,34 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
   auto at = [](RecomputeModule r) { return static_cast<std::size_t>(r); };
   if (m.is_mla()) freed[at(RecomputeModule::mla_up_proj)] = qkv / t;  // up-projected Q, K, V
   if (m.qk_norm) inside += 2 * S * (c.a + c.g) * c.d;                 // norm inputs
-  inside += 2 * S * c.a * vd;                                         // attention output = out-projection input
+  // The attention output: the out-projection's input; flash attention keeps its own 16-bit copy besides an FP8 one.
+  inside += (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd;
   if (m.is_mla()) inside += 2 * S * (static_cast<double>(m.kv_lora_rank + m.q_lora_rank));
   if (c.t.flash_attention) inside += 4 * c.b * c.a * c.s_local;  // softmax log-sum-exp
   const double gate = m.is_gated() ? 2.0 : 1.0;
   if (!moe) {
-    inside += 2 * S * c.f * gate + 2 * S * c.f;  // FC1 output (activation input), activation output
-    freed[at(RecomputeModule::mlp)] = (2 * S * c.f * gate + 2 * S * c.f) / t;
+    inside += 2 * S * c.f * gate + lin * S * c.f;  // FC1 output (activation input), activation output
+    freed[at(RecomputeModule::mlp)] = (2 * S * c.f * gate + lin * S * c.f) / t;
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double topk = static_cast<double>(m.experts_per_token);
     const double rows = S * topk * c.t.moe_load_imbalance;
-    inside += rows * (2 * fm * gate + 2 * fm);
-    const double shared = static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + 2 * fm);
+    inside += rows * (2 * fm * gate + lin * fm);
+    const double shared = static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + lin * fm);
     inside += shared;
-    const double permuted = 2 * rows * h * 2 + S * static_cast<double>(m.num_experts) * 4;  // tokens, router
+    // Dispatched tokens (the experts' FC1 input) and the experts' outputs (kept to weight them by the router
+    // probabilities), the router's probabilities.
+    const double permuted = rows * h * (lin + 2) + S * static_cast<double>(m.num_experts) * 4;
     a.outside += permuted;
-    freed[at(RecomputeModule::moe_act)] = rows * 2 * fm / t;  // the activation's output
+    freed[at(RecomputeModule::moe_act)] = rows * lin * fm / t;  // the activation's output
     freed[at(RecomputeModule::shared_experts)] = shared / t;
-    freed[at(RecomputeModule::moe)] = (rows * (2 * fm * gate + 2 * fm) + shared) / t + permuted / c.sp_div;
+    freed[at(RecomputeModule::moe)] = (rows * (2 * fm * gate + lin * fm) + shared) / t + permuted / c.sp_div;
   }
   a.inside = inside / t;
   a.outside /= c.sp_div;
   if (!c.t.flash_attention) a.scores = c.p->attention_score_bytes * c.b * c.a / t * c.s_local * c.s;
-  a.checkpoint = 2 * S * h / c.sp_div;                           // full recompute keeps each layer's input
-  freed[at(RecomputeModule::layernorm)] = 4 * S * h / c.sp_div;  // the two norms' outputs
+  a.checkpoint = 2 * S * h / c.sp_div;                                 // full recompute keeps each layer's input
+  freed[at(RecomputeModule::layernorm)] = 2 * lin * S * h / c.sp_div;  // the two norms' outputs
   freed[at(RecomputeModule::core_attn)] = a.scores;
   return a;
 }
@@ -492,7 +499,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
 
   double max_c = 0, sum_c = 0, max_grad_tail = 0, max_step_tail = 0;
   int crit = 0, grad_stage = 0, step_stage = 0;
-  std::array<double, kMaxStages> grad_exposed{}, param_exposed{};
+  std::array<double, kMaxStages> grad_exposed{}, param_exposed{}, fsdp_exposed_mb{};
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0;
   for (int i = 0; i < pp; ++i) {
@@ -528,15 +535,34 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double p2p_exposed = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
     st.pp_comm_s = vpp * p2p_exposed;
     st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
-    st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
-                          st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s;
-
     const StageParams sp = stage_params(c, lp, sl, is_first, is_last);
     const double params = sp.dense + sp.expert;
-    st.weight_bytes = weight_bytes_per_param * params;
-    st.gradient_bytes = grad_bytes * params;
+    // Data-parallel traffic of the stage: its gradient reduction and (distributed optimizer) parameter gather.
+    if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
+      dp_key = sp;
+      grad_time = param_time = 0;
+      visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
+        (k.grad ? grad_time : param_time) += collective_time_s(c, k.prim, k.group, k.bytes);
+      });
+    }
+    // FSDP repeats them every micro-batch, layer by layer: gather before the forward and again before the
+    // backward, reduce-scatter after it, prefetched under the neighbouring layers' compute (dp_overlap of it).
+    double fsdp_exposed = 0, fsdp_hidden = 0;
+    if (t.fsdp) {
+      const double comm = 2 * param_time + grad_time;
+      fsdp_hidden = std::min(comm, p.dp_overlap * (st.forward_compute_s + st.backward_compute_s + st.recompute_s));
+      fsdp_exposed = comm - fsdp_hidden;
+    }
+    st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
+                          st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s + fsdp_exposed;
+
     const bool dist = c.r.distributed_optimizer;
     const double owned = dist ? sp.dense / c.group(Group::dp).size + sp.expert / c.group(Group::edp).size : params;
+    // Under FSDP a rank keeps its shard plus the gathered parameters of the layer it computes and of the one it
+    // prefetches, and one layer's unsharded gradients before their reduce-scatter.
+    const double layer_params = params / std::max(1.0, static_cast<double>(sl.layers + sl.mtp));
+    st.weight_bytes = weight_bytes_per_param * (t.fsdp ? owned + 2 * layer_params : params);
+    st.gradient_bytes = grad_bytes * (t.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
     const double stored = ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
@@ -550,29 +576,26 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.runtime_bytes = p.runtime_memory_gib * 1073741824.0 + p.runtime_memory_fraction * allocated;
     st.peak_bytes = allocated + st.runtime_bytes;
 
-    // Data-parallel traffic, once per iteration. With --overlap-grad-reduce the bucketed gradient reduction runs
-    // during the last micro-batch's backward of this stage; with --overlap-param-gather the parameter all-gather
-    // runs during the first micro-batch's forward. In 1F1B stage i also idles i chunk-backwards at the end of the
-    // iteration (and i chunk-forwards at the start), time in which its traffic proceeds unhindered.
-    if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
-      dp_key = sp;
-      grad_time = param_time = 0;
-      visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
-        (k.grad ? grad_time : param_time) += collective_time_s(c, k.prim, k.group, k.bytes);
-      });
-    }
+    // Data-parallel traffic, once per iteration (not with FSDP: per micro-batch above). With --overlap-grad-reduce
+    // the bucketed gradient reduction runs during the last micro-batch's backward of this stage; with
+    // --overlap-param-gather the parameter all-gather runs during the first micro-batch's forward. In 1F1B stage i
+    // also idles i chunk-backwards at the end of the iteration (and i chunk-forwards at the start), time in which
+    // its traffic proceeds unhindered.
+    const double iter_grad = t.fsdp ? 0.0 : grad_time, iter_param = t.fsdp ? 0.0 : param_time;
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
     const double grad_hidden =
-        t.overlap_grad_reduce ? std::min(grad_time, p.dp_overlap * bwd_window + i * bwd_window / vpp) : 0.0;
+        t.overlap_grad_reduce ? std::min(iter_grad, p.dp_overlap * bwd_window + i * bwd_window / vpp) : 0.0;
     const double param_hidden =
-        (t.overlap_param_gather && dist) ? std::min(param_time, p.dp_overlap * fwd_window + i * fwd_window / vpp) : 0.0;
-    grad_exposed[static_cast<std::size_t>(i)] = grad_time - grad_hidden;
-    param_exposed[static_cast<std::size_t>(i)] = param_time - param_hidden;
+        (t.overlap_param_gather && dist) ? std::min(iter_param, p.dp_overlap * fwd_window + i * fwd_window / vpp) : 0.0;
+    grad_exposed[static_cast<std::size_t>(i)] = iter_grad - grad_hidden;
+    param_exposed[static_cast<std::size_t>(i)] = iter_param - param_hidden;
     if (pp > 1 && m.tied_embeddings && (is_first || is_last))  // embedding gradients shared by first and last stage
       grad_exposed[static_cast<std::size_t>(i)] += collective_time_s(
           c, Prim::all_reduce, GroupUse{2, 1, c.group(Group::pp).nodes}, grad_bytes * c.vocab_padded * c.h / c.tp);
-    st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)];
-    st.dp_comm_overlapped_s = grad_hidden + param_hidden;
+    st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)] +
+                           static_cast<double>(mb) * fsdp_exposed;
+    st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * fsdp_hidden;
+    fsdp_exposed_mb[static_cast<std::size_t>(i)] = fsdp_exposed;
     st.optimizer_s = vector_time_s(c, kOptimizerBytesPerParam * owned, 6 + 2.0 * (sl.layers + sl.mtp));
 
     if (st.per_microbatch_s > max_c) {
@@ -614,7 +637,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   b.pp_comm_s = mbd * cs.pp_comm_s;
   b.pp_comm_overlapped_s = mbd * cs.pp_comm_overlapped_s;
   b.bubble_s = pipe - mbd * max_c;
-  b.dp_comm_exposed_s = max_grad_tail + param_exposed[static_cast<std::size_t>(step_stage)];
+  // FSDP's exposed per-micro-batch traffic is in every micro-batch of the critical stage.
+  b.dp_comm_exposed_s = max_grad_tail + param_exposed[static_cast<std::size_t>(step_stage)] +
+                        mbd * fsdp_exposed_mb[static_cast<std::size_t>(crit)];
   b.dp_comm_overlapped_s = pr.stages[static_cast<std::size_t>(grad_stage)].dp_comm_overlapped_s;
   b.optimizer_s = pr.stages[static_cast<std::size_t>(step_stage)].optimizer_s;
   pr.layer.forward_s = dense_t.fwd_compute + dense_t.tp_fwd + dense_t.cp_fwd + dense_t.ep_fwd;
@@ -803,7 +828,10 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     visit_pipeline_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
     const StageParams sp = stage_params(c, lp, sl, i == 0, i == s.pipeline_parallel - 1);
-    visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) { add(k.prim, k.group, k.bytes, 1); });
+    // Once per iteration; with FSDP per micro-batch, the gather twice (forward and backward).
+    visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
+      add(k.prim, k.group, k.bytes, t.fsdp ? mb * (k.grad ? 1 : 2) : 1);
+    });
   }
   return out;
 }

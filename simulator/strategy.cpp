@@ -145,7 +145,7 @@ ParseResult parse_config_name(const std::string& name) {
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
   ResolvedStrategy r{s, s.micro_batch_size > 0 ? s.micro_batch_size : t.micro_batch_size, 0,
                      s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
-                     s.distributed_optimizer.value_or(t.distributed_optimizer)};
+                     s.distributed_optimizer.value_or(t.distributed_optimizer) || t.fsdp};
   const std::int64_t per_step = static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size;
   r.num_micro_batches = per_step > 0 ? t.global_batch_size / per_step : 0;
   return r;

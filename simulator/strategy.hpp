@@ -55,6 +55,10 @@ struct TrainingSettings {
   // MindSpeed --reuse-fp32-param: the 16-bit parameters live inside their fp32 master copy (as BF16 + residual),
   // saving 2 bytes per owned parameter.
   bool reuse_fp32_param = false;
+  // Fully sharded data parallelism (Megatron-FSDP optim_grads_params / ZeRO-3 / torch FSDP2): parameters and
+  // gradients are sharded over the data-parallel group like the optimizer state; every micro-batch all-gathers each
+  // layer's parameters before its forward and again before its backward and reduce-scatters its gradients.
+  bool fsdp = false;
   // Submodules selective recompute re-runs (bits of module_bit); Megatron's default is the attention core.
   std::uint8_t recompute_modules = module_bit(RecomputeModule::core_attn);
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }

@@ -453,3 +453,55 @@ TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
   t.recompute_modules = module_bit(RecomputeModule::mlp);
   EXPECT_DOUBLE_EQ(layer_activation(m, s, t, p, true).live_bytes, 0);
 }
+
+TEST(Fidelity, Fp8LinearLayersKeepTheirInputsInFp8) {
+  // Transformer Engine keeps an FP8 linear layer's input for its weight gradient as the FP8 copy it cast.
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 8;
+  t.flash_attention = true;
+  const Strategy s = strat(8, 1, 1);
+  const PlatformParams p;
+  t.precision = Precision::bf16;
+  const double bf16 = layer_activation(m, s, t, p, false).stored_bytes;
+  t.precision = Precision::fp8;
+  const double fp8 = layer_activation(m, s, t, p, false).stored_bytes;
+  const double S = 4096, h = 4096, ad = 32 * 128, f = 14336;
+  // QKV and FC1 inputs (h each) and the FC2 input (f) halve; flash attention keeps its 16-bit output besides the
+  // out-projection's FP8 copy (+a·d).
+  EXPECT_NEAR(bf16 - fp8, S * (2 * h + f - ad), 1e-9 * bf16);
+}
+
+TEST(Fidelity, FsdpShardsParametersAndGathersThemEveryMicroBatch) {
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 128;
+  t.precision = Precision::bf16;
+  t.flash_attention = true;
+  const Strategy s = strat(8, 1, 1);
+  PlatformParams p;
+  const Prediction zero1 = simulate(m, s, h100(), t, p);
+  t.fsdp = true;
+  const Prediction fsdp = simulate(m, s, h100(), t, p);
+  ASSERT_TRUE(zero1.ok() && fsdp.ok());
+  const double params = count_params(m).total, layer = params / m.num_layers;
+  // Weights and gradients: a 1/dp shard plus the gathered layers (two of weights, one of gradients).
+  EXPECT_NEAR(fsdp.stages[0].weight_bytes, 2 * (params / 8 + 2 * layer), 1e-6 * params);
+  EXPECT_NEAR(fsdp.stages[0].gradient_bytes, 4 * (params / 8 + layer), 1e-6 * params);  // fp32 gradients
+  EXPECT_LT(fsdp.max_peak_memory_bytes, zero1.max_peak_memory_bytes - 30.0 * (1 << 30));
+  // Every micro-batch gathers twice and reduce-scatters once.
+  const double mb = static_cast<double>(fsdp.num_micro_batches);
+  for (const auto& k : collective_diagnostics(m, s, h100(), t, p)) {
+    if (k.group == "dp") {
+      EXPECT_DOUBLE_EQ(k.count, k.primitive == "all_gather" ? 2 * mb : mb) << k.primitive;
+    }
+  }
+  // Without overlap all of it is exposed, in every micro-batch.
+  p.dp_overlap = 0;
+  const Prediction exposed = simulate(m, s, h100(), t, p);
+  EXPECT_GT(exposed.breakdown.dp_comm_exposed_s, mb * 0.001);
+  EXPECT_NEAR(exposed.iteration_time_s - fsdp.iteration_time_s,
+              exposed.breakdown.dp_comm_exposed_s - fsdp.breakdown.dp_comm_exposed_s, 1e-9);
+}
