@@ -44,7 +44,8 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
                  "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels, stored scores, no SP, "
                  "peak before "
                  "Adam's first applied step) or npu "
-                 "(MindSpeed BF16, fused kernels; SP off, scores stored, --reuse-fp32-param: in-sample readings of the "
+                 "(MindSpeed BF16, fused kernels; SP off, scores stored, --reuse-fp32-param, unfused RMSNorm: "
+                 "in-sample readings of the "
                  "bundled NPU data)")
       ->check(CLI::IsMember({"gpu", "npu"}));
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");

@@ -33,7 +33,7 @@ SETTINGS = {
                     "state: an in-sample reading"},
     "npu": {"seq_length": 4096, "global_batch_size": 32, "micro_batch_size": 1, "precision": "bf16",
             "distributed_optimizer": True, "flash_attention": False, "fused_kernels": True,
-            "sequence_parallel": False, "fp32_gradients": False, "reuse_fp32_param": True,
+            "fused_norm": False, "sequence_parallel": False, "fp32_gradients": False, "reuse_fp32_param": True,
             "note": "MindSpeed-LLM on 8x Ascend 910B3 64 GB: BF16, fused kernels. The paper lists sequence "
                     "parallelism as enabled, but its own measurements show it was not in effect: communication "
                     "time is 83-84 % all-reduce and under 1 % all-gather/reduce-scatter (Table 30), and no-recompute "
@@ -44,7 +44,10 @@ SETTINGS = {
                     "readings of the bundled data. So is reuse_fp32_param (MindSpeed --reuse-fp32-param, BF16 parameters kept inside "
                     "their fp32 master copy): with Adam's 12 bytes per owned parameter the 1.7B runs are over-predicted "
                     "by 5-9 %, while the data holds about 10, the 12 less the 2 bytes MindSpeed documents this feature "
-                    "to save"},
+                    "to save. And so is fused_norm false: no-recompute memory keeps about 24 s*h bytes per layer outside the TP "
+                    "region, where fused norms keep 8; PyTorch's RMSNorm keeps an fp32 copy of its input and its "
+                    "normalised output (4 more bytes per element, twice per layer: 16), which MindSpeed runs unless "
+                    "--use-fused-rmsnorm is given"},
 }
 DIRS = {"gpu": "processed_gpu/{ms}_tp_pp_sweep_cp1_gpu", "npu": "{ms}"}
 SYSTEM = {"gpu": "v100_sxm2_32g", "npu": "ascend_910b3_64g"}

@@ -407,6 +407,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.distributed_optimizer = o.boolean_or("distributed_optimizer", t.distributed_optimizer);
   t.flash_attention = o.boolean_or("flash_attention", t.flash_attention);
   t.fused_kernels = o.boolean_or("fused_kernels", t.fused_kernels);
+  t.fused_norm = o.boolean_or("fused_norm", t.fused_norm);
   t.sequence_parallel = o.boolean_or("sequence_parallel", t.sequence_parallel);
   t.dropout = o.boolean_or("dropout", t.dropout);
   t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
@@ -443,6 +444,7 @@ Json to_json(const TrainingSettings& t) {
               {"distributed_optimizer", t.distributed_optimizer},
               {"flash_attention", t.flash_attention},
               {"fused_kernels", t.fused_kernels},
+              {"fused_norm", t.fused_norm},
               {"sequence_parallel", t.sequence_parallel},
               {"dropout", t.dropout},
               {"fp32_gradients", t.fp32_gradients},

@@ -184,8 +184,16 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
   // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2. Other
   // saved tensors (norm inputs, activation inputs, attention tensors) stay 16-bit.
   const double lin = c.fp8 ? 1.0 : 2.0;
+  // An unfused (PyTorch) RMSNorm keeps the fp32 copy of its input (kept by the square and the scaling) and its
+  // normalised output (kept by the weight multiply): 4 + 2 bytes per element where a fused kernel keeps the
+  // 2-byte input, so 4 more per normalised element.
+  const double norm_extra = c.t.fused_norm ? 0.0 : 4.0;
+  // Without the bias-activation fusion a gated activation (SwiGLU) also keeps act(gate), the multiply's input:
+  // gate and up (2·f), act(gate) (f) and the product (f), not 2·f + f.
+  const double unfused_gate = (!c.t.fused_kernels && m.is_gated()) ? 2.0 : 0.0;
   // attention-norm input, QKV input, MLP-norm input, FC1 input (+ post-norm inputs), dropout masks
-  a.outside = (m.post_norms ? 8.0 : 4.0) * S * h + 2 * lin * S * h + (c.t.dropout ? 2.0 * S * h : 0.0);
+  const double norms = m.post_norms ? 4.0 : 2.0;
+  a.outside = (2 + norm_extra) * norms * S * h + 2 * lin * S * h + (c.t.dropout ? 2.0 * S * h : 0.0);
   const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
   const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
@@ -194,29 +202,31 @@ ActivationParts activation_parts(const Ctx& c, bool moe) {
   auto& freed = a.module;
   auto at = [](RecomputeModule r) { return static_cast<std::size_t>(r); };
   if (m.is_mla()) freed[at(RecomputeModule::mla_up_proj)] = qkv / t;  // up-projected Q, K, V
-  if (m.qk_norm) inside += 2 * S * (c.a + c.g) * c.d;                 // norm inputs
+  if (m.qk_norm) inside += (2 + norm_extra) * S * (c.a + c.g) * c.d;  // norm inputs
   // The attention output: the out-projection's input; flash attention keeps its own 16-bit copy besides an FP8 one.
   inside += (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd;
   if (m.is_mla()) inside += 2 * S * (static_cast<double>(m.kv_lora_rank + m.q_lora_rank));
   if (c.t.flash_attention) inside += 4 * c.b * c.a * c.s_local;  // softmax log-sum-exp
   const double gate = m.is_gated() ? 2.0 : 1.0;
   if (!moe) {
-    inside += 2 * S * c.f * gate + lin * S * c.f;  // FC1 output (activation input), activation output
-    freed[at(RecomputeModule::mlp)] = (2 * S * c.f * gate + lin * S * c.f) / t;
+    // FC1 output (activation input), activation output
+    inside += 2 * S * c.f * gate + (lin + unfused_gate) * S * c.f;
+    freed[at(RecomputeModule::mlp)] = (2 * S * c.f * gate + (lin + unfused_gate) * S * c.f) / t;
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double topk = static_cast<double>(m.experts_per_token);
     const double rows = S * topk * c.t.moe_load_imbalance;
-    inside += rows * (2 * fm * gate + lin * fm);
-    const double shared = static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + lin * fm);
+    inside += rows * (2 * fm * gate + (lin + unfused_gate) * fm);
+    const double shared = static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + (lin + unfused_gate) * fm);
     inside += shared;
     // Dispatched tokens (the experts' FC1 input) and the experts' outputs (kept to weight them by the router
     // probabilities), the router's probabilities.
     const double permuted = rows * h * (lin + 2) + S * static_cast<double>(m.num_experts) * 4;
     a.outside += permuted;
-    freed[at(RecomputeModule::moe_act)] = rows * lin * fm / t;  // the activation's output
+    freed[at(RecomputeModule::moe_act)] = rows * (lin + unfused_gate) * fm / t;  // the activation's outputs
     freed[at(RecomputeModule::shared_experts)] = shared / t;
-    freed[at(RecomputeModule::moe)] = (rows * (2 * fm * gate + lin * fm) + shared) / t + permuted / c.sp_div;
+    freed[at(RecomputeModule::moe)] =
+        (rows * (2 * fm * gate + (lin + unfused_gate) * fm) + shared) / t + permuted / c.sp_div;
   }
   a.inside = inside / t;
   a.outside /= c.sp_div;

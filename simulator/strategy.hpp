@@ -44,8 +44,11 @@ struct TrainingSettings {
   std::int64_t micro_batch_size = 1;
   Precision precision = Precision::bf16;
   bool distributed_optimizer = true;
-  bool flash_attention = true;     // false: s x s attention scores are materialised and stored
-  bool fused_kernels = true;       // fused norm / rotary / softmax / cross-entropy kernels
+  bool flash_attention = true;  // false: s x s attention scores are materialised and stored
+  bool fused_kernels = true;    // fused norm / rotary / softmax / cross-entropy / bias-activation kernels
+  // A fused RMSNorm / LayerNorm kernel (apex, Transformer Engine, MindSpeed --use-fused-rmsnorm), which keeps only
+  // its input. false: the framework's PyTorch norm, which keeps an fp32 copy of its input and its normalised output.
+  bool fused_norm = true;
   bool sequence_parallel = false;  // default for tp > 1
   bool dropout = false;            // attention and hidden dropout active (masks stored)
   bool fp32_gradients = true;      // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)

@@ -446,7 +446,7 @@ TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
   t.recompute_modules = module_bit(RecomputeModule::moe) | module_bit(RecomputeModule::moe_act);
   const LayerActivation both = layer_activation(m, s, t, p, true);
   ASSERT_TRUE(act_p.ok() && moe_p.ok());
-  EXPECT_LT(moe.stored_bytes, act.stored_bytes);         // the whole layer frees more than its activation
+  EXPECT_LT(moe.stored_bytes, act.stored_bytes);          // the whole layer frees more than its activation
   EXPECT_DOUBLE_EQ(both.stored_bytes, moe.stored_bytes);  // moe already covers moe_act: no double count
   EXPECT_GT(moe_p.breakdown.recompute_s, act_p.breakdown.recompute_s);
   // A dense-only module leaves MoE layers alone.
@@ -504,4 +504,22 @@ TEST(Fidelity, FsdpShardsParametersAndGathersThemEveryMicroBatch) {
   EXPECT_GT(exposed.breakdown.dp_comm_exposed_s, mb * 0.001);
   EXPECT_NEAR(exposed.iteration_time_s - fsdp.iteration_time_s,
               exposed.breakdown.dp_comm_exposed_s - fsdp.breakdown.dp_comm_exposed_s, 1e-9);
+}
+
+TEST(Fidelity, UnfusedNormsAndActivationsKeepMoreActivations) {
+  const Model& m = preset("Qwen3-1.7B");  // RMSNorm, q/k norms, SwiGLU
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 8;
+  t.flash_attention = true;
+  const Strategy s = strat(8, 1, 1);
+  const PlatformParams p;
+  const double fused = layer_activation(m, s, t, p, false).stored_bytes;
+  t.fused_norm = false;  // PyTorch RMSNorm: fp32 input copy + normalised output, 4 bytes more per element
+  const double norm = layer_activation(m, s, t, p, false).stored_bytes;
+  const double S = 4096, h = 2048, qk = (16 + 8) * 128, f = 6144;
+  EXPECT_NEAR(norm - fused, 4 * S * (2 * h + qk), 1e-9 * fused);
+  t.fused_norm = true;
+  t.fused_kernels = false;  // unfused SwiGLU also keeps act(gate)
+  EXPECT_NEAR(layer_activation(m, s, t, p, false).stored_bytes - fused, 2 * S * f, 1e-9 * fused);
 }
