@@ -50,6 +50,15 @@ Strategy with(Strategy s, Recompute rc, bool sp) {
   s.sequence_parallel = sp;
   return s;
 }
+// Settings of a modern run: sequence, global batch, precision; flash attention on.
+TrainingSettings run_settings(std::int64_t seq, std::int64_t global_batch, Precision precision = Precision::bf16) {
+  TrainingSettings t;
+  t.seq_length = seq;
+  t.global_batch_size = global_batch;
+  t.precision = precision;
+  t.flash_attention = true;
+  return t;
+}
 double bytes_of(const std::vector<CollectiveRecord>& v, const char* prim, const char* group) {
   for (const auto& c : v)
     if (c.primitive == prim && c.group == group) return c.bytes;
@@ -221,9 +230,7 @@ TEST(Fidelity, CollectivesAcrossNodesAreHierarchical) {
 
 TEST(Fidelity, ExpertDispatchIsShardedBySequenceParallelism) {
   const Model& m = preset("Qwen3-30B-A3B");
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 64;
+  TrainingSettings t = run_settings(4096, 64);
   Strategy one = strat(8, 1, 1), two = strat(8, 2, 1);
   one.expert_parallel = two.expert_parallel = 8;
   two.sequence_parallel = true;
@@ -336,10 +343,7 @@ TEST(Published, FixAndFreeRestrictTheFit) {
 
 TEST(Fidelity, BatchLevelMoeOverlapHidesExpertAllToAllUnderTheOtherMicroBatch) {
   const Model& m = preset("DeepSeek-V3");
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 8192;
-  t.precision = Precision::fp8;
+  TrainingSettings t = run_settings(4096, 8192, Precision::fp8);
   t.sequence_parallel = true;
   const Strategy s = *parse_config_name("dp64-tp2-pp8-cp1-ep64-noRC-vpp4").strategy;
   const Prediction plain = simulate(m, s, h100(), t, PlatformParams{});
@@ -457,10 +461,7 @@ TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
 TEST(Fidelity, Fp8LinearLayersKeepTheirInputsInFp8) {
   // Transformer Engine keeps an FP8 linear layer's input for its weight gradient as the FP8 copy it cast.
   const Model& m = preset("Llama-3-8B");
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 8;
-  t.flash_attention = true;
+  TrainingSettings t = run_settings(4096, 8);
   const Strategy s = strat(8, 1, 1);
   const PlatformParams p;
   t.precision = Precision::bf16;
@@ -475,11 +476,7 @@ TEST(Fidelity, Fp8LinearLayersKeepTheirInputsInFp8) {
 
 TEST(Fidelity, FsdpShardsParametersAndGathersThemEveryMicroBatch) {
   const Model& m = preset("Llama-3-8B");
-  TrainingSettings t;
-  t.seq_length = 8192;
-  t.global_batch_size = 128;
-  t.precision = Precision::bf16;
-  t.flash_attention = true;
+  TrainingSettings t = run_settings(8192, 128);
   const Strategy s = strat(8, 1, 1);
   PlatformParams p;
   const Prediction zero1 = simulate(m, s, h100(), t, p);
@@ -508,10 +505,7 @@ TEST(Fidelity, FsdpShardsParametersAndGathersThemEveryMicroBatch) {
 
 TEST(Fidelity, UnfusedNormsAndActivationsKeepMoreActivations) {
   const Model& m = preset("Qwen3-1.7B");  // RMSNorm, q/k norms, SwiGLU
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 8;
-  t.flash_attention = true;
+  TrainingSettings t = run_settings(4096, 8);
   const Strategy s = strat(8, 1, 1);
   const PlatformParams p;
   const double fused = layer_activation(m, s, t, p, false).stored_bytes;
