@@ -127,7 +127,9 @@ VectorWork layer_vector_work(const Ctx& c, bool moe) {
   if (m.qk_norm) inside += 2 * qk_width;  // q/k RMSNorm
   if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
     inside += 2 * S * (c.a + c.g) * c.d / t * 2;  // unfused GQA: K and V repeated to every query head
-  const double gate_in = m.is_gated() ? 3.0 : 2.0;
+  // Activation traffic per element of its output: gated, fused: read gate and up, write (3); unfused, SiLU then
+  // the multiply: read gate, write act(gate), read both, write (5); ungated: read, write (2).
+  const double gate_in = m.is_gated() ? (fused ? 3.0 : 5.0) : 2.0;
   const double fm = moe ? static_cast<double>(m.moe_ffn_hidden_size) : c.f;
   double mlp_rows = S;
   if (moe) {
