@@ -3,10 +3,12 @@
 // A compile / B bind: `Ctx` holds the sharded dimensions of one rank (TP/CP/EP/SP applied, vocabulary padded) and
 // one table of parallel groups (`GroupUse`: size, how its ranks sit on nodes, the links it uses), built from the
 // Megatron rank order.
-// C execution representation: `visit_layer_ops` lists the forward GEMMs of one transformer layer for one
-// micro-batch, each op carrying its role (which linear it is, whether it is the attention core, whether it runs
-// in FP8); `visit_layer_collectives` lists the layer's collectives, each naming the op whose compute can hide it
-// in forward and backward (Megatron-LM's overlap rules). Backward is derived from forward.
+// C execution representation: `visit_layer` lists the ops of one transformer layer for one micro-batch — GEMMs
+// (with their role: which linear, the attention core, FP8 or not) and memory-bound work — each carrying its own
+// costs: bytes, kernels, the activations it keeps and the recompute module that replays or frees it. Layer time,
+// vector work, activation memory and recompute are folds over that one list. `visit_layer_collectives` lists the
+// layer's collectives, each naming the op whose compute can hide it in forward and backward (Megatron-LM's
+// overlap rules). Backward is derived from forward.
 // D cost estimators: `gemm_time_s`, `vector_time_s`, `collective_time_s` (hierarchical over NVLink and rails).
 // Every formula lives here once; simulate(), the diagnostics and the memory model all call these.
 #pragma once
@@ -215,54 +217,204 @@ constexpr double kOptimizerBytesPerParam = 38;
 // logit gradient (2).
 constexpr double kLogitBytesPerElement = 8;
 
-// GEMMs of one transformer layer's forward pass for one micro-batch on one rank, in execution order.
+// One step of a transformer layer's forward pass for one micro-batch on one rank — an op that carries its own
+// costs (as Calculon's layers.py): a GEMM, or memory-bound work, with the activation bytes it keeps for backward.
+// Every per-layer quantity is a fold over this one list: GEMM time, memory-bound time and kernels, stored
+// activations, and what each --recompute-modules submodule replays and frees.
+struct LayerOp {
+  const char* name;
+  bool is_gemm = false;
+  Gemm gemm{};  // when is_gemm (its module: the submodule that replays it)
+  // Memory-bound work, bytes per rank: forward, backward (its own: an elementwise backward inside the TP region
+  // reads the saved input and the output gradient and writes the input gradient, 1.5x; a norm's or the
+  // residual's moves as many as its forward), kernels, and the submodule that replays it.
+  double fwd_bytes = 0, bwd_bytes = 0, kernels = 0;
+  RecomputeModule module = RecomputeModule::none;
+  bool score = false;  // the s x s scale / mask / softmax (/ dropout) chain of unfused attention
+  // Activations it keeps for backward, bytes per rank (the TP region divided by t, the rest by sp), and the
+  // submodule whose recompute frees them (none: kept under selective recompute).
+  double stored = 0;
+  RecomputeModule frees = RecomputeModule::none;
+};
+
+// Whether selective recompute replays submodule r: chosen itself, or inside a chosen MoE layer (`moe` covers
+// `moe_act` and `shared_experts`).
+inline bool replays(const TrainingSettings& t, RecomputeModule r) {
+  const bool in_moe = r == RecomputeModule::moe_act || r == RecomputeModule::shared_experts;
+  return t.recomputes(r) || (in_moe && t.recomputes(RecomputeModule::moe));
+}
+
+// The ops of one layer, in execution order. Activation bytes generalise Korthikanti et al., "Reducing Activation
+// Recomputation in Large Transformer Models" (2022), Eq. 1–2 (34·s·b·h + 5·a·s²·b for GPT with dropout: 10·s·b·h
+// outside the TP region, 24·s·b·h / t inside, 5·a·s²·b / t of scores) to explicit head_dim, GQA/MQA/MLA, gated
+// MLPs, q/k norms, MoE, FP8 and unfused kernels.
 template <class F>
-void visit_layer_ops(const Ctx& c, bool moe, F&& f) {
+void visit_layer(const Ctx& c, bool moe, F&& f) {
+  using R = RecomputeModule;
   const Model& m = *c.m;
-  const double S = c.tokens, h = c.h, t = c.tp;
-  // With flash attention the score and PV products are one fused kernel that skips masked blocks (causal: half).
-  const double causal = c.t.flash_attention ? 0.5 : 1.0;
+  const double S = c.tokens, h = c.h, t = c.tp, sp = c.sp_div, act = S * h * 2;
+  const bool fused = c.t.fused_kernels;
+  // Transformer Engine's FP8 linear layers keep their input for the weight gradient as the FP8 copy they cast
+  // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2. Other
+  // saved tensors (norm inputs, activation inputs, attention tensors) stay 16-bit.
+  const double lin = c.fp8 ? 1.0 : 2.0;
+  // An unfused (PyTorch) RMSNorm keeps the fp32 copy of its input (kept by the square and the scaling) and its
+  // normalised output (kept by the weight multiply): 4 + 2 bytes per element where a fused kernel keeps the
+  // 2-byte input, so 4 more per normalised element.
+  const double norm_kept = 2 + (c.t.fused_norm ? 0.0 : 4.0);
+  // Without the bias-activation fusion a gated activation (SwiGLU) also keeps act(gate), the multiply's input:
+  // gate and up (2·f), act(gate) (f) and the product (f), not 2·f + f.
+  const double unfused_gate = (!fused && m.is_gated()) ? 2.0 : 0.0;
+  double kernels_listed = 0;  // kernels of the memory-bound ops listed; the rest of the layer's count follows
+  auto emit = [&](const LayerOp& o) {
+    kernels_listed += o.kernels;
+    f(o);
+  };
+  auto gemm = [&](Gemm g, double stored = 0, R frees = R::none) {
+    LayerOp o{g.name, true, g};
+    o.stored = stored;
+    o.frees = frees;
+    f(o);  // GEMM launches are their own (Gemm::launches)
+  };
+  // Memory-bound work outside the TP region (divided by sp) or inside it (already per rank).
+  auto outside = [&](const char* name, double bytes, double kernels, R module, double stored, R frees = R::none) {
+    LayerOp o{name};
+    o.fwd_bytes = o.bwd_bytes = bytes / sp;
+    o.kernels = kernels;
+    o.module = module;
+    o.stored = stored / sp;
+    o.frees = frees;
+    emit(o);
+  };
+  auto inside = [&](const char* name, double bytes, double kernels, R module, double stored, R frees = R::none) {
+    LayerOp o{name};
+    o.fwd_bytes = bytes;
+    o.bwd_bytes = 1.5 * bytes;
+    o.kernels = kernels;
+    o.module = module;
+    o.stored = stored / t;
+    o.frees = frees;
+    emit(o);
+  };
+  // Norms (Korthikanti §4.2.2: outside the TP region) read and write their tensor; each keeps its input.
+  // input_layernorm and pre_mlp_layernorm are what --recompute-modules layernorm replays.
+  auto norm = [&](const char* name, R module) {
+    outside(name, 2 * act, module == R::layernorm ? 1 : 0, module, norm_kept * S * h);
+  };
+  if (m.post_norms) norm("post_attention_norm", R::none);
+  norm("input_layernorm", R::layernorm);
+
+  // Attention. Its first linear keeps its input (the norm's output: what layernorm recompute frees).
+  const double causal = c.t.flash_attention ? 0.5 : 1.0;  // flash skips the masked blocks
   const double heads = c.b * c.a / t;
+  const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
+  const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
+  const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
+  const double qkv = 2 * S * c.a * qk + 2 * S * kv_heads * qk + 2 * S * kv_heads * vd;  // Q, K, V kept
+  const double qk_width = S * (c.a + (m.is_mla() ? c.a : c.g)) * c.d / t * 2;
   if (m.is_mla()) {
     const double ql = static_cast<double>(m.q_lora_rank), kvl = static_cast<double>(m.kv_lora_rank);
-    const double rope = static_cast<double>(m.qk_rope_head_dim), vd = static_cast<double>(m.v_head_dim);
+    const double rope = static_cast<double>(m.qk_rope_head_dim);
     if (ql > 0) {
-      f(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h});
-      f(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql, 1, RecomputeModule::mla_up_proj});
+      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, lin * S * h / sp, R::layernorm);
+      gemm(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql, 1, R::mla_up_proj});
     } else {
-      f(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h});
+      gemm(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h}, lin * S * h / sp, R::layernorm);
     }
-    f(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h});
-    f(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, RecomputeModule::mla_up_proj});
-    f(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, c.d + rope, 1, RecomputeModule::core_attn});
-    f(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal, 1, RecomputeModule::core_attn});
-    f(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t});
+    gemm(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h}, 2 * S * (kvl + ql) / t);  // the latents
+    gemm(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, R::mla_up_proj});
   } else {
-    f(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h});
-    f(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, c.d, 1, RecomputeModule::core_attn});
-    f(Gemm{"pv", OpRole::attn_core, heads, c.s_local, c.d, c.s * causal, 1, RecomputeModule::core_attn});
-    f(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * c.d / t});
+    gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h}, lin * S * h / sp, R::layernorm);
   }
+  if (m.qk_norm) inside("qk_norm", 2 * qk_width, 0, R::none, norm_kept * S * (c.a + c.g) * c.d);
+  // Rotary embedding on q and k (MLA: applied with the up-projections, which mla_up_proj replays); the Q, K, V it
+  // hands to the attention core are kept (up-projected ones freed by mla_up_proj).
+  inside("rotary", 2 * qk_width, m.is_mla() ? 2 : 0, m.is_mla() ? R::mla_up_proj : R::none, qkv,
+         m.is_mla() ? R::mla_up_proj : R::none);
+  if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
+    inside("gqa_expand", 2 * S * (c.a + c.g) * c.d / t * 2, 0, R::none, 0);  // K and V repeated to every head
+  gemm(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, qk, 1, R::core_attn});
+  if (!c.t.flash_attention) {
+    const double scores = c.b * c.a / t * c.s_local * c.s;
+    LayerOp o{"softmax"};
+    o.score = true;
+    o.module = R::core_attn;
+    o.fwd_bytes = scores * (fused ? kScoreBytesFwdFused : kScoreBytesFwdUnfused);
+    o.bwd_bytes = scores * (fused ? kScoreBytesBwdFused : kScoreBytesBwdUnfused);
+    if (c.t.dropout) {  // attention-probability dropout: read, write, 1-byte mask; backward likewise
+      o.fwd_bytes += scores * kScoreDropoutBytes;
+      o.bwd_bytes += scores * kScoreDropoutBytes;
+    }
+    o.stored = c.p->attention_score_bytes * scores;
+    o.frees = R::core_attn;
+    emit(o);
+  }
+  // Flash attention keeps its softmax log-sum-exp.
+  gemm(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal, 1, R::core_attn},
+       c.t.flash_attention ? 4 * c.b * c.a * c.s_local / t : 0);
+  // The out-projection keeps its input, the attention output; flash attention keeps its own 16-bit copy besides
+  // an FP8 one.
+  gemm(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t},
+       (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd / t);
+  // The residual adds (two reads, one write each); with dropout a 1-byte mask is written and kept. Fused kernels do
+  // the bias-dropout-add in one pass (3 or 3.5 tensors); unfused, dropout is its own kernel (2.5 tensors).
+  outside("residual", c.t.dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act, 0, R::none,
+          c.t.dropout ? 2.0 * S * h : 0.0);
+  if (m.post_norms) norm("post_mlp_norm", R::none);
+  norm("pre_mlp_layernorm", R::layernorm);
+
+  // MLP. Activation traffic per element of its output: gated, fused: read gate and up, write (3); unfused, SiLU
+  // then the multiply: read gate, write act(gate), read both, write (5); ungated: read, write (2).
   const double gate = m.is_gated() ? 2.0 : 1.0;
+  const double gate_in = m.is_gated() ? (fused ? 3.0 : 5.0) : 2.0;
   if (!moe) {
-    f(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, RecomputeModule::mlp});
-    f(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, RecomputeModule::mlp});
-    return;
+    gemm(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, R::mlp}, lin * S * h / sp, R::layernorm);
+    inside("activation", gate_in * S * c.f / t * 2, 1, R::mlp, 2 * S * c.f * gate, R::mlp);  // keeps FC1's output
+    gemm(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, R::mlp}, (lin + unfused_gate) * S * c.f / t, R::mlp);
+  } else {
+    const double fm = static_cast<double>(m.moe_ffn_hidden_size);
+    const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
+    const double local_experts = experts / c.ep;
+    // Tokens per local expert: each rank routes its own tokens (all S of them once gathered over TP) to experts
+    // on ep ranks; the busiest expert gets moe_load_imbalance x the mean.
+    const double rows = S * topk * c.ep / experts * c.t.moe_load_imbalance;
+    const double routed = S * topk * c.t.moe_load_imbalance;  // expert rows this rank's tokens become
+    gemm(Gemm{"router", OpRole::router, 1, S, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
+    // Permutation, dispatch bookkeeping and router softmax / top-k; kept: the dispatched tokens (the experts' FC1
+    // input), the experts' outputs (to weight them by the router probabilities) and the probabilities.
+    LayerOp o{"permute"};
+    o.fwd_bytes = 4 * S * topk * h * 2 + 3 * S * experts * 4;
+    o.bwd_bytes = 1.5 * o.fwd_bytes;
+    o.kernels = kMoeExtraKernels;
+    o.module = R::moe;
+    o.stored = (routed * h * (lin + 2) + S * experts * 4) / sp;
+    o.frees = R::moe;
+    emit(o);
+    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h, local_experts, R::moe});
+    inside("expert_activation", gate_in * routed * fm / t * 2, 1, R::moe_act, routed * 2 * fm * gate, R::moe);
+    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t, local_experts, R::moe},
+         routed * (lin + unfused_gate) * fm / t, R::moe_act);
+    if (m.num_shared_experts > 0) {
+      const double fs = fm * static_cast<double>(m.num_shared_experts);
+      gemm(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h, 1, R::shared_experts});
+      inside("shared_activation", gate_in * S * fs / t * 2, 1, R::shared_experts, 2 * S * fs * gate, R::shared_experts);
+      gemm(Gemm{"shared_fc2", OpRole::mlp_out, 1, S, h, fs / t, 1, R::shared_experts},
+           (lin + unfused_gate) * S * fs / t, R::shared_experts);
+    }
   }
-  const double fm = static_cast<double>(m.moe_ffn_hidden_size);
-  const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
-  const double local_experts = experts / c.ep;
-  // Tokens per local expert: each rank routes its own tokens (all S of them once gathered over TP) to experts on
-  // ep ranks; the busiest expert gets moe_load_imbalance x the mean.
-  const double rows = S * topk * c.ep / experts * c.t.moe_load_imbalance;
-  f(Gemm{"router", OpRole::router, 1, S, experts, h, 1, RecomputeModule::moe});
-  f(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h, local_experts, RecomputeModule::moe});
-  f(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t, local_experts, RecomputeModule::moe});
-  if (m.num_shared_experts > 0) {
-    const double fs = fm * static_cast<double>(m.num_shared_experts);
-    f(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h, 1, RecomputeModule::shared_experts});
-    f(Gemm{"shared_fc2", OpRole::mlp_out, 1, S, h, fs / t, 1, RecomputeModule::shared_experts});
-  }
+  // Kernels launched per layer forward besides GEMMs and collectives that no op above names (residual adds,
+  // copies, casts, the softmax chain, rotary): the layer's total is kLayerKernels{Fused,Unfused} (+ MoE's).
+  LayerOp rest{"other_kernels"};
+  rest.kernels = (fused ? kLayerKernelsFused : kLayerKernelsUnfused) + (moe ? kMoeExtraKernels : 0) - kernels_listed;
+  f(rest);
+}
+
+// The GEMMs of one layer, in execution order.
+template <class F>
+void visit_layer_ops(const Ctx& c, bool moe, F&& f) {
+  visit_layer(c, moe, [&](const LayerOp& o) {
+    if (o.is_gemm) f(o.gemm);
+  });
 }
 
 inline Gemm head_gemm(const Ctx& c) { return Gemm{"lm_head", OpRole::head, 1, c.tokens, c.vocab_padded / c.tp, c.h}; }

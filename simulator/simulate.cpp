@@ -102,161 +102,68 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   return c;
 }
 
+// The memory-bound work of one layer: a fold over its ops.
 VectorWork layer_vector_work(const Ctx& c, bool moe) {
-  const Model& m = *c.m;
-  const double S = c.tokens, t = c.tp, act = S * c.h * 2;
-  const bool fused = c.t.fused_kernels;
   VectorWork w{};
-  // Outside the TP region (Korthikanti et al. 2022 §4.2.2): the norms (read + write) and the two residual adds
-  // (two reads, one write); with dropout, a 1-byte mask written too. Fused kernels do the bias-dropout-add in one
-  // pass (3 or 3.5 tensors); unfused, dropout is its own kernel (read, write, mask: 2.5 tensors). Their backward
-  // moves as many bytes: a norm's backward reads input and output gradient and writes the input gradient, the
-  // residual / dropout backward reads the gradient (and mask) and writes one.
-  const double norms = (m.post_norms ? 8.0 : 4.0) * act;
-  auto module = [&](RecomputeModule r, double bytes, double kernels) {
-    w.module_fwd_bytes[static_cast<std::size_t>(r)] += bytes;
-    w.module_fwd_kernels[static_cast<std::size_t>(r)] += kernels;
-  };
-  module(RecomputeModule::layernorm, 4.0 * act / c.sp_div, 2);  // input_layernorm and pre_mlp_layernorm
-  const double residual = c.t.dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act;
-  const double outside = norms + residual;
-  double inside = 0;
-  const double qk_width = S * (c.a + (m.is_mla() ? c.a : c.g)) * c.d / t * 2;
-  inside += 2 * qk_width;  // rotary embedding on q and k
-  if (m.is_mla()) module(RecomputeModule::mla_up_proj, 2 * qk_width, 2);
-  if (m.qk_norm) inside += 2 * qk_width;  // q/k RMSNorm
-  if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
-    inside += 2 * S * (c.a + c.g) * c.d / t * 2;  // unfused GQA: K and V repeated to every query head
-  // Activation traffic per element of its output: gated, fused: read gate and up, write (3); unfused, SiLU then
-  // the multiply: read gate, write act(gate), read both, write (5); ungated: read, write (2).
-  const double gate_in = m.is_gated() ? (fused ? 3.0 : 5.0) : 2.0;
-  const double fm = moe ? static_cast<double>(m.moe_ffn_hidden_size) : c.f;
-  double mlp_rows = S;
-  if (moe) {
-    const double topk = static_cast<double>(m.experts_per_token);
-    mlp_rows = S * (topk * c.t.moe_load_imbalance + static_cast<double>(m.num_shared_experts));
-    const double permute_router = 4 * S * topk * c.h * 2 + 3 * S * static_cast<double>(m.num_experts) * 4;
-    inside += permute_router;
-    module(RecomputeModule::moe, permute_router, kMoeExtraKernels);
-  }
-  inside += gate_in * mlp_rows * fm / t * 2;  // activation function
-  if (moe) {
-    const double shared_rows = S * static_cast<double>(m.num_shared_experts);
-    module(RecomputeModule::moe_act, gate_in * (mlp_rows - shared_rows) * fm / t * 2, 1);
-    module(RecomputeModule::shared_experts, gate_in * shared_rows * fm / t * 2, shared_rows > 0 ? 1 : 0);
-  } else {
-    module(RecomputeModule::mlp, gate_in * mlp_rows * fm / t * 2, 1);
-  }
-  // Elementwise backward inside the TP region reads the saved input and the output gradient, writes the input
-  // gradient: 1.5x its forward traffic.
-  w.fwd_bytes = outside / c.sp_div + inside;
-  w.bwd_bytes = outside / c.sp_div + 1.5 * inside;
-  const double kernels = (fused ? kLayerKernelsFused : kLayerKernelsUnfused) + (moe ? kMoeExtraKernels : 0);
-  w.fwd_kernels = kernels;
-  w.bwd_kernels = 2 * kernels;
-  if (!c.t.flash_attention) {
-    const double scores = c.b * c.a / t * c.s_local * c.s;
-    w.score_fwd_bytes = scores * (fused ? kScoreBytesFwdFused : kScoreBytesFwdUnfused);
-    w.score_bwd_bytes = scores * (fused ? kScoreBytesBwdFused : kScoreBytesBwdUnfused);
-    if (c.t.dropout) {  // attention-probability dropout: read, write, 1-byte mask; backward likewise
-      w.score_fwd_bytes += scores * kScoreDropoutBytes;
-      w.score_bwd_bytes += scores * kScoreDropoutBytes;
+  visit_layer(c, moe, [&](const LayerOp& o) {
+    if (o.is_gemm) return;
+    if (o.score) {  // separated: selective recompute replays it with the attention core
+      w.score_fwd_bytes += o.fwd_bytes;
+      w.score_bwd_bytes += o.bwd_bytes;
+    } else {
+      w.fwd_bytes += o.fwd_bytes;
+      w.bwd_bytes += o.bwd_bytes;
+      if (o.module != RecomputeModule::none) {
+        w.module_fwd_bytes[static_cast<std::size_t>(o.module)] += o.fwd_bytes;
+        w.module_fwd_kernels[static_cast<std::size_t>(o.module)] += o.kernels;
+      }
     }
-  }
+    w.fwd_kernels += o.kernels;
+  });
+  w.bwd_kernels = 2 * w.fwd_kernels;  // backward launches twice as many
   return w;
 }
 
-// Generalised per-layer activation memory of Korthikanti et al., "Reducing Activation Recomputation in Large
-// Transformer Models" (2022), Eq. 1–2: 34·s·b·h + 5·a·s²·b bytes for GPT with dropout, split into the part
-// outside the TP region (10·s·b·h, divided by t only with sequence parallelism), the part inside it (24·s·b·h / t)
-// and the score part (5·a·s²·b / t, absent with flash attention and under selective recompute). Here every term
-// is written for explicit head_dim, GQA/MQA/MLA, gated MLPs, q/k norms and MoE, so the published formula is the
-// special case a·d = h, g = a, f = 4h, GELU, dropout on, score bytes 5.
+// The activations one layer keeps for backward: a fold over its ops.
 struct ActivationParts {
-  double outside, inside, scores, checkpoint;
-  // Stored bytes each --recompute-modules submodule frees (the attention core's are `scores`): normal
-  // checkpointing keeps only the module's input, output-discarding checkpointing drops its output.
+  double full = 0;        // everything the layer's ops keep
+  double checkpoint = 0;  // what full recompute keeps: the layer's input
+  // What each --recompute-modules submodule frees: normal checkpointing keeps only the module's input,
+  // output-discarding checkpointing drops its output.
   std::array<double, kNumRecomputeModules> module{};
 };
 ActivationParts activation_parts(const Ctx& c, bool moe) {
-  const Model& m = *c.m;
-  const double S = c.tokens, h = c.h, t = c.tp;
   ActivationParts a{};
-  // Transformer Engine's FP8 linear layers keep their input for the weight gradient as the FP8 copy they cast
-  // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2. Other
-  // saved tensors (norm inputs, activation inputs, attention tensors) stay 16-bit.
-  const double lin = c.fp8 ? 1.0 : 2.0;
-  // An unfused (PyTorch) RMSNorm keeps the fp32 copy of its input (kept by the square and the scaling) and its
-  // normalised output (kept by the weight multiply): 4 + 2 bytes per element where a fused kernel keeps the
-  // 2-byte input, so 4 more per normalised element.
-  const double norm_extra = c.t.fused_norm ? 0.0 : 4.0;
-  // Without the bias-activation fusion a gated activation (SwiGLU) also keeps act(gate), the multiply's input:
-  // gate and up (2·f), act(gate) (f) and the product (f), not 2·f + f.
-  const double unfused_gate = (!c.t.fused_kernels && m.is_gated()) ? 2.0 : 0.0;
-  // attention-norm input, QKV input, MLP-norm input, FC1 input (+ post-norm inputs), dropout masks
-  const double norms = m.post_norms ? 4.0 : 2.0;
-  a.outside = (2 + norm_extra) * norms * S * h + 2 * lin * S * h + (c.t.dropout ? 2.0 * S * h : 0.0);
-  const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
-  const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
-  const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
-  const double qkv = 2 * S * c.a * qk + 2 * S * kv_heads * qk + 2 * S * kv_heads * vd;  // Q, K, V
-  double inside = qkv;
-  auto& freed = a.module;
-  auto at = [](RecomputeModule r) { return static_cast<std::size_t>(r); };
-  if (m.is_mla()) freed[at(RecomputeModule::mla_up_proj)] = qkv / t;  // up-projected Q, K, V
-  if (m.qk_norm) inside += (2 + norm_extra) * S * (c.a + c.g) * c.d;  // norm inputs
-  // The attention output: the out-projection's input; flash attention keeps its own 16-bit copy besides an FP8 one.
-  inside += (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd;
-  if (m.is_mla()) inside += 2 * S * (static_cast<double>(m.kv_lora_rank + m.q_lora_rank));
-  if (c.t.flash_attention) inside += 4 * c.b * c.a * c.s_local;  // softmax log-sum-exp
-  const double gate = m.is_gated() ? 2.0 : 1.0;
-  if (!moe) {
-    // FC1 output (activation input), activation output
-    inside += 2 * S * c.f * gate + (lin + unfused_gate) * S * c.f;
-    freed[at(RecomputeModule::mlp)] = (2 * S * c.f * gate + (lin + unfused_gate) * S * c.f) / t;
-  } else {
-    const double fm = static_cast<double>(m.moe_ffn_hidden_size);
-    const double topk = static_cast<double>(m.experts_per_token);
-    const double rows = S * topk * c.t.moe_load_imbalance;
-    inside += rows * (2 * fm * gate + (lin + unfused_gate) * fm);
-    const double shared = static_cast<double>(m.num_shared_experts) * S * (2 * fm * gate + (lin + unfused_gate) * fm);
-    inside += shared;
-    // Dispatched tokens (the experts' FC1 input) and the experts' outputs (kept to weight them by the router
-    // probabilities), the router's probabilities.
-    const double permuted = rows * h * (lin + 2) + S * static_cast<double>(m.num_experts) * 4;
-    a.outside += permuted;
-    freed[at(RecomputeModule::moe_act)] = rows * (lin + unfused_gate) * fm / t;  // the activation's outputs
-    freed[at(RecomputeModule::shared_experts)] = shared / t;
-    freed[at(RecomputeModule::moe)] =
-        (rows * (2 * fm * gate + (lin + unfused_gate) * fm) + shared) / t + permuted / c.sp_div;
-  }
-  a.inside = inside / t;
-  a.outside /= c.sp_div;
-  if (!c.t.flash_attention) a.scores = c.p->attention_score_bytes * c.b * c.a / t * c.s_local * c.s;
-  a.checkpoint = 2 * S * h / c.sp_div;                                 // full recompute keeps each layer's input
-  freed[at(RecomputeModule::layernorm)] = 2 * lin * S * h / c.sp_div;  // the two norms' outputs
-  freed[at(RecomputeModule::core_attn)] = a.scores;
+  visit_layer(c, moe, [&](const LayerOp& o) {
+    a.full += o.stored;
+    if (o.frees != RecomputeModule::none) a.module[static_cast<std::size_t>(o.frees)] += o.stored;
+  });
+  a.checkpoint = 2 * c.tokens * c.h / c.sp_div;
   return a;
 }
 
 LayerActivation layer_activation_from(const Ctx& c, bool moe) {
   const ActivationParts a = activation_parts(c, moe);
-  const double full = a.outside + a.inside + a.scores;
+  const double full = a.full;
   switch (c.r.s.recompute) {
     case Recompute::none: return {full, 0};
     case Recompute::selective: {
-      // The modules' freed bytes; the largest is alive again while its module is recomputed. MoE's covers its
-      // activation and shared experts.
-      double freed = 0, live = 0;
+      // The replayed modules' freed bytes; the largest checkpoint (a module, or a whole MoE layer) is alive again
+      // while it is recomputed.
+      double freed = 0, live = 0, moe_layer = 0;
       for (int i = 0; i < kNumRecomputeModules; ++i) {
         const auto r = static_cast<RecomputeModule>(i);
-        if (!c.t.recomputes(r) || ((r == RecomputeModule::moe_act || r == RecomputeModule::shared_experts) &&
-                                   c.t.recomputes(RecomputeModule::moe)))
-          continue;
-        freed += a.module[static_cast<std::size_t>(i)];
-        live = std::max(live, a.module[static_cast<std::size_t>(i)]);
+        if (!replays(c.t, r)) continue;
+        const double b = a.module[static_cast<std::size_t>(i)];
+        freed += b;
+        const bool in_moe_layer =
+            r == RecomputeModule::moe || r == RecomputeModule::moe_act || r == RecomputeModule::shared_experts;
+        if (in_moe_layer && c.t.recomputes(RecomputeModule::moe))
+          moe_layer += b;  // inside the MoE layer's checkpoint
+        else
+          live = std::max(live, b);
       }
-      return {full - freed, live};
+      return {full - freed, std::max(live, moe_layer)};
     }
     case Recompute::full: return {a.checkpoint, full};
   }
@@ -338,23 +245,14 @@ LayerTime layer_time(const Ctx& c, bool moe) {
       for (int i = 0; i < kNumRecomputeModules; ++i) {
         const auto r = static_cast<RecomputeModule>(i);
         const auto k = static_cast<std::size_t>(i);
-        const bool covered_by_moe = (r == RecomputeModule::moe_act || r == RecomputeModule::shared_experts) &&
-                                    c.t.recomputes(RecomputeModule::moe);
-        if (!c.t.recomputes(r) || covered_by_moe) continue;
+        if (!replays(c.t, r)) continue;
         if (r == RecomputeModule::core_attn) {
           lt.recompute += lt.attn_fwd;
           continue;
         }
-        double gemms = module_gemm_fwd[k], bytes = v.module_fwd_bytes[k], kernels = v.module_fwd_kernels[k];
-        if (r == RecomputeModule::moe && moe) {  // the MoE layer holds its activation and shared experts
-          for (RecomputeModule inner : {RecomputeModule::moe_act, RecomputeModule::shared_experts}) {
-            gemms += module_gemm_fwd[static_cast<std::size_t>(inner)];
-            bytes += v.module_fwd_bytes[static_cast<std::size_t>(inner)];
-            kernels += v.module_fwd_kernels[static_cast<std::size_t>(inner)];
-          }
-          lt.recompute += lt.ep_fwd;
-        }
-        if (bytes > 0 || gemms > 0) lt.recompute += gemms + vector_time_s(c, bytes, kernels);
+        const double gemms = module_gemm_fwd[k], bytes = v.module_fwd_bytes[k];
+        if (bytes > 0 || gemms > 0) lt.recompute += gemms + vector_time_s(c, bytes, v.module_fwd_kernels[k]);
+        if (r == RecomputeModule::moe && moe) lt.recompute += lt.ep_fwd;  // the MoE layer re-dispatches its tokens
       }
       break;
     case Recompute::full: lt.recompute = lt.fwd_compute + lt.tp_fwd + lt.cp_fwd + lt.ep_fwd; break;
@@ -781,8 +679,7 @@ namespace {
 double recompute_factor(const Ctx& c, const Gemm& g) {
   if (c.r.s.recompute == Recompute::full) return 1;
   if (c.r.s.recompute != Recompute::selective || g.module == RecomputeModule::none) return 0;
-  const bool in_moe = g.module == RecomputeModule::shared_experts && c.t.recomputes(RecomputeModule::moe);
-  return c.t.recomputes(g.module) || in_moe ? 1 : 0;
+  return replays(c.t, g.module) ? 1 : 0;
 }
 }  // namespace
 
