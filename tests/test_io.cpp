@@ -440,6 +440,10 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   } catch (const io::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer_moments_allocated"), std::string::npos) << e.what();
   }
+  io::Json fsdp_nodo = io::to_json(TrainingSettings{});
+  fsdp_nodo["fsdp"] = true;
+  fsdp_nodo["distributed_optimizer"] = false;
+  EXPECT_THROW(io::settings_from_json(fsdp_nodo, "settings.json"), io::InputError);
   t.precision = Precision::fp16;  // MindSpeed's --reuse-fp32-param keeps BF16 halves: bf16 only
   t.reuse_fp32_param = true;
   EXPECT_THROW(io::settings_from_json(io::to_json(t), "settings.json"), io::InputError);
