@@ -21,7 +21,7 @@ struct SearchCli {
   std::vector<std::string> systems, params, recompute;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
-  std::vector<std::string> sp, distopt;
+  std::vector<std::string> sp, distopt, fsdp;
   std::size_t top = 20;
   double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
@@ -153,7 +153,7 @@ void write_results(const std::string& file, const search::Space& space, const se
   auto table_of = [&](const std::string& g, const std::vector<search::Entry>& es, bool full) {
     std::vector<std::string> names, scen, rc;
     std::vector<std::int64_t> dp, tp, pp, cp, ep, vpp, mbs, idx;
-    std::vector<bool> sp, dop;
+    std::vector<bool> sp, dop, fsdp;
     std::vector<double> t, mem, obj;
     std::array<std::vector<double>, kNumBreakdownTerms> terms;
     for (const auto& e : es) {
@@ -171,6 +171,7 @@ void write_results(const std::string& file, const search::Space& space, const se
       mbs.push_back(rs.micro_batch_size);
       sp.push_back(rs.sequence_parallel);
       dop.push_back(rs.distributed_optimizer);
+      fsdp.push_back(rs.fsdp);
       rc.push_back(to_string(c.strategy.recompute));
       idx.push_back(static_cast<std::int64_t>(e.index));
       t.push_back(e.time_s);
@@ -198,6 +199,7 @@ void write_results(const std::string& file, const search::Space& space, const se
     w.write(g + "/micro_batch_size", mbs);
     w.write_bools(g + "/sequence_parallel", sp);
     w.write_bools(g + "/distributed_optimizer", dop);
+    w.write_bools(g + "/fsdp", fsdp);
     w.write(g + "/recompute", rc);
     w.write(g + "/iteration_time_s", t);
     w.write(g + "/max_peak_memory_bytes", mem);
@@ -332,6 +334,7 @@ void run(SearchCli sc, std::ostream& out) {
   }
   if (!sc.sp.empty()) f.sequence_parallel = bools(sc.sp, "--sp");
   if (!sc.distopt.empty()) f.distributed_optimizer = bools(sc.distopt, "--distributed-optimizer");
+  if (!sc.fsdp.empty()) f.fsdp = bools(sc.fsdp, "--fsdp");
   const search::Space space(model, scen, f);
   if (space.size() == 0) throw io::InputError("command line", 0, "", "the restricted strategy space is empty");
   search::SweepOptions o;
@@ -583,6 +586,8 @@ void register_search(CLI::App& app) {
   cmd->add_option("--recompute", sc.recompute, "none|noRC, selective|selRC, full|RC")->delimiter(',');
   cmd->add_option("--sp", sc.sp, "sequence parallel on/off")->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
+  cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")
+      ->delimiter(',');
   cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");
   cmd->add_flag("--allow-uneven-layers", sc.uneven, "let pipeline stages differ by one layer");
   cmd->add_option("--chunk", sc.chunk, "candidates per work chunk (default: automatic)")

@@ -40,7 +40,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
         add("--recompute-modules" + mods);
       }
     }
-    if (t.fsdp)
+    if (r.fsdp)
       add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
     else if (r.distributed_optimizer)
       add("--use-distributed-optimizer");

@@ -112,13 +112,14 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
   const auto c_rc = w.enum_column("/all/recompute", recompute_names, n);
   const auto c_sp = w.enum_column("/all/sequence_parallel", {"FALSE", "TRUE"}, n);
   const auto c_do = w.enum_column("/all/distributed_optimizer", {"FALSE", "TRUE"}, n);
+  const auto c_fsdp = w.enum_column("/all/fsdp", {"FALSE", "TRUE"}, n);
   const auto c_st = w.enum_column("/all/status", status_names, n);
   const auto c_t = w.column("/all/iteration_time_s", H5Type::f64, n);
   const auto c_m = w.column("/all/max_peak_memory_bytes", H5Type::f64, n);
   std::vector<char> written(n_chunks, 0);
   std::vector<std::int32_t> scen, dp, tp, pp, cp, ep, vpp;
   std::vector<std::int64_t> mbs;
-  std::vector<std::int8_t> rc, sp, dop, st;
+  std::vector<std::int8_t> rc, sp, dop, fsdp, st;
   std::vector<double> t, m;
   for (const auto& file : spool_files(dir)) {
     scan_spool(file, [&](std::uint64_t id, const std::vector<AllRecord>& recs) {
@@ -126,7 +127,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
       const std::uint64_t lo = id * chunk, len = std::min(n, lo + chunk) - lo;
       if (recs.size() != len) return;
       for (auto* v : {&scen, &dp, &tp, &pp, &cp, &ep, &vpp}) v->clear();
-      for (auto* v : {&rc, &sp, &dop, &st}) v->clear();
+      for (auto* v : {&rc, &sp, &dop, &fsdp, &st}) v->clear();
       mbs.clear();
       t.clear();
       m.clear();
@@ -147,14 +148,15 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
         rc.push_back(static_cast<std::int8_t>(c.strategy.recompute));
         sp.push_back(rs.sequence_parallel ? 1 : 0);
         dop.push_back(rs.distributed_optimizer ? 1 : 0);
+        fsdp.push_back(rs.fsdp ? 1 : 0);
         st.push_back(static_cast<std::int8_t>(a.reason));
         t.push_back(a.time_s);
         m.push_back(a.peak_bytes);
       }
       const std::pair<io::H5Writer::ColumnId, const void*> cols[] = {
-          {c_scen, scen.data()}, {c_dp, dp.data()},   {c_tp, tp.data()},   {c_pp, pp.data()}, {c_cp, cp.data()},
-          {c_ep, ep.data()},     {c_vpp, vpp.data()}, {c_mbs, mbs.data()}, {c_rc, rc.data()}, {c_sp, sp.data()},
-          {c_do, dop.data()},    {c_st, st.data()},   {c_t, t.data()},     {c_m, m.data()}};
+          {c_scen, scen.data()}, {c_dp, dp.data()},     {c_tp, tp.data()},   {c_pp, pp.data()}, {c_cp, cp.data()},
+          {c_ep, ep.data()},     {c_vpp, vpp.data()},   {c_mbs, mbs.data()}, {c_rc, rc.data()}, {c_sp, sp.data()},
+          {c_do, dop.data()},    {c_fsdp, fsdp.data()}, {c_st, st.data()},   {c_t, t.data()},   {c_m, m.data()}};
       for (const auto& [col, data] : cols) w.write_at(col, lo, data, len);
       written[id] = 1;
     });

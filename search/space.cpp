@@ -51,6 +51,17 @@ bool allowed(const std::vector<T>& list, T v) {
 
 Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter& f)
     : model_(m), scenarios_(std::move(scenarios)), filter_(f) {
+  // FSDP variants pair only with the sharded optimizer; without an FSDP restriction the settings decide.
+  if (f.fsdp.empty()) {
+    for (bool d : f.distributed_optimizer) sharding_.emplace_back(d, std::nullopt);
+  } else {
+    for (bool fs : f.fsdp) {
+      if (fs)
+        sharding_.emplace_back(true, true);
+      else
+        for (bool d : f.distributed_optimizer) sharding_.emplace_back(d, false);
+    }
+  }
   for (std::size_t si = 0; si < scenarios_.size(); ++si) {
     const Scenario& sc = scenarios_[si];
     const std::int64_t gbs = sc.settings.global_batch_size;
@@ -77,7 +88,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
             if (t.vpp.empty()) t.vpp.push_back(1);
             t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
             const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
-                                    t.n_sp * f.distributed_optimizer.size();
+                                    t.n_sp * sharding_.size();
             if (n == 0) continue;
             total_ += n;
             tuples_.push_back(std::move(t));
@@ -101,9 +112,10 @@ Candidate Space::at(std::uint64_t index) const {
   s.pipeline_parallel = t.pp;
   s.context_parallel = t.cp;
   s.expert_parallel = t.ep;
-  const std::uint64_t n_do = filter_.distributed_optimizer.size();
-  s.distributed_optimizer = filter_.distributed_optimizer[r % n_do];
-  r /= n_do;
+  const auto& [dist, fsdp] = sharding_[r % sharding_.size()];
+  s.distributed_optimizer = dist;
+  s.fsdp = fsdp;
+  r /= sharding_.size();
   if (t.tp > 1) s.sequence_parallel = filter_.sequence_parallel[r % t.n_sp];
   r /= t.n_sp;
   s.virtual_pipeline = t.vpp[r % t.vpp.size()];

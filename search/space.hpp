@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "simulator/simulator.hpp"
@@ -37,6 +39,7 @@ struct SpaceFilter {
   std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
   std::vector<bool> sequence_parallel = {false, true};  // applies when tp > 1
   std::vector<bool> distributed_optimizer = {false, true};
+  std::vector<bool> fsdp;  // empty: as the settings say; FSDP shards the optimizer too, so it pairs only with `do`
 };
 
 struct Candidate {
@@ -65,6 +68,8 @@ class Space {
   Model model_;
   std::vector<Scenario> scenarios_;
   SpaceFilter filter_;
+  // The data-parallel sharding variants swept: (distributed optimizer, FSDP), FSDP only with the optimizer sharded.
+  std::vector<std::pair<std::optional<bool>, std::optional<bool>>> sharding_;
   std::vector<Tuple> tuples_;
   std::uint64_t total_ = 0;
 };

@@ -52,16 +52,16 @@ const char* reason_name(std::size_t r) {
 
 std::string candidate_key(const Space& s, std::uint64_t index) {
   // Simpler layouts first: fewer parallel dimensions in use, fewer model-parallel devices, fewer virtual stages,
-  // less recomputation; then the name, so the order is total.
+  // less recomputation, no FSDP; then the name, so the order is total.
   const Candidate c = s.at(index);
   const Strategy& t = c.strategy;
   const int dims = (t.tensor_parallel > 1) + (t.pipeline_parallel > 1) + (t.context_parallel > 1) +
                    (t.expert_parallel > 1) + (t.virtual_pipeline > 1);
   char prefix[64];
   std::snprintf(
-      prefix, sizeof prefix, "%d|%012lld|%06d|%d|", dims,
+      prefix, sizeof prefix, "%d|%012lld|%06d|%d|%d|", dims,
       static_cast<long long>(t.tensor_parallel) * t.pipeline_parallel * t.context_parallel * t.expert_parallel,
-      t.virtual_pipeline, static_cast<int>(t.recompute));
+      t.virtual_pipeline, static_cast<int>(t.recompute), t.fsdp.value_or(false) ? 1 : 0);
   return prefix + config_name(t) + "|" + s.scenarios()[c.scenario].label;
 }
 

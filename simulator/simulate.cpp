@@ -458,7 +458,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // FSDP repeats them every micro-batch, layer by layer: gather before the forward and again before the
     // backward, reduce-scatter after it, prefetched under the neighbouring layers' compute (dp_overlap of it).
     double fsdp_exposed = 0, fsdp_hidden = 0;
-    if (t.fsdp) {
+    if (c.r.fsdp) {
       const double comm = 2 * param_time + grad_time;
       fsdp_hidden = std::min(comm, p.dp_overlap * (st.forward_compute_s + st.backward_compute_s + st.recompute_s));
       fsdp_exposed = comm - fsdp_hidden;
@@ -471,8 +471,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // Under FSDP a rank keeps its shard plus the gathered parameters of the layer it computes and of the one it
     // prefetches, and one layer's unsharded gradients before their reduce-scatter.
     const double layer_params = params / std::max(1.0, static_cast<double>(sl.layers + sl.mtp));
-    st.weight_bytes = weight_bytes_per_param * (t.fsdp ? owned + 2 * layer_params : params);
-    st.gradient_bytes = grad_bytes * (t.fsdp ? owned + layer_params : params);
+    st.weight_bytes = weight_bytes_per_param * (c.r.fsdp ? owned + 2 * layer_params : params);
+    st.gradient_bytes = grad_bytes * (c.r.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
     const double stored = ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
@@ -491,7 +491,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // --overlap-param-gather the parameter all-gather runs during the first micro-batch's forward. In 1F1B stage i
     // also idles i chunk-backwards at the end of the iteration (and i chunk-forwards at the start), time in which
     // its traffic proceeds unhindered.
-    const double iter_grad = t.fsdp ? 0.0 : grad_time, iter_param = t.fsdp ? 0.0 : param_time;
+    const double iter_grad = c.r.fsdp ? 0.0 : grad_time, iter_param = c.r.fsdp ? 0.0 : param_time;
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
     const double grad_hidden =
         t.overlap_grad_reduce ? std::min(iter_grad, p.dp_overlap * bwd_window + i * bwd_window / vpp) : 0.0;
@@ -739,7 +739,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     const StageParams sp = stage_params(c, lp, sl, i == 0, i == s.pipeline_parallel - 1);
     // Once per iteration; with FSDP per micro-batch, the gather twice (forward and backward).
     visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
-      add(k.prim, k.group, k.bytes, t.fsdp ? mb * (k.grad ? 1 : 2) : 1);
+      add(k.prim, k.group, k.bytes, c.r.fsdp ? mb * (k.grad ? 1 : 2) : 1);
     });
   }
   return out;

@@ -55,6 +55,7 @@ std::string config_name(const Strategy& s) {
   if (s.last_stage_layers > 0) n += "-last" + std::to_string(s.last_stage_layers);
   if (s.sequence_parallel) n += *s.sequence_parallel ? "-sp" : "-nosp";
   if (s.distributed_optimizer) n += *s.distributed_optimizer ? "-do" : "-nodo";
+  if (s.fsdp) n += *s.fsdp ? "-fsdp" : "-nofsdp";
   return n;
 }
 
@@ -137,6 +138,11 @@ ParseResult parse_config_name(const std::string& name) {
     } else if ((t == "do" || t == "nodo") && stage < 6) {
       s.distributed_optimizer = (t == "do");
       stage = 6;
+    } else if ((t == "fsdp" || t == "nofsdp") && stage < 7) {
+      if (t == "fsdp" && s.distributed_optimizer == false)
+        return fail("'fsdp' shards the optimizer state: not with 'nodo'");
+      s.fsdp = (t == "fsdp");
+      stage = 7;
     } else
       return fail("unexpected or repeated field '" + std::string(t) + "'");
   }
@@ -145,9 +151,12 @@ ParseResult parse_config_name(const std::string& name) {
 }
 
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
-  ResolvedStrategy r{s, s.micro_batch_size > 0 ? s.micro_batch_size : t.micro_batch_size, 0,
+  ResolvedStrategy r{s,
+                     s.micro_batch_size > 0 ? s.micro_batch_size : t.micro_batch_size,
+                     0,
                      s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
-                     s.distributed_optimizer.value_or(t.distributed_optimizer) || t.fsdp};
+                     s.distributed_optimizer.value_or(t.distributed_optimizer) || s.fsdp.value_or(t.fsdp),
+                     s.fsdp.value_or(t.fsdp)};
   const std::int64_t per_step = static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size;
   r.num_micro_batches = per_step > 0 ? t.global_batch_size / per_step : 0;
   return r;

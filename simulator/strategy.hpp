@@ -89,6 +89,7 @@ struct Strategy {
   std::int64_t micro_batch_size = 0;  // 0: from the training settings
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
+  std::optional<bool> fsdp;  // fully sharded data parallelism (see TrainingSettings::fsdp)
   // Transformer layers of the first / last pipeline chunk (Megatron's --decoder-first-pipeline-num-layers /
   // --decoder-last-pipeline-num-layers); 0: chosen by the split rule (see pipeline_split()).
   int first_stage_layers = 0;
@@ -102,8 +103,8 @@ struct Strategy {
 };
 
 // The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
-// `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`. Recompute: `RC` full, `noRC` none,
-// `selRC` selective.
+// `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`, `-fsdp|-nofsdp`. Recompute: `RC` full,
+// `noRC` none, `selRC` selective.
 std::string config_name(const Strategy& s);
 
 struct ParseResult {
@@ -118,7 +119,8 @@ struct ResolvedStrategy {
   std::int64_t micro_batch_size;
   std::int64_t num_micro_batches;  // per pipeline, per iteration
   bool sequence_parallel;
-  bool distributed_optimizer;
+  bool distributed_optimizer;  // the optimizer state is sharded (always under FSDP)
+  bool fsdp;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 

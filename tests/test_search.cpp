@@ -80,6 +80,38 @@ TEST(Space, FiltersRestrictEveryDimension) {
   }
 }
 
+TEST(Space, FsdpVariantsPairOnlyWithTheShardedOptimizer) {
+  const Model m = io::presets().find_model("Llama-3-8B")->model;
+  SpaceFilter f;
+  f.tp = {1};
+  f.pp = {1};
+  f.recompute = {Recompute::none};
+  f.micro_batch = {1};
+  const std::uint64_t plain = Space(m, {scenario(8)}, f).size();  // no-do and do
+  f.fsdp = {false, true};
+  const Space space(m, {scenario(8)}, f);
+  EXPECT_EQ(space.size(), plain / 2 * 3);  // no-do, do, do + fsdp
+  int fsdp = 0;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Strategy s = space.at(i).strategy;
+    ASSERT_TRUE(s.fsdp.has_value());
+    if (*s.fsdp) {
+      ++fsdp;
+      EXPECT_EQ(s.distributed_optimizer, std::optional<bool>(true));
+      // The strategy token and the training setting are the same model.
+      TrainingSettings t = scenario(8).settings;
+      const Prediction a = simulate(m, s, scenario(8).system, t, PlatformParams{});
+      Strategy plain_s = s;
+      plain_s.fsdp.reset();
+      t.fsdp = true;
+      const Prediction b = simulate(m, plain_s, scenario(8).system, t, PlatformParams{});
+      EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s);
+      EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
+    }
+  }
+  EXPECT_EQ(static_cast<std::uint64_t>(fsdp), space.size() / 3);
+}
+
 TEST(Ranking, TopKAndParetoMergesAreOrderIndependent) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(1, 10);

@@ -23,7 +23,8 @@ TEST(ConfigName, ParsesDatasetNames) {
 
 TEST(ConfigName, ExtendedFormRoundTrips) {
   for (const char* n : {"dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC", "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do",
-                        "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp"}) {
+                        "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp",
+                        "dp8-tp1-pp1-cp1-noRC-fsdp", "dp8-tp1-pp1-cp1-noRC-do-nofsdp"}) {
     auto r = parse_config_name(n);
     ASSERT_TRUE(r.strategy) << n << ": " << r.error;
     EXPECT_EQ(config_name(*r.strategy), n);
@@ -62,7 +63,9 @@ TEST(ConfigName, RejectsEveryMalformedForm) {
                         "dp99999999999-tp4-pp1-cp1-RC",
                         "dp2.5-tp4-pp1-cp1-RC",
                         "dp2--tp4-pp1-cp1-RC",
-                        "dp2-tp4-pp1-cp1-ep4-ep4-RC"}) {
+                        "dp2-tp4-pp1-cp1-ep4-ep4-RC",
+                        "dp8-tp1-pp1-cp1-noRC-nodo-fsdp",
+                        "dp8-tp1-pp1-cp1-noRC-fsdp-do"}) {
     auto r = parse_config_name(n);
     EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
     EXPECT_FALSE(r.error.empty());
