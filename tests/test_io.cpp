@@ -128,6 +128,24 @@ TEST(Dataset, MiniFixtureExercisesEveryViewAndRankFile) {
   EXPECT_DOUBLE_EQ(c.comm_summary[0].elapsed_time_sum_s, 1.5005);
 }
 
+TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
+  Scratch s;
+  fs::remove(s.file("training_settings.json"));
+  const io::Dataset d = io::read_dataset(s.root.string());
+  ASSERT_EQ(d.collections.size(), 1u);
+  const io::Collection& c = d.collections[0];
+  EXPECT_FALSE(c.settings_recorded);
+  ASSERT_EQ(c.platform, "npu");
+  // The paper's run choices ...
+  EXPECT_EQ(c.settings.precision, Precision::bf16);
+  EXPECT_TRUE(c.settings.flash_attention);
+  EXPECT_TRUE(c.settings.sequence_parallel);
+  // ... and what the bundled MindSpeed-LLM collections show of the stack itself.
+  EXPECT_FALSE(c.settings.fp32_gradients);
+  EXPECT_TRUE(c.settings.reuse_fp32_param);
+  EXPECT_FALSE(c.settings.fused_norm);
+}
+
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");
