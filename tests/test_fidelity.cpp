@@ -323,6 +323,26 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
   expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,some,false,1,1,fp8," + ok, "recompute");
   expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,2,1,fp8," + ok, "micro_batch_size");
   expect_error("nemo2407_h100.csv,10,maybe,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "use");
+  // The optional columns: FSDP and Megatron's recompute modules.
+  std::ofstream(dir + "/readings.csv")
+      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
+         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
+         "flash_attention,dropout,overlap_p2p_comm,fsdp,recompute_modules,note\n"
+      << "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,selective,false,1,1,fp8,true,true,true,true,false,true,"
+         "false,true,maybe,core_attn,x\n";
+  EXPECT_THROW(io::read_published(dir), io::InputError);
+  std::ofstream(dir + "/readings.csv")
+      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
+         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
+         "flash_attention,dropout,overlap_p2p_comm,fsdp,recompute_modules,note\n"
+      << "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,selective,false,1,1,fp8,true,true,true,true,false,true,"
+         "false,true,true,core_attn attention,x\n";
+  try {
+    io::read_published(dir);
+    ADD_FAILURE() << "an unknown recompute module was accepted";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "recompute_modules") << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 
