@@ -15,6 +15,23 @@ struct PredictCli {
   std::string gemm_csv, emit;
 };
 
+// The settings a prediction ran under, in a line: what changes memory and time most.
+std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
+  const ResolvedStrategy r = resolve(s, t);
+  std::string out = to_string(t.precision);
+  out += t.flash_attention ? ", flash attention" : ", attention scores stored";
+  if (r.sequence_parallel) out += ", SP";
+  out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
+  if (s.recompute == Recompute::selective) {
+    std::string mods;
+    for (const std::string& m : io::recompute_module_names(t)) mods += (mods.empty() ? "" : "+") + m;
+    out += ", recompute modules " + (mods.empty() ? std::string("none") : mods);
+  }
+  if (!t.fused_kernels) out += ", unfused kernels";
+  if (!t.fused_norm) out += ", unfused norm";
+  return out;
+}
+
 // One prediction: options in, the report on `os` (the GEMMs to --gemms-csv).
 void run(const PredictCli& o, std::ostream& os) {
   const RunOptions& opt = o.opt;
@@ -46,6 +63,7 @@ void run(const PredictCli& o, std::ostream& os) {
   os << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
      << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
      << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
+     << "settings        " << settings_summary(s, r.settings) << "\n"
      << "iteration time  " << fmt(p.iteration_time_s, 3) << " s"
      << (has_iv ? "  (80 %: " + fmt(iv.time_s_80.lower, 3) + " - " + fmt(iv.time_s_80.upper, 3) +
                       ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"

@@ -20,4 +20,14 @@ e=$(run --strategy dp8-tp8-pp8-cp2-noRC-first15-last15-sp --emit mindspeed)
 [[ "$e" != *"--recompute"* ]] || fail "noRC emitted recompute: $e"
 j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron --json)
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framework']=='megatron' and '--sequence-parallel' in j['emit']['flags']" "$j" || fail "json emit"
+# FSDP and module recompute: from the name token and the settings, into the flags and the report's settings line.
+settings=$(mktemp)
+trap 'rm -f "$settings"' EXIT
+echo '{"recompute_modules": ["core_attn", "mlp"]}' > "$settings"
+f=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit megatron)
+[[ "$f" == *"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"* ]] || fail "fsdp flags: $f"
+[[ "$f" == *"--recompute-modules core_attn mlp"* ]] || fail "recompute modules: $f"
+[[ "$f" != *"--use-distributed-optimizer"* ]] || fail "fsdp also emitted the distributed optimizer: $f"
+t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
+[[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp"* ]] || fail "settings line: $t"
 echo "cli_emit: all checks passed"
