@@ -136,7 +136,10 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   t.forward = t.call;
   t.backward = (is_flash_core(c, g) ? kFlashBackwardFlopRatio : 2.0) * t.call;
   if (runs_fp8(c, g)) {
-    t.forward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n), kFp8KernelsFwd);
+    // The weight's FP8 copy is cast on an iteration's first micro-batch and cached for the others (Megatron-core
+    // sets TE's is_first_microbatch each iteration): amortised over the micro-batches.
+    const double mbs = std::max<double>(1.0, static_cast<double>(c.r.num_micro_batches));
+    t.forward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n / mbs), kFp8KernelsFwd);
     t.backward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd);
   }
   return t;
