@@ -537,3 +537,19 @@ TEST(Fidelity, UnfusedNormsAndActivationsKeepMoreActivations) {
   t.fused_kernels = false;  // unfused SwiGLU also keeps act(gate)
   EXPECT_NEAR(layer_activation(m, s, t, p, false).stored_bytes - fused, 2 * S * f, 1e-9 * fused);
 }
+
+TEST(Fidelity, Fp8WeightCastsAreCachedAcrossMicroBatches) {
+  // Megatron-core sets Transformer Engine's is_first_microbatch each iteration: a weight's FP8 copy is cast once
+  // per iteration, so the per-micro-batch forward shrinks as micro-batches grow; a 16-bit run does not change.
+  const Model& m = preset("Llama-3-8B");
+  const Strategy s = strat(8, 1, 1);
+  for (Precision precision : {Precision::fp8, Precision::bf16}) {
+    const Prediction few = simulate(m, s, h100(), run_settings(4096, 8, precision), PlatformParams{});
+    const Prediction many = simulate(m, s, h100(), run_settings(4096, 256, precision), PlatformParams{});
+    ASSERT_TRUE(few.ok() && many.ok());
+    if (precision == Precision::fp8)
+      EXPECT_LT(many.layer.forward_s, few.layer.forward_s);
+    else
+      EXPECT_DOUBLE_EQ(many.layer.forward_s, few.layer.forward_s);
+  }
+}
