@@ -119,6 +119,7 @@ namespace {
 std::size_t param_index(const std::string& name, const char* option) {
   for (std::size_t i = 0; i < kNumParams; ++i)
     if (name == param_table()[i].name) return i;
+  if (name == kRetiredParam) throw io::InputError(option, 0, name, kRetiredParamWhy);
   std::string list;
   for (const auto& p : param_table()) list += (list.empty() ? "" : ", ") + std::string(p.name);
   throw io::InputError(option, 0, name, "no such parameter (parameters: " + list + ")");

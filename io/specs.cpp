@@ -465,10 +465,8 @@ PlatformParams params_from_json(const Json& j, const std::string& file, const st
                                 const PlatformParams& base) {
   Obj o(j, file, path);
   PlatformParams p = base;
-  if (o.has("optimizer_bytes_per_param"))  // a θ of lmsim before 2026-11-29
-    throw InputError(file, 0, o.where("optimizer_bytes_per_param"),
-                     "is no longer a platform parameter: optimizer state follows from the training settings "
-                     "(precision, distributed_optimizer, optimizer_moments_allocated); remove the key");
+  if (o.has(kRetiredParam))
+    throw InputError(file, 0, o.where(kRetiredParam), std::string(kRetiredParamWhy) + "; remove the key");
   for (std::size_t i = 0; i < kNumParams; ++i) {
     const ParamInfo& info = param_table()[i];
     if (o.has(info.name)) set(p, i, o.number(info.name, info.lower, info.upper));

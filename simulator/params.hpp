@@ -40,6 +40,12 @@ struct ParamInfo {
 };
 
 constexpr std::size_t kNumParams = 13;
+
+// A θ key of lmsim before 2026-11-29, refused (θ files, --fix, --free) with the reason it is gone.
+constexpr const char* kRetiredParam = "optimizer_bytes_per_param";
+constexpr const char* kRetiredParamWhy =
+    "is no longer a platform parameter: optimizer state follows from the training settings (precision, "
+    "distributed_optimizer, optimizer_moments_allocated, reuse_fp32_param)";
 const std::array<ParamInfo, kNumParams>& param_table();
 
 // Index i of the table; used by calibration to map a flat vector onto θ.

@@ -57,6 +57,7 @@ expect 2 "global_batch_size" "${srch[@]}" --global-batch 1099511627776
 expect 2 "not a finite number" calibrate --platform gpu --out "$tmp/x.json" --ftol-rel nan
 expect 2 "no such parameter" calibrate --platform gpu --out "$tmp/x.json" --fix nope=1
 expect 2 "is not a number in" calibrate --platform gpu --out "$tmp/x.json" --fix kernel_launch_us=-4
+expect 2 "no longer a platform parameter" calibrate --platform gpu --out "$tmp/x.json" --fix optimizer_bytes_per_param=12
 [ -e "$tmp/x.json" ] && { echo "FAIL: calibrate wrote output after bad input"; fail=1; }
 expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC --stack gpu
 expect 2 "uses 8 devices" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --devices 16
