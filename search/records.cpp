@@ -117,18 +117,19 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
   const auto c_t = w.column("/all/iteration_time_s", H5Type::f64, n);
   const auto c_m = w.column("/all/max_peak_memory_bytes", H5Type::f64, n);
   std::vector<char> written(n_chunks, 0);
-  std::vector<std::int32_t> scen, dp, tp, pp, cp, ep, vpp;
-  std::vector<std::int64_t> mbs;
-  std::vector<std::int8_t> rc, sp, dop, fsdp, st;
+  std::vector<std::int32_t> scen;
+  StrategyColumns<std::int32_t, std::int8_t> strat;
+  std::vector<std::int8_t> rc, st;
   std::vector<double> t, m;
   for (const auto& file : spool_files(dir)) {
     scan_spool(file, [&](std::uint64_t id, const std::vector<AllRecord>& recs) {
       if (id >= n_chunks || written[id]) return;  // a chunk evaluated twice (resume) has identical records
       const std::uint64_t lo = id * chunk, len = std::min(n, lo + chunk) - lo;
       if (recs.size() != len) return;
-      for (auto* v : {&scen, &dp, &tp, &pp, &cp, &ep, &vpp}) v->clear();
-      for (auto* v : {&rc, &sp, &dop, &fsdp, &st}) v->clear();
-      mbs.clear();
+      scen.clear();
+      strat.clear();
+      rc.clear();
+      st.clear();
       t.clear();
       m.clear();
       for (std::uint64_t k = 0; k < len; ++k) {
@@ -136,27 +137,28 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
         if (a.index != lo + k || a.reason < 0 || static_cast<std::size_t>(a.reason) >= kReasons)
           throw io::InputError(file, 0, "", "record spool holds a record out of place");
         const Candidate c = space.at(a.index);
-        const ResolvedStrategy rs = resolve(c.strategy, space.scenarios()[c.scenario].settings);
         scen.push_back(static_cast<std::int32_t>(c.scenario));
-        dp.push_back(c.strategy.data_parallel);
-        tp.push_back(c.strategy.tensor_parallel);
-        pp.push_back(c.strategy.pipeline_parallel);
-        cp.push_back(c.strategy.context_parallel);
-        ep.push_back(c.strategy.expert_parallel);
-        vpp.push_back(c.strategy.virtual_pipeline);
-        mbs.push_back(rs.micro_batch_size);
-        rc.push_back(static_cast<std::int8_t>(c.strategy.recompute));
-        sp.push_back(rs.sequence_parallel ? 1 : 0);
-        dop.push_back(rs.distributed_optimizer ? 1 : 0);
-        fsdp.push_back(rs.fsdp ? 1 : 0);
+        strat.add(c.strategy, space.scenarios()[c.scenario].settings);
         st.push_back(static_cast<std::int8_t>(a.reason));
         t.push_back(a.time_s);
         m.push_back(a.peak_bytes);
       }
-      const std::pair<io::H5Writer::ColumnId, const void*> cols[] = {
-          {c_scen, scen.data()}, {c_dp, dp.data()},     {c_tp, tp.data()},   {c_pp, pp.data()}, {c_cp, cp.data()},
-          {c_ep, ep.data()},     {c_vpp, vpp.data()},   {c_mbs, mbs.data()}, {c_rc, rc.data()}, {c_sp, sp.data()},
-          {c_do, dop.data()},    {c_fsdp, fsdp.data()}, {c_st, st.data()},   {c_t, t.data()},   {c_m, m.data()}};
+      for (Recompute r : strat.recompute) rc.push_back(static_cast<std::int8_t>(r));
+      const std::pair<io::H5Writer::ColumnId, const void*> cols[] = {{c_scen, scen.data()},
+                                                                     {c_dp, strat.dp.data()},
+                                                                     {c_tp, strat.tp.data()},
+                                                                     {c_pp, strat.pp.data()},
+                                                                     {c_cp, strat.cp.data()},
+                                                                     {c_ep, strat.ep.data()},
+                                                                     {c_vpp, strat.vpp.data()},
+                                                                     {c_mbs, strat.micro_batch_size.data()},
+                                                                     {c_rc, rc.data()},
+                                                                     {c_sp, strat.sequence_parallel.data()},
+                                                                     {c_do, strat.distributed_optimizer.data()},
+                                                                     {c_fsdp, strat.fsdp.data()},
+                                                                     {c_st, st.data()},
+                                                                     {c_t, t.data()},
+                                                                     {c_m, m.data()}};
       for (const auto& [col, data] : cols) w.write_at(col, lo, data, len);
       written[id] = 1;
     });

@@ -47,6 +47,32 @@ struct Candidate {
   Strategy strategy;
 };
 
+// The strategy columns every result table writes (/ranking, /pareto, /best_per_scenario, /all), one row per
+// candidate as it runs (the settings' defaults applied). `Int` and `Flag` are the tables' storage types.
+template <class Int, class Flag>
+struct StrategyColumns {
+  std::vector<Int> dp, tp, pp, cp, ep, vpp;
+  std::vector<std::int64_t> micro_batch_size;
+  std::vector<Recompute> recompute;
+  std::vector<Flag> sequence_parallel, distributed_optimizer, fsdp;
+
+  void add(const Strategy& s, const TrainingSettings& t) {
+    const ResolvedStrategy r = resolve(s, t);
+    dp.push_back(static_cast<Int>(s.data_parallel));
+    tp.push_back(static_cast<Int>(s.tensor_parallel));
+    pp.push_back(static_cast<Int>(s.pipeline_parallel));
+    cp.push_back(static_cast<Int>(s.context_parallel));
+    ep.push_back(static_cast<Int>(s.expert_parallel));
+    vpp.push_back(static_cast<Int>(s.virtual_pipeline));
+    micro_batch_size.push_back(r.micro_batch_size);
+    recompute.push_back(s.recompute);
+    sequence_parallel.push_back(static_cast<Flag>(r.sequence_parallel));
+    distributed_optimizer.push_back(static_cast<Flag>(r.distributed_optimizer));
+    fsdp.push_back(static_cast<Flag>(r.fsdp));
+  }
+  void clear() { *this = StrategyColumns{}; }
+};
+
 class Space {
  public:
   Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter& f);
