@@ -5,12 +5,7 @@
 # a failed search leaves no checkpoint folder.
 set -u
 lmsim="$1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-dump() { h5dump -d "$2" "$1" | tail -n +2; }
+source "$(dirname "$0")/mpi_common.sh"
 same() {  # same a.h5 b.h5 dataset...
   local a=$1 b=$2 d
   shift 2
@@ -52,16 +47,7 @@ big=(--model Llama-3-70B --system h100_sxm_80g,a100_sxm_80g --devices 512,1024,2
      --global-batch 512,1024,2048 --top 15 --chunk 20000 --checkpoint-every 0.05 --write-all)
 OMP_NUM_THREADS=1 timeout 300 mpirun -np 2 "$lmsim" search "${big[@]}" --quiet --out "$tmp/full.h5" >/dev/null 2>&1 ||
   bad "uninterrupted write-all search failed"
-setsid bash -c "OMP_NUM_THREADS=1 exec mpirun -np 2 '$lmsim' search ${big[*]} --quiet --out '$tmp/killed.h5'" \
-  >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 1 200); do
-  sleep 0.05
-  ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
-done
-kill -9 -- -"$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
-for _ in $(seq 1 100); do pgrep -f "killed.h5" >/dev/null || break; sleep 0.05; done  # the ranks are gone
+kill_midway "$tmp/killed.h5" "${big[@]}"
 if [ -e "$tmp/killed.h5" ]; then
   echo "(write-all search finished before kill -9; resume case not exercised)"
 else
@@ -76,10 +62,7 @@ slow=(--model Llama-3-70B --system h100_sxm_80g,a100_sxm_80g --devices 512,768,1
       --checkpoint-every 0.05)
 OMP_NUM_THREADS=1 mpirun -np 2 "$lmsim" search "${slow[@]}" --quiet --out "$tmp/c.h5" >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1 200); do
-  sleep 0.05
-  ls "$tmp/c.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
-done
+wait_for_checkpoint "$tmp/c.h5"
 # SIGTERM to ONE rank stops every rank at its next chunk claim: the job ends soon, non-zero, without output.
 start=$(date +%s.%N)
 victim=$(pgrep -f "lmsim search .*c.h5" | tail -1)

@@ -4,13 +4,8 @@
 # an error on one rank aborts the job; no output appears at the final path unless the run completed.
 set -u
 lmsim="$1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+source "$(dirname "$0")/mpi_common.sh"
 say() { echo "$*"; }
-bad() { echo "FAIL: $*"; fail=1; }
-dump() { h5dump -d "$2" "$1" | tail -n +2; }
 same_ranking() {  # same_ranking a.h5 b.h5
   local d
   for d in /ranking/config_name /ranking/scenario /ranking/iteration_time_s /ranking/max_peak_memory_bytes \
@@ -34,17 +29,7 @@ big=(--model Llama-3-70B --system h100_sxm_80g,a100_sxm_80g --devices 512,768,10
      --checkpoint-every 0.05)
 OMP_NUM_THREADS=1 timeout 300 mpirun -np 2 "$lmsim" search "${big[@]}" --quiet --out "$tmp/full.h5" >/dev/null 2>&1 ||
   bad "uninterrupted big search failed"
-setsid bash -c "OMP_NUM_THREADS=1 exec mpirun -np 2 '$lmsim' search ${big[*]} --quiet --out '$tmp/killed.h5'" \
-  >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 1 100); do
-  sleep 0.05
-  ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
-done
-sleep 0.3
-kill -9 -- -"$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
-sleep 0.5
+kill_midway "$tmp/killed.h5" "${big[@]}"
 [ -e "$tmp/killed.h5" ] && bad "a killed search left a file at the final path"
 ls "$tmp/killed.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 || bad "no checkpoint was written before the kill"
 # Resuming with anything that changes the results (here the memory margin) is refused, the checkpoint kept.
@@ -63,10 +48,7 @@ same_ranking "$tmp/full.h5" "$tmp/killed.h5" && say "kill -9 + resume (2 ranks -
 # SIGTERM: checkpoint, non-zero exit, no output; then resume.
 OMP_NUM_THREADS=1 mpirun -np 2 "$lmsim" search "${big[@]}" --quiet --out "$tmp/term.h5" >/dev/null 2>"$tmp/term.err" &
 pid=$!
-for _ in $(seq 1 100); do
-  sleep 0.05
-  ls "$tmp/term.h5.ckpt/"rank_*.ckpt >/dev/null 2>&1 && break
-done
+wait_for_checkpoint "$tmp/term.h5"
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
