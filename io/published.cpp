@@ -141,9 +141,9 @@ PublishedSet read_published(const std::string& dir) {
     if (s.devices() != gpus)
       t.fail(r, "dp", "tp·pp·cp·dp = " + std::to_string(s.devices()) + " is not the GPU count " + std::to_string(gpus));
     const std::string rc = rd.text(i, "recompute");
-    s.recompute = rc == "full" ? Recompute::full : rc == "selective" ? Recompute::selective : Recompute::none;
-    if (rc != "full" && rc != "selective" && rc != "none")
-      rd.fail(i, "recompute", "'" + rc + "' is not full, selective or none");
+    const auto recompute = from_name<Recompute>(rc, kNumRecompute);
+    if (!recompute) rd.fail(i, "recompute", "'" + rc + "' is not one of " + names_of<Recompute>(kNumRecompute));
+    s.recompute = *recompute;
     s.virtual_pipeline = static_cast<int>(rd.integer(i, "virtual_pipeline", 1, 4096));
     const std::string& vp = t.rows[r][t.col("vp")];
     if (is_integer_text(vp) && std::stoll(vp) != s.virtual_pipeline)
@@ -158,14 +158,9 @@ PublishedSet read_published(const std::string& dir) {
     st.global_batch_size = whole(t, r, "gbs", 1, 1 << 30);
     st.micro_batch_size = s.micro_batch_size;
     const std::string prec = rd.text(i, "precision");
-    if (prec == "fp8")
-      st.precision = Precision::fp8;
-    else if (prec == "bf16")
-      st.precision = Precision::bf16;
-    else if (prec == "fp16")
-      st.precision = Precision::fp16;
-    else
-      rd.fail(i, "precision", "'" + prec + "' is not fp8, bf16 or fp16");
+    const auto precision = from_name<Precision>(prec, kNumPrecisions);
+    if (!precision) rd.fail(i, "precision", "'" + prec + "' is not one of " + names_of<Precision>(kNumPrecisions));
+    st.precision = *precision;
     st.sequence_parallel = flag(rd, i, "sequence_parallel");
     st.tp_comm_overlap = flag(rd, i, "tp_comm_overlap");
     st.overlap_grad_reduce = flag(rd, i, "overlap_grad_reduce");
@@ -183,13 +178,9 @@ PublishedSet read_published(const std::string& dir) {
       st.recompute_modules = 0;
       std::istringstream names(rd.at(i, rd.col("recompute_modules")));
       for (std::string name; names >> name;) {
-        bool known = false;
-        for (int k = 0; k < kNumRecomputeModules; ++k)
-          if (name == to_string(static_cast<RecomputeModule>(k))) {
-            st.recompute_modules |= module_bit(static_cast<RecomputeModule>(k));
-            known = true;
-          }
-        if (!known) rd.fail(i, "recompute_modules", "'" + name + "' is not a Megatron recompute module");
+        const auto m = from_name<RecomputeModule>(name, kNumRecomputeModules);
+        if (!m) rd.fail(i, "recompute_modules", "'" + name + "' is not a Megatron recompute module");
+        st.recompute_modules |= module_bit(*m);
       }
     }
     st.fused_kernels = true;

@@ -98,17 +98,12 @@ class Obj {
     if (!v.is_array()) throw InputError(file_, 0, where(key), "expected an array of module names, got " + v.dump());
     std::uint8_t bits = 0;
     for (const Json& e : v) {
-      std::string list;
-      bool found = false;
-      for (int i = 0; i < kNumRecomputeModules; ++i) {
-        const auto m = static_cast<RecomputeModule>(i);
-        list += std::string(list.empty() ? "" : ", ") + to_string(m);
-        if (e.is_string() && e.get<std::string>() == to_string(m)) {
-          bits |= module_bit(m);
-          found = true;
-        }
-      }
-      if (!found) throw InputError(file_, 0, where(key), e.dump() + " is not one of " + list);
+      const auto m =
+          e.is_string() ? from_name<RecomputeModule>(e.get<std::string>(), kNumRecomputeModules) : std::nullopt;
+      if (!m)
+        throw InputError(file_, 0, where(key),
+                         e.dump() + " is not one of " + names_of<RecomputeModule>(kNumRecomputeModules));
+      bits |= module_bit(*m);
     }
     return bits;
   }

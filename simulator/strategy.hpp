@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "simulator/model.hpp"
 #include "simulator/system.hpp"
@@ -33,6 +34,23 @@ enum class RecomputeModule : std::uint8_t {
 };
 constexpr int kNumRecomputeModules = 7;
 const char* to_string(RecomputeModule m);
+constexpr int kNumRecompute = 3, kNumPrecisions = 3;
+
+// The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
+// messages. Readers of every format parse enum names through these, so a name is spelled in one place.
+template <class E>
+std::optional<E> from_name(std::string_view name, int count) {
+  for (int i = 0; i < count; ++i)
+    if (name == to_string(static_cast<E>(i))) return static_cast<E>(i);
+  return std::nullopt;
+}
+template <class E>
+std::string names_of(int count) {
+  std::string list;
+  for (int i = 0; i < count; ++i) list += std::string(i ? ", " : "") + to_string(static_cast<E>(i));
+  return list;
+}
+
 constexpr std::uint8_t module_bit(RecomputeModule m) {
   return m == RecomputeModule::none ? 0 : static_cast<std::uint8_t>(1u << static_cast<unsigned>(m));
 }
