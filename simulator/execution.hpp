@@ -541,15 +541,30 @@ void visit_dp_collectives(const Ctx& c, double dense_params, double expert_param
   }
 }
 
-// Memory-bound bytes and kernel count of one layer's forward pass (backward: twice the bytes and kernels,
-// plus its own score traffic).
+// Memory-bound bytes and kernel count of one layer's forward pass, folded over its memory-bound ops (backward:
+// twice the kernels, its own bytes).
 struct VectorWork {
-  double fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels;
-  double score_fwd_bytes, score_bwd_bytes;  // the s x s part, separated for selective recompute
+  double fwd_bytes = 0, bwd_bytes = 0, fwd_kernels = 0;
+  double score_fwd_bytes = 0, score_bwd_bytes = 0;  // the s x s part, separated for selective recompute
   // Forward bytes and kernels of the memory-bound work inside each --recompute-modules submodule (part of
   // fwd_bytes; the attention core's is score_fwd_bytes).
   std::array<double, kNumRecomputeModules> module_fwd_bytes{}, module_fwd_kernels{};
+
+  void add(const LayerOp& o) {
+    if (o.score) {  // selective recompute replays it with the attention core
+      score_fwd_bytes += o.fwd_bytes;
+      score_bwd_bytes += o.bwd_bytes;
+    } else {
+      fwd_bytes += o.fwd_bytes;
+      bwd_bytes += o.bwd_bytes;
+      if (o.module != RecomputeModule::none) {
+        module_fwd_bytes[static_cast<std::size_t>(o.module)] += o.fwd_bytes;
+        module_fwd_kernels[static_cast<std::size_t>(o.module)] += o.kernels;
+      }
+    }
+    fwd_kernels += o.kernels;
+  }
+  double bwd_kernels() const { return 2 * fwd_kernels; }  // backward launches twice as many
 };
-VectorWork layer_vector_work(const Ctx& c, bool moe);
 
 }  // namespace lmsim::detail

@@ -102,28 +102,6 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   return c;
 }
 
-// The memory-bound work of one layer: a fold over its ops.
-VectorWork layer_vector_work(const Ctx& c, bool moe) {
-  VectorWork w{};
-  visit_layer(c, moe, [&](const LayerOp& o) {
-    if (o.is_gemm) return;
-    if (o.score) {  // separated: selective recompute replays it with the attention core
-      w.score_fwd_bytes += o.fwd_bytes;
-      w.score_bwd_bytes += o.bwd_bytes;
-    } else {
-      w.fwd_bytes += o.fwd_bytes;
-      w.bwd_bytes += o.bwd_bytes;
-      if (o.module != RecomputeModule::none) {
-        w.module_fwd_bytes[static_cast<std::size_t>(o.module)] += o.fwd_bytes;
-        w.module_fwd_kernels[static_cast<std::size_t>(o.module)] += o.kernels;
-      }
-    }
-    w.fwd_kernels += o.kernels;
-  });
-  w.bwd_kernels = 2 * w.fwd_kernels;  // backward launches twice as many
-  return w;
-}
-
 // The activations one layer keeps for backward: a fold over its ops.
 struct ActivationParts {
   double full = 0;        // everything the layer's ops keep
@@ -185,7 +163,13 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   std::array<double, kNumRoles> call{};  // one forward call of each role's GEMMs (compute that can hide a collective)
   std::array<double, kNumRecomputeModules + 1> module_gemm_fwd{};  // forward GEMM time per recompute module
   double gemm_fwd = 0, gemm_bwd = 0;
-  visit_layer_ops(c, moe, [&](const Gemm& g) {
+  VectorWork v;
+  visit_layer(c, moe, [&](const LayerOp& o) {  // one pass: GEMMs and memory-bound work
+    if (!o.is_gemm) {
+      v.add(o);
+      return;
+    }
+    const Gemm& g = o.gemm;
     const GemmTime gt = gemm_time(c, g);
     module_gemm_fwd[static_cast<std::size_t>(g.module)] += gt.forward;
     // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks.
@@ -195,11 +179,10 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     gemm_fwd += gt.forward;
     gemm_bwd += gt.backward;
   });
-  const VectorWork v = layer_vector_work(c, moe);
   const double score_fwd = vector_time_s(c, v.score_fwd_bytes, 0);
   const double score_bwd = vector_time_s(c, v.score_bwd_bytes, 0);
   lt.fwd_compute = gemm_fwd + vector_time_s(c, v.fwd_bytes, v.fwd_kernels) + score_fwd;
-  lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels) + score_bwd;
+  lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels()) + score_bwd;
   lt.attn_fwd = call[role_index(OpRole::attn_core)] + score_fwd;
   // Compute that can hide a collective: one call of a linear (forward, or one of its two backward GEMMs), or the
   // attention core (forward; backward is twice as long).
