@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 
@@ -21,7 +22,7 @@ struct SearchCli {
   std::vector<std::string> systems, params, recompute;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
-  std::vector<std::string> sp, distopt, fsdp;
+  std::vector<std::string> sp, distopt, fsdp, etp;
   std::size_t top = 20;
   double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
@@ -184,6 +185,7 @@ void write_results(const std::string& file, const search::Space& space, const se
     w.write(g + "/pp", strat.pp);
     w.write(g + "/cp", strat.cp);
     w.write(g + "/ep", strat.ep);
+    w.write(g + "/etp", strat.etp);
     w.write(g + "/vpp", strat.vpp);
     w.write(g + "/micro_batch_size", strat.micro_batch_size);
     w.write_bools(g + "/sequence_parallel", strat.sequence_parallel);
@@ -306,6 +308,17 @@ void run(SearchCli sc, std::ostream& out) {
   f.pp = sc.pp;
   f.cp = sc.cp;
   f.ep = sc.ep;
+  for (const auto& e : sc.etp) {  // `tp` (the experts follow the attention's TP) or a positive degree
+    if (e == "tp") {
+      f.etp.push_back(0);
+      continue;
+    }
+    int v = 0;
+    const auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), v);
+    if (ec != std::errc() || end != e.data() + e.size() || v <= 0)
+      throw io::InputError("command line", 0, "--etp", "'" + e + "' is neither tp nor a positive integer");
+    f.etp.push_back(v);
+  }
   f.vpp = sc.vpp;
   f.micro_batch = sc.mbs;
   if (!sc.recompute.empty()) {
@@ -572,6 +585,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("--cp", sc.cp, "restrict context parallel")->delimiter(',');
   cmd->add_option("--dp", sc.dp, "restrict data parallel")->delimiter(',');
   cmd->add_option("--ep", sc.ep, "restrict expert parallel")->delimiter(',');
+  cmd->add_option("--etp", sc.etp,
+                  "expert tensor parallel degrees of an MoE model, `tp` for the attention's (default: tp only); "
+                  "others fold the experts over the tp·cp·dp ranks (MoE parallel folding)")
+      ->delimiter(',');
   cmd->add_option("--vpp", sc.vpp, "restrict virtual pipeline")->delimiter(',');
   cmd->add_option("--micro-batch", sc.mbs, "restrict micro-batch sizes")->delimiter(',');
   cmd->add_option("--recompute", sc.recompute, "none|noRC, selective|selRC, full|RC")->delimiter(',');

@@ -20,6 +20,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     add("--pipeline-model-parallel-size " + n(s.pipeline_parallel));
     add("--context-parallel-size " + n(s.context_parallel));
     if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
+    if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
     if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
       add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
     else if (s.virtual_pipeline > 1)
@@ -67,6 +68,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
         (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
     add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
     add("trainer.strategy.expert_model_parallel_size=" + n(s.expert_parallel));
+    if (s.expert_tensor_parallel > 0)
+      add("trainer.strategy.expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));
     add(std::string("trainer.strategy.sequence_parallel=") + (r.sequence_parallel ? "true" : "false"));
     if (split && split->kind == SplitKind::embedding_loss)
       add("model.config.account_for_embedding_in_pipeline_split=true "

@@ -1,7 +1,8 @@
 // Public GPU calibration benchmark: fits θ per GPU system (A100, H100, B200) on the published Megatron / NeMo /
 // Megatron-Bridge measurements shipped in data/public/, and prints in-sample, leave-one-model-out and
 // leave-one-source-out time errors with every run's residual.
-//   public_bench [--data DIR] [--residuals]
+//   public_bench [--data DIR] [--residuals] [--fix NAME=VALUE ...]   (--fix: hold a θ parameter, e.g. to see what
+//   a parameter on its bound absorbs)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,17 +39,21 @@ void feasibility(const calib::Problem& pb, const std::vector<calib::SamplePredic
               preds.size(), pb.system.hbm_capacity_bytes / 1073741824.0);
   for (const auto& p : preds)
     if (!p.feasible)
-      std::printf("      does not fit: %-18s %-40s %6.1f GiB\n", pb.samples[p.index].model_setting.substr(0, 18).c_str(),
-                  pb.samples[p.index].config.c_str(), p.mem_max_bytes / 1073741824.0);
+      std::printf("      does not fit: %-18s %-40s %6.1f GiB\n",
+                  pb.samples[p.index].model_setting.substr(0, 18).c_str(), pb.samples[p.index].config.c_str(),
+                  p.mem_max_bytes / 1073741824.0);
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string dir = io::data_dir() + "/public";
   bool residuals = false;
+  std::vector<std::string> fix;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--data") && i + 1 < argc)
       dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--fix") && i + 1 < argc)
+      fix.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--residuals"))
       residuals = true;
   }
@@ -60,6 +65,7 @@ int main(int argc, char** argv) {
     calib::Problem pb = calib::make_problem(ps, system);
     // B200 has two dense runs: it starts from, and its prior is centred on, the H100 fit (as jobs/calibrate.sh).
     if (system == "b200_sxm_180g") pb.start = h100;
+    if (!fix.empty()) calib::restrict_free(pb, {}, fix);
     const auto idx = calib::all_indices(pb);
     calib::FitOptions fo;
     const calib::FitResult fr = calib::fit(pb, idx, fo);

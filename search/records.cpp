@@ -108,6 +108,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
   const auto c_dp = w.column("/all/dp", H5Type::i32, n), c_tp = w.column("/all/tp", H5Type::i32, n);
   const auto c_pp = w.column("/all/pp", H5Type::i32, n), c_cp = w.column("/all/cp", H5Type::i32, n);
   const auto c_ep = w.column("/all/ep", H5Type::i32, n), c_vpp = w.column("/all/vpp", H5Type::i32, n);
+  const auto c_etp = w.column("/all/etp", H5Type::i32, n);
   const auto c_mbs = w.column("/all/micro_batch_size", H5Type::i64, n);
   const auto c_rc = w.enum_column("/all/recompute", recompute_names, n);
   const auto c_sp = w.enum_column("/all/sequence_parallel", {"FALSE", "TRUE"}, n);
@@ -150,6 +151,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
                                                                      {c_pp, strat.pp.data()},
                                                                      {c_cp, strat.cp.data()},
                                                                      {c_ep, strat.ep.data()},
+                                                                     {c_etp, strat.etp.data()},
                                                                      {c_vpp, strat.vpp.data()},
                                                                      {c_mbs, strat.micro_batch_size.data()},
                                                                      {c_rc, rc.data()},

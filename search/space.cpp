@@ -1,6 +1,7 @@
 #include "search/space.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -73,26 +74,33 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
           if (!allowed(f.cp, cp)) continue;
           const int dp = sc.devices / tp / pp / cp;
           if (!allowed(f.dp, dp)) continue;
-          for (int ep : m.is_moe() ? divisors(dp * cp) : std::vector<int>{1}) {
-            if (!allowed(f.ep, ep)) continue;
-            Tuple t{si, dp, tp, pp, cp, ep, total_, {}, {}, 0};
-            if (gbs % dp == 0)
-              for (int mb : divisors(gbs / dp))
-                if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
-            if (t.mbs.empty())  // kept so that the batch rule counts the rejection; only values the filter allows
-              t.mbs = f.micro_batch.empty() ? std::vector<std::int64_t>{1} : f.micro_batch;
-            if (pp > 1 && m.num_layers % pp == 0) {
-              for (int v : divisors(m.num_layers / pp))
-                if (allowed(f.vpp, v)) t.vpp.push_back(v);
+          // Expert TP degrees (0: as tp, the default); ep then runs over the divisors of tp·cp·dp / etp.
+          std::vector<int> etps = m.is_moe() && !f.etp.empty() ? f.etp : std::vector<int>{0};
+          for (int& e : etps)
+            if (e == tp) e = 0;
+          std::sort(etps.begin(), etps.end());
+          etps.erase(std::unique(etps.begin(), etps.end()), etps.end());
+          for (int etp : etps)
+            for (int ep : m.is_moe() ? divisors(tp * cp * dp / (etp > 0 ? etp : tp)) : std::vector<int>{1}) {
+              if (!allowed(f.ep, ep) || (tp * cp * dp) % (etp > 0 ? etp : tp) != 0) continue;
+              Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0};
+              if (gbs % dp == 0)
+                for (int mb : divisors(gbs / dp))
+                  if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
+              if (t.mbs.empty())  // kept so that the batch rule counts the rejection; only values the filter allows
+                t.mbs = f.micro_batch.empty() ? std::vector<std::int64_t>{1} : f.micro_batch;
+              if (pp > 1 && m.num_layers % pp == 0) {
+                for (int v : divisors(m.num_layers / pp))
+                  if (allowed(f.vpp, v)) t.vpp.push_back(v);
+              }
+              if (t.vpp.empty()) t.vpp.push_back(1);
+              t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
+              const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
+                                      t.n_sp * sharding_.size();
+              if (n == 0) continue;
+              total_ += n;
+              tuples_.push_back(std::move(t));
             }
-            if (t.vpp.empty()) t.vpp.push_back(1);
-            t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
-            const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
-                                    t.n_sp * sharding_.size();
-            if (n == 0) continue;
-            total_ += n;
-            tuples_.push_back(std::move(t));
-          }
         }
       }
     }
@@ -112,6 +120,7 @@ Candidate Space::at(std::uint64_t index) const {
   s.pipeline_parallel = t.pp;
   s.context_parallel = t.cp;
   s.expert_parallel = t.ep;
+  s.expert_tensor_parallel = t.etp;
   const auto& [dist, fsdp] = sharding_[r % sharding_.size()];
   s.distributed_optimizer = dist;
   s.fsdp = fsdp;
@@ -124,6 +133,24 @@ Candidate Space::at(std::uint64_t index) const {
   r /= t.mbs.size();
   s.recompute = filter_.recompute[r];
   return c;
+}
+
+std::string Space::signature() const {
+  std::ostringstream o;
+  for (Recompute r : filter_.recompute) o << to_string(r) << ' ';
+  for (bool b : filter_.sequence_parallel) o << b;
+  o << '|';
+  for (const auto& [d, fs] : sharding_) o << d.value_or(false) << d.has_value() << fs.value_or(false) << fs.has_value();
+  o << '\n';
+  for (const Tuple& t : tuples_) {
+    o << t.scenario << ' ' << t.dp << ' ' << t.tp << ' ' << t.pp << ' ' << t.cp << ' ' << t.ep << ' ' << t.etp << ' '
+      << t.first << ' ' << t.n_sp << ':';
+    for (auto mb : t.mbs) o << ' ' << mb;
+    o << ':';
+    for (int v : t.vpp) o << ' ' << v;
+    o << '\n';
+  }
+  return o.str();
 }
 
 }  // namespace lmsim::search

@@ -1,9 +1,9 @@
 // lmsim/search/space.hpp — the strategy space of a search, indexable and never materialised.
 //
-// Owns: scenarios (system, devices, sequence length, global batch) and, for each, the (dp, tp, pp, cp, ep)
-// tuples with dp·tp·pp·cp = devices, crossed with recompute, micro-batch (divisors of global/dp), virtual
-// pipeline (divisors of layers/pp), sequence parallel (tp > 1) and distributed optimizer options. A global index
-// maps to one candidate in O(log tuples); only the tuple table (a few thousand entries at most) is stored.
+// Owns: scenarios (system, devices, sequence length, global batch) and, for each, the (dp, tp, pp, cp, ep, etp)
+// tuples with dp·tp·pp·cp = devices (ep·etp dividing tp·cp·dp), crossed with recompute, micro-batch (divisors of
+// global/dp), virtual pipeline (divisors of layers/pp), sequence parallel (tp > 1) and distributed optimizer options. A
+// global index maps to one candidate in O(log tuples); only the tuple table (a few thousand entries at most) is stored.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,8 @@ std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& p
 // Restrictions; an empty list means "all valid values".
 struct SpaceFilter {
   std::vector<int> dp, tp, pp, cp, ep, vpp;
+  // Expert tensor parallel degrees of an MoE model (MoE parallel folding); 0 is "as tp". Empty: {0}.
+  std::vector<int> etp;
   std::vector<std::int64_t> micro_batch;
   std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
   std::vector<bool> sequence_parallel = {false, true};  // applies when tp > 1
@@ -51,7 +53,7 @@ struct Candidate {
 // candidate as it runs (the settings' defaults applied). `Int` and `Flag` are the tables' storage types.
 template <class Int, class Flag>
 struct StrategyColumns {
-  std::vector<Int> dp, tp, pp, cp, ep, vpp;
+  std::vector<Int> dp, tp, pp, cp, ep, etp, vpp;
   std::vector<std::int64_t> micro_batch_size;
   std::vector<Recompute> recompute;
   std::vector<Flag> sequence_parallel, distributed_optimizer, fsdp;
@@ -63,6 +65,7 @@ struct StrategyColumns {
     pp.push_back(static_cast<Int>(s.pipeline_parallel));
     cp.push_back(static_cast<Int>(s.context_parallel));
     ep.push_back(static_cast<Int>(s.expert_parallel));
+    etp.push_back(static_cast<Int>(s.expert_tensor()));
     vpp.push_back(static_cast<Int>(s.virtual_pipeline));
     micro_batch_size.push_back(r.micro_batch_size);
     recompute.push_back(s.recompute);
@@ -81,12 +84,15 @@ class Space {
   const std::vector<Scenario>& scenarios() const { return scenarios_; }
   const Model& model() const { return model_; }
   std::size_t tuples() const { return tuples_.size(); }
+  // Every tuple and option list the space enumerates, as text: two spaces with the same signature list the same
+  // candidates in the same order (the search checkpoint's fingerprint includes it).
+  std::string signature() const;
 
  private:
   struct Tuple {
     std::size_t scenario;
-    int dp, tp, pp, cp, ep;
-    std::uint64_t first;  // global index of its first candidate
+    int dp, tp, pp, cp, ep, etp;  // etp 0: as tp
+    std::uint64_t first;          // global index of its first candidate
     std::vector<std::int64_t> mbs;
     std::vector<int> vpp;
     std::uint32_t n_sp;

@@ -107,6 +107,7 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }
+  d << s.signature();
   d << s.size() << '/' << chunk << ' ' << static_cast<int>(o.objective) << ' ' << o.token_budget << ' '
     << o.memory_margin_bytes << ' ' << o.top_k << ' ' << o.write_all << ' ' << o.validity.allow_cross_node_tp
     << o.validity.allow_uneven_layers << o.validity.allow_padded_heads;

@@ -23,9 +23,9 @@
 namespace lmsim::detail {
 
 enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
-// The parallel groups a rank belongs to; `edp` is the expert-data-parallel group (dp·cp / ep) that reduces the
-// expert weights' gradients.
-enum class Group { tp, cp, ep, dp, edp, pp, count_ };
+// The parallel groups a rank belongs to; `etp` shards the routed experts (tp unless set apart), `edp` is the
+// expert-data-parallel group (tp·cp·dp / (ep·etp)) that reduces the expert weights' gradients.
+enum class Group { tp, cp, ep, etp, dp, edp, pp, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);
 const char* prim_name(Prim p);
@@ -51,7 +51,7 @@ struct Ctx {
   // Sharded dimensions (doubles: they enter FLOP and byte formulas only).
   double b, s, s_local, tokens;  // micro-batch, full and per-CP-rank sequence, local tokens b*s_local
   double h, a, g, d, f, vocab_padded;
-  double tp, cp, ep, dp, pp, vpp;
+  double tp, cp, ep, etp, dp, pp, vpp;
   double sp_div;             // t when sequence parallel, else 1: divides work and activations outside the TP region
   double peak_flops;         // 16-bit dense FLOP/s (the training precision, or bf16/fp16 under FP8)
   double peak_flops_linear;  // FLOP/s of the linear layers: FP8 peak under FP8 training, else peak_flops
@@ -377,26 +377,29 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
-    const double local_experts = experts / c.ep;
-    // Tokens per local expert: each rank routes its own tokens (all S of them once gathered over TP) to experts
-    // on ep ranks; the busiest expert gets moe_load_imbalance x the mean.
-    const double rows = S * topk * c.ep / experts * c.t.moe_load_imbalance;
-    const double routed = S * topk * c.t.moe_load_imbalance;  // expert rows this rank's tokens become
+    const double local_experts = experts / c.ep, et = c.etp;
+    // The rank's tokens (S / sp) are dispatched over EP; with SP the expert-TP ranks then gather each other's
+    // (Megatron-core's all-to-all dispatcher), so an expert sees the tokens of its etp ranks. Tokens per local
+    // expert: the busiest expert gets moe_load_imbalance x the mean.
+    const double tokens = S / sp * (sp > 1 ? et : 1.0);
+    const double rows = tokens * topk * c.ep / experts * c.t.moe_load_imbalance;
+    const double routed = tokens * topk * c.t.moe_load_imbalance;  // expert rows this rank computes
     gemm(Gemm{"router", OpRole::router, 1, S, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
     // Permutation, dispatch bookkeeping and router softmax / top-k; kept: the dispatched tokens (the experts' FC1
     // input), the experts' outputs (to weight them by the router probabilities) and the probabilities.
     LayerOp o{"permute"};
-    o.fwd_bytes = 4 * S * topk * h * 2 + 3 * S * experts * 4;
+    o.fwd_bytes = 4 * tokens * topk * h * 2 + 3 * S * experts * 4;
     o.bwd_bytes = 1.5 * o.fwd_bytes;
     o.kernels = kMoeExtraKernels;
     o.module = R::moe;
-    o.stored = (routed * h * (lin + 2) + S * experts * 4) / sp;
+    o.stored = routed * h * (lin + 2) + S * experts * 4 / sp;
     o.frees = R::moe;
     emit(o);
-    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / t, h, local_experts, R::moe});
-    inside("expert_activation", gate_in * routed * fm / t * 2, 1, R::moe_act, routed * 2 * fm * gate, R::moe);
-    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / t, local_experts, R::moe},
-         routed * (lin + unfused_gate) * fm / t, R::moe_act);
+    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, local_experts, R::moe});
+    // (`inside` divides what it keeps by t; the experts' share is 1/etp.)
+    inside("expert_activation", gate_in * routed * fm / et * 2, 1, R::moe_act, routed * 2 * fm * gate * t / et, R::moe);
+    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / et, local_experts, R::moe},
+         routed * (lin + unfused_gate) * fm / et, R::moe_act);
     if (m.num_shared_experts > 0) {
       const double fs = fm * static_cast<double>(m.num_shared_experts);
       gemm(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h, 1, R::shared_experts});
@@ -469,9 +472,13 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
     const double kv = 2 * c.tokens * kv_heads * c.d / c.tp * 2;
     f(Collective{Prim::send_recv, Group::cp, kv, c.cp - 1, 2 * (c.cp - 1), OpRole::attn_core, OpRole::attn_core});
   }
-  if (moe && c.ep > 1) {
-    const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
-    f(Collective{Prim::all_to_all, Group::ep, routed, 2, 2});
+  const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
+  if (moe && c.ep > 1) f(Collective{Prim::all_to_all, Group::ep, routed, 2, 2});
+  // With SP the expert-TP ranks gather the dispatched tokens (full buffer: etp ranks' share) and reduce-scatter
+  // the experts' output at combine; backward runs the pair the other way.
+  if (moe && c.etp > 1 && c.r.sequence_parallel) {
+    f(Collective{Prim::all_gather, Group::etp, routed * c.etp, 1, 1});
+    f(Collective{Prim::reduce_scatter, Group::etp, routed * c.etp, 1, 1});
   }
 }
 

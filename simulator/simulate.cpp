@@ -34,6 +34,7 @@ const char* group_name(Group g) {
     case Group::tp: return "tp";
     case Group::cp: return "cp";
     case Group::ep: return "ep";
+    case Group::etp: return "etp";
     case Group::dp: return "dp";
     case Group::edp: return "edp";
     case Group::pp: return "pp";
@@ -72,6 +73,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.d = static_cast<double>(m.head_dim);
   c.f = static_cast<double>(m.ffn_hidden_size);
   c.ep = s.expert_parallel;
+  c.etp = s.expert_tensor();
   c.dp = s.data_parallel;
   c.pp = s.pipeline_parallel;
   c.vpp = s.virtual_pipeline;
@@ -87,16 +89,19 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.hbm_bw = sys.hbm_bandwidth_bytes_per_s;
   c.intra = use_link(sys.intra_node, p.intra_node_bandwidth_efficiency, p);
   c.inter = use_link(sys.inter_node, p.inter_node_bandwidth_efficiency, p);
-  // The group table. Rank order tp, cp, dp (ep inside dp·cp), pp (Megatron-LM's RankGenerator order tp-cp-ep-dp-pp).
+  // The group table. Rank order tp, cp, dp, pp (Megatron-LM's RankGenerator order tp-cp-ep-dp-pp); the experts of
+  // a stage fold over its tp·cp·dp ranks in the order etp, ep, edp (the expert rank generator).
+  // With etp = tp that is ep inside dp·cp.
   const double node = sys.devices_per_node;
   auto set = [&](Group g, double size, double stride) {
     c.groups[static_cast<std::size_t>(g)] = place(size, stride, node);
   };
   set(Group::tp, c.tp, 1);
   set(Group::cp, c.cp, c.tp);
-  set(Group::ep, c.ep, c.tp);
+  set(Group::ep, c.ep, c.etp);
+  set(Group::etp, c.etp, 1);
   set(Group::dp, c.dp * c.cp, c.tp);
-  set(Group::edp, c.dp * c.cp / c.ep, c.tp * c.ep);
+  set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, c.tp * c.cp * c.dp * c.pp > node ? 2.0 : 1.0};
   return c;
@@ -324,8 +329,8 @@ double inflight(int pp, int vpp, std::int64_t mb, int i) {
   return static_cast<double>(std::min(chunks, mb * vpp)) / vpp;
 }
 
-// Parameters of one rank of a stage: dense (sharded over tp, reduced over dp·cp) and expert (over ep·tp, reduced
-// over the expert-data-parallel group). Norm weights and the router are replicated across TP.
+// Parameters of one rank of a stage: dense (sharded over tp, reduced over dp·cp) and expert (over ep·etp,
+// reduced over the expert-data-parallel group). Norm weights and the router are replicated across TP.
 struct StageParams {
   double dense, expert;
 };
@@ -336,7 +341,7 @@ StageParams stage_params(const Ctx& c, const LayerParams& lp, const StageLayers&
   double dense =
       nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) + nm * (lp.router + lp.shared_experts / c.tp);
   dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * c.h);  // MTP: 2h -> h projection and its two norms
-  const double expert = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.tp);
+  const double expert = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.etp);
   const double head = c.vocab_padded * c.h / c.tp;
   if (is_first) dense += head;
   const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * c.h;

@@ -48,6 +48,7 @@ std::string config_name(const Strategy& s) {
   std::string n = "dp" + std::to_string(s.data_parallel) + "-tp" + std::to_string(s.tensor_parallel) + "-pp" +
                   std::to_string(s.pipeline_parallel) + "-cp" + std::to_string(s.context_parallel);
   if (s.expert_parallel != 1) n += "-ep" + std::to_string(s.expert_parallel);
+  if (s.expert_tensor_parallel > 0) n += "-etp" + std::to_string(s.expert_tensor_parallel);
   n += s.recompute == Recompute::full ? "-RC" : s.recompute == Recompute::selective ? "-selRC" : "-noRC";
   if (s.micro_batch_size != 0) n += "-mbs" + std::to_string(s.micro_batch_size);
   if (s.virtual_pipeline != 1) n += "-vpp" + std::to_string(s.virtual_pipeline);
@@ -104,6 +105,13 @@ ParseResult parse_config_name(const std::string& name) {
     if (*v == 1) return fail("ep1 is written by omitting the ep field");
     s.expert_parallel = static_cast<int>(*v);
     ++i;
+  }
+  if (i < toks.size()) {
+    if (auto v = degree(toks[i], "etp")) {
+      if (*v == s.tensor_parallel) return fail("etp equal to tp is written by omitting the etp field");
+      s.expert_tensor_parallel = static_cast<int>(*v);
+      ++i;
+    }
   }
   if (i >= toks.size()) return fail("missing recompute field (RC, noRC or selRC)");
   if (toks[i] == "RC")
@@ -195,8 +203,10 @@ const char* describe(Rejection r) {
     case Rejection::sequence_not_divisible_by_tp:
       return "sequence length / context_parallel is not divisible by tensor_parallel (sequence parallel)";
     case Rejection::experts_not_divisible_by_ep: return "experts are not divisible by expert_parallel";
-    case Rejection::ep_not_dividing_dp_cp: return "expert_parallel does not divide data_parallel x context_parallel";
-    case Rejection::ep_without_experts: return "expert_parallel > 1 on a dense model";
+    case Rejection::ep_not_dividing_dp_cp:
+      return "expert_parallel x expert_tensor_parallel does not divide tensor_parallel x context_parallel x "
+             "data_parallel";
+    case Rejection::ep_without_experts: return "expert_parallel > 1 or expert_tensor_parallel on a dense model";
     case Rejection::batch_not_divisible: return "global batch is not divisible by data_parallel x micro_batch_size";
     case Rejection::vpp_needs_pipeline:
       return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel";
@@ -269,8 +279,8 @@ std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, b
 }
 
 Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o) {
-  const int degrees[6] = {s.data_parallel,    s.tensor_parallel, s.pipeline_parallel,
-                          s.context_parallel, s.expert_parallel, s.virtual_pipeline};
+  const int degrees[7] = {s.data_parallel,   s.tensor_parallel, s.pipeline_parallel, s.context_parallel,
+                          s.expert_parallel, s.expert_tensor(), s.virtual_pipeline};
   for (int d : degrees)
     if (d < 1 || d > 65536) return Rejection::degree_out_of_range;
   if (s.pipeline_parallel > 128 || s.micro_batch_size < 0) return Rejection::degree_out_of_range;
@@ -286,9 +296,12 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
     return Rejection::sequence_not_divisible_by_cp;
   if (r.sequence_parallel && (t.seq_length / s.context_parallel) % s.tensor_parallel != 0)
     return Rejection::sequence_not_divisible_by_tp;
-  if (s.expert_parallel > 1 && !m.is_moe()) return Rejection::ep_without_experts;
+  if ((s.expert_parallel > 1 || s.expert_tensor_parallel > 0) && !m.is_moe()) return Rejection::ep_without_experts;
   if (m.is_moe() && m.num_experts % s.expert_parallel != 0) return Rejection::experts_not_divisible_by_ep;
-  if ((s.data_parallel * s.context_parallel) % s.expert_parallel != 0) return Rejection::ep_not_dividing_dp_cp;
+  // The experts of a stage fold over its tp·cp·dp ranks (Megatron-core's expert rank generator: etp, ep, edp).
+  const std::int64_t stage_ranks = static_cast<std::int64_t>(s.tensor_parallel) * s.context_parallel * s.data_parallel;
+  if (stage_ranks % (static_cast<std::int64_t>(s.expert_parallel) * s.expert_tensor()) != 0)
+    return Rejection::ep_not_dividing_dp_cp;
   if (t.global_batch_size % (static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size) != 0)
     return Rejection::batch_not_divisible;
   if (s.virtual_pipeline > 1 && (s.pipeline_parallel == 1 || r.num_micro_batches % s.pipeline_parallel != 0))

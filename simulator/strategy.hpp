@@ -102,6 +102,10 @@ struct Strategy {
   int pipeline_parallel = 1;
   int context_parallel = 1;
   int expert_parallel = 1;
+  // Tensor parallelism of the routed experts (Megatron-core --expert-tensor-parallel-size); 0: tensor_parallel.
+  // Set apart from it, the experts fold over the tp·cp·dp ranks of a stage (MoE parallel folding): ep·etp ranks
+  // hold every expert once, so expert_parallel may span the attention's TP ranks.
+  int expert_tensor_parallel = 0;
   int virtual_pipeline = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
   Recompute recompute = Recompute::none;
   std::int64_t micro_batch_size = 0;  // 0: from the training settings
@@ -117,11 +121,13 @@ struct Strategy {
   std::int64_t devices() const {
     return static_cast<std::int64_t>(data_parallel) * tensor_parallel * pipeline_parallel * context_parallel;
   }
+  int expert_tensor() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
   bool operator==(const Strategy&) const = default;
 };
 
 // The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
-// `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`, `-fsdp|-nofsdp`. Recompute: `RC` full,
+// `-etp<N>` (after `-ep<N>`), `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`,
+// `-fsdp|-nofsdp`. Recompute: `RC` full,
 // `noRC` none, `selRC` selective.
 std::string config_name(const Strategy& s);
 

@@ -46,6 +46,8 @@ expect 2 "did you mean 'Llama-3-8B'" predict --model Llama-3-8 --system h100_sxm
 printf '{"name":"x","hidden_size":64,"num_layers":2,"num_attention_heads":4,"ffn_hidden_size":128,"vocab_size":100,"tied_embedding":true}' > "$tmp/typo.json"
 expect 2 "did you mean 'tied_embeddings'" predict --model "$tmp/typo.json" --system h100_sxm_80g --strategy dp1-tp1-pp1-cp1-noRC
 expect 2 "not none|noRC" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --recompute sometimes
+expect 2 "neither tp nor a positive integer" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 8 --etp 0
+expect 2 "etp equal to tp" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp4-tp2-pp1-cp1-ep8-etp2-noRC
 
 # Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
 srch=(search --model Llama-3-8B --system h100_sxm_80g --devices 8 --top 1)

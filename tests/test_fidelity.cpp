@@ -240,6 +240,43 @@ TEST(Fidelity, ExpertDispatchIsShardedBySequenceParallelism) {
   EXPECT_DOUBLE_EQ(b2, b1 / 2);
 }
 
+TEST(Fidelity, MoeParallelFoldingShardsExpertsOverEpTimesEtp) {
+  // Qwen3-235B-A22B on 256 H100s, tp2 pp8 dp16: EP 32 spans the TP ranks only when expert TP is set apart.
+  const Model& m = preset("Qwen3-235B-A22B");
+  TrainingSettings t = run_settings(4096, 2048);
+  t.sequence_parallel = true;
+  Strategy folded = *parse_config_name("dp16-tp2-pp8-cp1-ep32-etp1-noRC-mbs1").strategy;
+  Strategy plain = *parse_config_name("dp16-tp2-pp8-cp1-ep32-noRC-mbs1").strategy;
+  const ValidityOptions o{8, false, false, false};
+  EXPECT_EQ(check(m, plain, t, o), Rejection::ep_not_dividing_dp_cp);  // ep·tp = 64 does not divide 32
+  ASSERT_EQ(check(m, folded, t, o), Rejection::ok);
+  // Same EP, expert TP 1 against 2: each rank holds whole experts, twice the expert weights.
+  Strategy ep16 = *parse_config_name("dp16-tp2-pp8-cp1-ep16-noRC-mbs1").strategy;
+  Strategy ep16_etp1 = ep16;
+  ep16_etp1.expert_tensor_parallel = 1;
+  const Prediction a = simulate(m, ep16, h100(), t, PlatformParams{});
+  const Prediction b = simulate(m, ep16_etp1, h100(), t, PlatformParams{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double h = static_cast<double>(m.hidden_size), fm = static_cast<double>(m.moe_ffn_hidden_size);
+  const double expert_params = 3 * h * fm * static_cast<double>(m.num_experts) / 16;  // per layer, per EP rank
+  const double layers = a.stages[1].num_layers;
+  EXPECT_NEAR(b.stages[1].weight_bytes - a.stages[1].weight_bytes, 2.0 * layers * expert_params / 2, 1.0);
+  // With SP, expert TP 2 gathers the dispatched tokens over its pair and reduce-scatters the output; expert TP 1
+  // sends the rank's own tokens only and has no expert-TP collectives.
+  const auto ca = collective_diagnostics(m, ep16, h100(), t, PlatformParams{});
+  const auto cb = collective_diagnostics(m, ep16_etp1, h100(), t, PlatformParams{});
+  EXPECT_GT(bytes_of(ca, "all_gather", "etp"), 0);
+  EXPECT_GT(bytes_of(ca, "reduce_scatter", "etp"), 0);
+  EXPECT_EQ(bytes_of(cb, "all_gather", "etp"), 0);
+  EXPECT_DOUBLE_EQ(bytes_of(cb, "all_to_all", "ep"), bytes_of(ca, "all_to_all", "ep"));
+  // The folded EP group of 32 runs over 4 nodes; with etp = tp it strides over the data-parallel ranks.
+  for (const auto& r : collective_diagnostics(m, folded, h100(), t, PlatformParams{}))
+    if (std::string(r.group) == "ep") {
+      EXPECT_EQ(r.group_size, 32);
+      EXPECT_EQ(r.nodes, 4);
+    }
+}
+
 TEST(Fidelity, BreakdownTermsAddUpToTheIterationTime) {
   // Every non-hidden term of the one term table is on the critical path; together they are the iteration.
   TrainingSettings t;
@@ -288,6 +325,11 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
     EXPECT_GT(r.time_s, 0) << r.label;
     EXPECT_FALSE(r.note.empty()) << r.label;
   }
+  // The Qwen3-235B-A22B H100 run folds EP 32 over tp·dp (its recipe's expert TP 1).
+  bool folded = false;
+  for (const auto& r : ps.runs)
+    if (r.strategy.expert_tensor_parallel == 1 && r.strategy.expert_parallel == 32) folded = true;
+  EXPECT_TRUE(folded);
   // Narayanan et al. 2021 Table 1, GPT 1.7B on 32 GPUs at 137 TFLOP/s: Eq. 3 gives 3.53 s.
   bool found = false;
   for (const auto& r : ps.runs)

@@ -539,3 +539,20 @@ TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
     EXPECT_EQ(e.field(), "num_hidden_layers");
   }
 }
+
+TEST(MegatronLog, ReadsExpertTensorParallelism) {
+  // The fixture run at tp2, with the expert TP line Megatron-core logs: None (experts follow tp), 2 (= tp) and 1.
+  const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string marker = "  expert_model_parallel_size ...................... 1\n";
+  ASSERT_NE(text.find(marker), std::string::npos);
+  const std::pair<const char*, int> cases[] = {{"None", 0}, {"2", 0}, {"1", 1}};
+  for (const auto& [value, etp] : cases) {
+    std::string log = text;
+    log.insert(log.find(marker) + marker.size(),
+               std::string("  expert_tensor_parallel_size ..................... ") + value + "\n");
+    const auto f = fs::temp_directory_path() / ("lmsim_etp_" + std::to_string(::getpid()) + ".log");
+    spit(f, log);
+    EXPECT_EQ(io::read_megatron_log(f.string()).strategy.expert_tensor_parallel, etp) << value;
+    fs::remove(f);
+  }
+}

@@ -80,6 +80,37 @@ TEST(Space, FiltersRestrictEveryDimension) {
   }
 }
 
+TEST(Space, ExpertTensorParallelFoldsExpertsOverTheStageRanks) {
+  const Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
+  SpaceFilter f;
+  f.tp = {1, 2};
+  f.pp = {1};
+  f.cp = {1};
+  f.recompute = {Recompute::none};
+  f.micro_batch = {1};
+  f.sequence_parallel = {true};
+  f.distributed_optimizer = {true};
+  const std::uint64_t as_tp = Space(m, {scenario(16)}, f).size();
+  f.etp = {0, 1, 2};  // as tp, 1, 2 (2 equals tp at tp = 2: listed once)
+  const Space space(m, {scenario(16)}, f);
+  std::set<std::string> names;
+  bool folded = false;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Strategy s = space.at(i).strategy;
+    EXPECT_TRUE(names.insert(config_name(s)).second) << config_name(s);
+    EXPECT_NE(s.expert_tensor_parallel, s.tensor_parallel);  // canonical: etp = tp is written as "as tp"
+    EXPECT_EQ((s.tensor_parallel * s.context_parallel * s.data_parallel) % (s.expert_parallel * s.expert_tensor()), 0);
+    if (s.expert_parallel > s.data_parallel * s.context_parallel) folded = true;
+  }
+  EXPECT_TRUE(folded);  // EP 16 over tp2 x dp8 with expert TP 1
+  EXPECT_GT(space.size(), as_tp);
+  // A dense model has no expert options: the list changes nothing.
+  const Model d = io::presets().find_model("Llama-3-8B")->model;
+  SpaceFilter g = f;
+  g.etp.clear();
+  EXPECT_EQ(Space(d, {scenario(16)}, f).size(), Space(d, {scenario(16)}, g).size());
+}
+
 TEST(Space, FsdpVariantsPairOnlyWithTheShardedOptimizer) {
   const Model m = io::presets().find_model("Llama-3-8B")->model;
   SpaceFilter f;

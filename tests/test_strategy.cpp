@@ -24,7 +24,8 @@ TEST(ConfigName, ParsesDatasetNames) {
 TEST(ConfigName, ExtendedFormRoundTrips) {
   for (const char* n : {"dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC", "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do",
                         "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp",
-                        "dp8-tp1-pp1-cp1-noRC-fsdp", "dp8-tp1-pp1-cp1-noRC-do-nofsdp"}) {
+                        "dp8-tp1-pp1-cp1-noRC-fsdp", "dp8-tp1-pp1-cp1-noRC-do-nofsdp",
+                        "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4", "dp8-tp2-pp1-cp1-etp1-RC"}) {
     auto r = parse_config_name(n);
     ASSERT_TRUE(r.strategy) << n << ": " << r.error;
     EXPECT_EQ(config_name(*r.strategy), n);
@@ -65,7 +66,10 @@ TEST(ConfigName, RejectsEveryMalformedForm) {
                         "dp2--tp4-pp1-cp1-RC",
                         "dp2-tp4-pp1-cp1-ep4-ep4-RC",
                         "dp8-tp1-pp1-cp1-noRC-nodo-fsdp",
-                        "dp8-tp1-pp1-cp1-noRC-fsdp-do"}) {
+                        "dp8-tp1-pp1-cp1-noRC-fsdp-do",
+                        "dp2-tp4-pp1-cp1-ep2-etp4-RC",
+                        "dp2-tp4-pp1-cp1-etp1-ep2-RC",
+                        "dp2-tp4-pp1-cp1-ep2-etp0-RC"}) {
     auto r = parse_config_name(n);
     EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
     EXPECT_FALSE(r.error.empty());
@@ -140,6 +144,16 @@ TEST(Validity, EachRuleRejectsWithItsReason) {
   ep3.expert_parallel = 3;
   moe.num_experts = 6;
   EXPECT_EQ(check(moe, ep3, t, o), Rejection::ep_not_dividing_dp_cp);
+  // MoE parallel folding: ep·etp must divide tp·cp·dp; etp is an MoE option.
+  Strategy fold = strat(2, 2, 1, 1);
+  fold.expert_parallel = 6;  // 6 x 1 does not divide tp·cp·dp = 4
+  fold.expert_tensor_parallel = 1;
+  EXPECT_EQ(check(moe, fold, t, o), Rejection::ep_not_dividing_dp_cp);
+  fold.expert_parallel = 2;
+  EXPECT_EQ(check(moe, fold, t, o), Rejection::ok);
+  Strategy etp_dense = strat(4, 2, 1, 1);
+  etp_dense.expert_tensor_parallel = 1;
+  EXPECT_EQ(check(m, etp_dense, t, o), Rejection::ep_without_experts);
   EXPECT_EQ(check(m, strat(3, 1, 1, 1), t, o), Rejection::batch_not_divisible);  // 32 % 3
   Strategy vpp1 = strat(8, 1, 1, 1);
   vpp1.virtual_pipeline = 2;
