@@ -91,10 +91,8 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   s.context_parallel = static_cast<int>(integer("context_parallel_size", "1", 1, 1 << 16));
   s.expert_parallel = static_cast<int>(integer("expert_model_parallel_size", "1", 1, 1 << 16));
   // Megatron-core logs None when the experts follow tensor_model_parallel_size.
-  if (args.count("expert_tensor_parallel_size") && args["expert_tensor_parallel_size"].value != "None") {
-    const auto etp = static_cast<int>(integer("expert_tensor_parallel_size", nullptr, 1, 1 << 16));
-    if (etp != s.tensor_parallel) s.expert_tensor_parallel = etp;
-  }
+  if (args.count("expert_tensor_parallel_size") && args["expert_tensor_parallel_size"].value != "None")
+    s.set_expert_tensor(static_cast<int>(integer("expert_tensor_parallel_size", nullptr, 1, 1 << 16)));
   r.devices = integer("world_size", nullptr, 1, 1 << 24);
   const std::int64_t model_parallel = std::int64_t{s.tensor_parallel} * s.pipeline_parallel * s.context_parallel;
   if (r.devices % model_parallel != 0)

@@ -138,10 +138,8 @@ PublishedSet read_published(const std::string& dir) {
     s.expert_parallel = static_cast<int>(whole(t, r, "ep", 1, 65536));
     s.data_parallel = static_cast<int>(whole(t, r, "dp", 1, 65536));
     // The recipe's --expert-tensor-parallel-size where it differs from tp (MoE parallel folding); empty: tp.
-    if (rd.has("expert_tensor_parallel") && !rd.at(i, rd.col("expert_tensor_parallel")).empty()) {
-      const auto etp = static_cast<int>(rd.integer(i, "expert_tensor_parallel", 1, 65536));
-      if (etp != s.tensor_parallel) s.expert_tensor_parallel = etp;
-    }
+    if (rd.has("expert_tensor_parallel") && !rd.at(i, rd.col("expert_tensor_parallel")).empty())
+      s.set_expert_tensor(static_cast<int>(rd.integer(i, "expert_tensor_parallel", 1, 65536)));
     const std::int64_t gpus = whole(t, r, "gpus", 1, 1 << 24);
     if (s.devices() != gpus)
       t.fail(r, "dp", "tp·pp·cp·dp = " + std::to_string(s.devices()) + " is not the GPU count " + std::to_string(gpus));

@@ -80,9 +80,11 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
             if (e == tp) e = 0;
           std::sort(etps.begin(), etps.end());
           etps.erase(std::unique(etps.begin(), etps.end()), etps.end());
-          for (int etp : etps)
-            for (int ep : m.is_moe() ? divisors(tp * cp * dp / (etp > 0 ? etp : tp)) : std::vector<int>{1}) {
-              if (!allowed(f.ep, ep) || (tp * cp * dp) % (etp > 0 ? etp : tp) != 0) continue;
+          for (int etp : etps) {
+            const int stage_ranks = tp * cp * dp, expert_tp = etp > 0 ? etp : tp;
+            if (stage_ranks % expert_tp != 0) continue;
+            for (int ep : m.is_moe() ? divisors(stage_ranks / expert_tp) : std::vector<int>{1}) {
+              if (!allowed(f.ep, ep)) continue;
               Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0};
               if (gbs % dp == 0)
                 for (int mb : divisors(gbs / dp))
@@ -101,6 +103,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
               total_ += n;
               tuples_.push_back(std::move(t));
             }
+          }
         }
       }
     }

@@ -122,6 +122,8 @@ struct Strategy {
     return static_cast<std::int64_t>(data_parallel) * tensor_parallel * pipeline_parallel * context_parallel;
   }
   int expert_tensor() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
+  // Sets the expert TP degree in canonical form: a degree equal to tensor_parallel (set first) is stored as 0.
+  void set_expert_tensor(int etp) { expert_tensor_parallel = etp == tensor_parallel ? 0 : etp; }
   bool operator==(const Strategy&) const = default;
 };
 
