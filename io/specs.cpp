@@ -341,6 +341,25 @@ Link link_from(Obj o) {
   o.finish();
   return l;
 }
+// A node's direct-link table: an array of rows of non-negative link counts (the shape and symmetry are checked by
+// validate(System)).
+std::vector<int> link_matrix(const Json& v, const std::string& file, const std::string& where) {
+  std::vector<int> out;
+  if (!v.is_array()) throw InputError(file, 0, where, "expected an array of rows of link counts, got " + v.dump());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const Json& row = v[i];
+    if (!row.is_array() || row.size() != v.size())
+      throw InputError(file, 0, where + "[" + std::to_string(i) + "]",
+                       "expected a row of " + std::to_string(v.size()) + " link counts, got " + row.dump());
+    for (const Json& e : row) {
+      if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > 64)
+        throw InputError(file, 0, where + "[" + std::to_string(i) + "]",
+                         "link count " + e.dump() + " is not an integer in [0, 64]");
+      out.push_back(static_cast<int>(e.get<std::int64_t>()));
+    }
+  }
+  return out;
+}
 Json link_json(const Link& l) {
   return Json{{"bandwidth_gb_per_s", l.bandwidth_bytes_per_s / 1e9}, {"latency_us", l.latency_s * 1e6}};
 }
@@ -359,7 +378,14 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   f.finish();
   s.hbm_capacity_bytes = o.number("hbm_capacity_gib", 1e-3, 1e6) * kGiB;
   s.hbm_bandwidth_bytes_per_s = o.number("hbm_bandwidth_gb_per_s", 1e-3, 1e7) * 1e9;
-  s.intra_node = link_from(o.sub("intra_node"));
+  {
+    Obj in = o.sub("intra_node");
+    s.intra_node_host_bandwidth_bytes_per_s = in.number_or("host_bandwidth_gb_per_s", 1e-3, 1e6, 0) * 1e9;
+    if (in.has("links")) s.intra_node_links = link_matrix(in.raw("links"), in.file(), in.where("links"));
+    in.mark("links");
+    in.mark("host_bandwidth_gb_per_s");
+    s.intra_node = link_from(in);
+  }
   s.inter_node = link_from(o.sub("inter_node"));
   s.gemm_layout_conversion = o.boolean_or("gemm_layout_conversion", false);
   s.nvlink_sharp = o.boolean_or("nvlink_sharp", false);
@@ -384,6 +410,15 @@ Json to_json(const System& s) {
   j["hbm_capacity_gib"] = s.hbm_capacity_bytes / kGiB;
   j["hbm_bandwidth_gb_per_s"] = s.hbm_bandwidth_bytes_per_s / 1e9;
   j["intra_node"] = link_json(s.intra_node);
+  if (!s.intra_node_links.empty()) {
+    const std::size_t n = static_cast<std::size_t>(s.devices_per_node);
+    Json rows = Json::array();
+    for (std::size_t i = 0; i < n; ++i)
+      rows.push_back(std::vector<int>(s.intra_node_links.begin() + static_cast<std::ptrdiff_t>(i * n),
+                                      s.intra_node_links.begin() + static_cast<std::ptrdiff_t>((i + 1) * n)));
+    j["intra_node"]["links"] = rows;
+    j["intra_node"]["host_bandwidth_gb_per_s"] = s.intra_node_host_bandwidth_bytes_per_s / 1e9;
+  }
   j["inter_node"] = link_json(s.inter_node);
   j["gemm_layout_conversion"] = s.gemm_layout_conversion;
   j["nvlink_sharp"] = s.nvlink_sharp;

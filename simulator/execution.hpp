@@ -38,8 +38,11 @@ struct LinkUse {
 // One parallel group as placed on the machine (Megatron rank order: tp fastest, then cp, dp (ep inside dp), pp).
 // A group of `size` ranks spans `nodes` nodes with `per_node` of its ranks on each; a collective over it runs
 // inside the NVLink domain when nodes == 1, over one rail per rank when per_node == 1, else hierarchically.
+// `intra_share`: the share of the device's intra-node bandwidth its ring gets (`ring_bandwidth_share`: 1 on a
+// switch, less on direct links such as DGX-1's cube-mesh).
 struct GroupUse {
   double size = 1, per_node = 1, nodes = 1;
+  double intra_share = 1;
 };
 
 struct Ctx {
@@ -59,6 +62,7 @@ struct Ctx {
   double hbm_bw;
   LinkUse intra, inter;
   std::array<GroupUse, kNumGroups> groups;
+  GroupUse embedding_pair;  // first and last stage: the tied embedding's gradient all-reduce
   const GroupUse& group(Group g) const { return groups[static_cast<std::size_t>(g)]; }
 };
 
@@ -176,24 +180,25 @@ inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double by
 // inside the node; all-to-all sends (per_node - 1)/n of the buffer over NVLink and the rest over the rails.
 inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
   const double launch = c.p->kernel_launch_us * 1e-6;
-  if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : c.intra, 2, bytes) + launch;
+  const LinkUse intra{c.intra.bandwidth_bytes_per_s * gu.intra_share, c.intra.latency_s};
+  if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : intra, 2, bytes) + launch;
   if (gu.size <= 1) return 0;
   // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
   const bool nvls = c.sys->nvlink_sharp && prim == Prim::all_reduce && gu.size > 2;
-  if (gu.nodes <= 1 && nvls) return bytes / c.intra.bandwidth_bytes_per_s + 2 * c.intra.latency_s + launch;
-  if (gu.nodes <= 1) return flat_collective_s(prim, c.intra, gu.size, bytes) + launch;
+  if (gu.nodes <= 1 && nvls) return bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s + launch;
+  if (gu.nodes <= 1) return flat_collective_s(prim, intra, gu.size, bytes) + launch;
   if (gu.per_node <= 1) return flat_collective_s(prim, c.inter, gu.size, bytes, true) + launch;
   const double k = gu.per_node, n = gu.size;
   if (prim == Prim::all_to_all)
-    return (k - 1) / n * bytes / c.intra.bandwidth_bytes_per_s + (n - k) / n * bytes / c.inter.bandwidth_bytes_per_s +
-           (k - 1) * c.intra.latency_s + (gu.nodes - 1) * c.inter.latency_s + launch;
+    return (k - 1) / n * bytes / intra.bandwidth_bytes_per_s + (n - k) / n * bytes / c.inter.bandwidth_bytes_per_s +
+           (k - 1) * intra.latency_s + (gu.nodes - 1) * c.inter.latency_s + launch;
   const double inter = flat_collective_s(prim, c.inter, gu.nodes, bytes / k, true);
   // Hierarchical: intra-node reduce-scatter + all-gather around the inter-node step (NVLS: in the switch).
-  const double intra = prim != Prim::all_reduce ? flat_collective_s(prim, c.intra, k, bytes)
-                       : (c.sys->nvlink_sharp && k > 2)
-                           ? bytes / c.intra.bandwidth_bytes_per_s + 2 * c.intra.latency_s
-                           : 2 * flat_collective_s(Prim::reduce_scatter, c.intra, k, bytes);
-  return intra + inter + launch;
+  const double intra_s = prim != Prim::all_reduce ? flat_collective_s(prim, intra, k, bytes)
+                         : (c.sys->nvlink_sharp && k > 2)
+                             ? bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s
+                             : 2 * flat_collective_s(Prim::reduce_scatter, intra, k, bytes);
+  return intra_s + inter + launch;
 }
 inline double collective_time_s(const Ctx& c, Prim prim, Group g, double bytes) {
   return collective_time_s(c, prim, c.group(g), bytes);

@@ -94,7 +94,9 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // With etp = tp that is ep inside dp·cp.
   const double node = sys.devices_per_node;
   auto set = [&](Group g, double size, double stride) {
-    c.groups[static_cast<std::size_t>(g)] = place(size, stride, node);
+    GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
+    gu = place(size, stride, node);
+    gu.intra_share = ring_bandwidth_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
   };
   set(Group::tp, c.tp, 1);
   set(Group::cp, c.cp, c.tp);
@@ -103,7 +105,11 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   set(Group::dp, c.dp * c.cp, c.tp);
   set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
-  c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, c.tp * c.cp * c.dp * c.pp > node ? 2.0 : 1.0};
+  // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
+  const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
+  c.groups[static_cast<std::size_t>(Group::pp)] =
+      GroupUse{2, 1, crosses, ring_bandwidth_share(sys, 2, static_cast<int>(stage), true)};
+  c.embedding_pair = GroupUse{2, 1, crosses, ring_bandwidth_share(sys, 2, static_cast<int>(stage * (c.pp - 1)))};
   return c;
 }
 
@@ -488,8 +494,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     grad_exposed[static_cast<std::size_t>(i)] = iter_grad - grad_hidden;
     param_exposed[static_cast<std::size_t>(i)] = iter_param - param_hidden;
     if (pp > 1 && m.tied_embeddings && (is_first || is_last))  // embedding gradients shared by first and last stage
-      grad_exposed[static_cast<std::size_t>(i)] += collective_time_s(
-          c, Prim::all_reduce, GroupUse{2, 1, c.group(Group::pp).nodes}, grad_bytes * c.vocab_padded * c.h / c.tp);
+      grad_exposed[static_cast<std::size_t>(i)] +=
+          collective_time_s(c, Prim::all_reduce, c.embedding_pair, grad_bytes * c.vocab_padded * c.h / c.tp);
     st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)] +
                            static_cast<double>(mb) * fsdp_exposed;
     st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * fsdp_hidden;

@@ -1,5 +1,6 @@
 #include "simulator/system.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace lmsim {
@@ -26,7 +27,54 @@ std::string validate(const System& s) {
     return "intra_node latency must not be negative";
   if (!std::isfinite(s.inter_node.latency_s) || s.inter_node.latency_s < 0)
     return "inter_node latency must not be negative";
+  const std::size_t n = static_cast<std::size_t>(s.devices_per_node);
+  if (!s.intra_node_links.empty()) {
+    if (s.intra_node_links.size() != n * n)
+      return "intra_node.links must be a devices_per_node x devices_per_node matrix (" + std::to_string(n) + " x " +
+             std::to_string(n) + ")";
+    bool unlinked = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      int degree = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        const int l = s.intra_node_links[i * n + j];
+        if (l < 0) return "intra_node.links: negative link count";
+        if (l != s.intra_node_links[j * n + i])
+          return "intra_node.links is not symmetric (device " + std::to_string(i) + ", device " + std::to_string(j) +
+                 ")";
+        if (i == j && l != 0) return "intra_node.links: device " + std::to_string(i) + " has a link to itself";
+        unlinked |= i != j && l == 0;
+        degree += l;
+      }
+      if (degree == 0) return "intra_node.links: device " + std::to_string(i) + " has no link";
+    }
+    if (unlinked && bad(s.intra_node_host_bandwidth_bytes_per_s))
+      return "intra_node.host_bandwidth_gb_per_s must be positive when some devices have no direct link";
+  }
   return {};
+}
+
+double ring_bandwidth_share(const System& s, int members, int stride, bool chain) {
+  const int n = s.devices_per_node;
+  if (s.intra_node_links.empty() || members <= 1 || stride < 1) return 1.0;
+  const int* links = s.intra_node_links.data();
+  int max_degree = 0;
+  for (int i = 0; i < n; ++i) {
+    int d = 0;
+    for (int j = 0; j < n; ++j) d += links[i * n + j];
+    max_degree = std::max(max_degree, d);
+  }
+  const double host = s.intra_node_host_bandwidth_bytes_per_s / s.intra_node.bandwidth_bytes_per_s;
+  double worst = 1.0;
+  for (int base = 0; base + (members - 1) * stride < n; ++base) {
+    if (!chain && base % (stride * members) >= stride) continue;
+    for (int i = 0; i < members; ++i) {
+      const int di = base + i * stride;
+      int degree = 0;
+      for (int j = 0; j < members; ++j) degree += links[di * n + base + j * stride];
+      worst = std::min(worst, degree == 0 ? host : static_cast<double>(degree) / max_degree);
+    }
+  }
+  return worst;
 }
 
 }  // namespace lmsim

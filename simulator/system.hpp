@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace lmsim {
 
@@ -25,8 +26,14 @@ struct System {
   double peak_flops_fp8 = 0;  // 0 when the device has no FP8 units
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_bytes_per_s = 0;
-  Link intra_node;
+  Link intra_node;  // bandwidth: the device's whole intra-node bandwidth (all its links, or its switch port)
   Link inter_node;
+  // Direct links inside a node instead of a switch (DGX-1's NVLink hybrid cube-mesh): row-major
+  // devices_per_node x devices_per_node link counts, symmetric, zero diagonal. Empty: a switch (NVSwitch), where
+  // every group gets the device's whole intra-node bandwidth. See `ring_bandwidth_share`.
+  std::vector<int> intra_node_links;
+  // Between two devices of a linked node with no direct link: the path through PCIe and the host.
+  double intra_node_host_bandwidth_bytes_per_s = 0;
   // Matrix units that need operands in their own tiled layout (Ascend's fractal NZ format): every GEMM's inputs
   // and output pass through a layout-conversion (TransData) kernel in HBM.
   bool gemm_layout_conversion = false;
@@ -45,5 +52,13 @@ struct System {
 };
 
 std::string validate(const System& s);
+
+// The share of a device's intra-node bandwidth that a collective over `members` devices `stride` apart gets
+// (devices base + i·stride, the Megatron rank order), the worst over the node's groups of that shape; `chain`: the
+// point-to-point pairs (d, d + stride) between neighbouring pipeline stages, every offset d. On a switch, 1. On
+// direct links, NCCL builds its rings over the links among the members, one directed ring per link a member has to
+// the others, so the member with the fewest such links bounds the group (a DGX-1 TP pair on one NVLink: 1/6 of the
+// six-link bandwidth); a member with none goes through the host. Allocation-free: it runs inside simulate().
+double ring_bandwidth_share(const System& s, int members, int stride, bool chain = false);
 
 }  // namespace lmsim

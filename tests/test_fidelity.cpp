@@ -305,6 +305,48 @@ TEST(Fidelity, DeviceCountIsSixtyFourBit) {
   EXPECT_EQ(check(preset("Llama-3-8B"), s, TrainingSettings{}, ValidityOptions{}), Rejection::degree_out_of_range);
 }
 
+TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
+  // DGX-1 (V100) hybrid cube-mesh: six NVLinks per GPU; quads 0-3 and 4-7 fully connected, i-(i+4) across.
+  const System& v100 = io::presets().find_system("v100_sxm2_32g")->system;
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 8, 1), 1.0);      // three edge-disjoint rings over all six links
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 4, 1), 4.0 / 6);  // inside a quad: four links per GPU
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 2, 1), 1.0 / 6);  // TP pairs: 0-1 and 4-5 are single NVLinks
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 4, 2), 2.0 / 6);  // {0,2,4,6}: one ring 0-2-6-4
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 2, 4), 1.0 / 6);  // {2,6}, {3,7}: one NVLink each
+  const double host = v100.intra_node_host_bandwidth_bytes_per_s / v100.intra_node.bandwidth_bytes_per_s;
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 2, 2, true), host);  // stage pair 2 -> 4: no NVLink, through the host
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 2, 2), 1.0 / 6);     // groups {0,2}, {1,3}, {4,6}, {5,7}: linked
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(h100(), 2, 1), 1.0);       // a switch: every group gets the whole port
+
+  // In the simulator: a TP pair's all-reduce on the cube-mesh takes 6x the switch's bandwidth term.
+  System mesh_sys = v100;
+  mesh_sys.intra_node.latency_s = 0;  // bandwidth terms only
+  System sw = mesh_sys;
+  sw.intra_node_links.clear();
+  TrainingSettings t = megatron2022();
+  t.micro_batch_size = 1;
+  t.global_batch_size = 16;
+  Strategy s;
+  s.tensor_parallel = 2;
+  s.data_parallel = 4;
+  s.recompute = Recompute::none;
+  s.sequence_parallel = false;
+  PlatformParams p;
+  p.collective_latency_us = 0;
+  p.kernel_launch_us = 0;
+  auto tp_all_reduce_ms = [&](const System& sys) {
+    for (const auto& r : collective_diagnostics(gpt22b(), s, sys, t, p))
+      if (r.group == "tp" && r.primitive == "all_reduce") return r.predicted_ms;
+    return -1.0;
+  };
+  const double mesh = tp_all_reduce_ms(mesh_sys), flat = tp_all_reduce_ms(sw);
+  ASSERT_GT(flat, 0);
+  EXPECT_NEAR(mesh / flat, 6.0, 1e-9);
+  const Prediction a = simulate(gpt22b(), s, mesh_sys, t, p), b = simulate(gpt22b(), s, sw, t, p);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a.breakdown.tp_comm_s, 5.0 * b.breakdown.tp_comm_s);
+}
+
 TEST(Fidelity, BlackwellPresetsFollowTheirSpecSheets) {
   const auto* b200 = io::presets().find_system("b200_sxm_180g");
   const auto* nvl72 = io::presets().find_system("gb200_nvl72");

@@ -430,6 +430,33 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   io::Json j = io::to_json(s);
   j["hbm_capacity_gib"] = -1;
   EXPECT_THROW(io::system_from_json(j, "sys.json"), io::InputError);
+  // A direct-link table round-trips; a malformed one is refused naming intra_node.links.
+  const System v100 = io::presets().find_system("v100_sxm2_32g")->system;
+  ASSERT_EQ(v100.intra_node_links.size(), 64u);
+  const System v100_back = io::system_from_json(io::to_json(v100), "mem");
+  EXPECT_EQ(v100_back.intra_node_links, v100.intra_node_links);
+  EXPECT_DOUBLE_EQ(v100_back.intra_node_host_bandwidth_bytes_per_s, v100.intra_node_host_bandwidth_bytes_per_s);
+  auto refused = [](const io::Json& bad, const char* what) {
+    try {
+      io::system_from_json(bad, "sys.json");
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const io::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("intra_node"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("sys.json"), std::string::npos) << e.what();
+    }
+  };
+  io::Json asym = io::to_json(v100);
+  asym["intra_node"]["links"][0][1] = 2;  // 0-1 has 2 links, 1-0 has 1
+  refused(asym, "an asymmetric link table");
+  io::Json ragged = io::to_json(v100);
+  ragged["intra_node"]["links"][3] = io::Json{0, 1};
+  refused(ragged, "a ragged link table");
+  io::Json small = io::to_json(v100);
+  small["intra_node"]["links"] = io::Json{io::Json{0, 1}, io::Json{1, 0}};  // 2 x 2 on an 8-device node
+  refused(small, "a table of the wrong size");
+  io::Json no_host = io::to_json(v100);
+  no_host["intra_node"].erase("host_bandwidth_gb_per_s");
+  refused(no_host, "unlinked pairs without a host path");
   TrainingSettings t;
   t.precision = Precision::fp8;
   t.dropout = true;
