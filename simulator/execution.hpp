@@ -97,7 +97,11 @@ struct Gemm {
   // GroupedLinear, which runs one cuBLAS GEMM per expert (multi-stream), not one grouped kernel.
   double launches = 1;
   RecomputeModule module = RecomputeModule::none;  // the --recompute-modules submodule it belongs to
+  bool expert = false;                             // a routed expert's weight: reduced over the expert-DP group
 };
+// Whether a GEMM multiplies by a weight (its k x n matrix per batch entry, as sharded on this rank) or by
+// activations (the attention core).
+inline bool has_weight(OpRole r) { return r != OpRole::attn_core; }
 
 // Transformer Engine FP8 (Micikevicius et al. 2022; TE's Linear / LayerNormLinear): only the linear layers run in
 // FP8; attention BMMs, softmax, router and LM head stay 16-bit. Each FP8 GEMM casts its input with a fused
@@ -243,6 +247,11 @@ struct LayerOp {
   // submodule whose recompute frees them (none: kept under selective recompute).
   double stored = 0;
   RecomputeModule frees = RecomputeModule::none;
+  // Parameters this op owns on one rank, as sharded: a GEMM's weight (k·n per batch entry: TP-sharded linear
+  // layers divided by t, routed experts by ep·etp, duplicated ones such as MLA's down-projections and the router
+  // whole), its bias, a norm's weights (replicated across TP). `expert`: reduced over the expert-DP group, not DP.
+  double params = 0;
+  bool expert_params = false;
 };
 
 // Whether selective recompute replays submodule r: chosen itself, or inside a chosen MoE layer (`moe` covers
@@ -278,10 +287,13 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     kernels_listed += o.kernels;
     f(o);
   };
-  auto gemm = [&](Gemm g, double stored = 0, R frees = R::none) {
+  // `extra`: parameters besides the weight (a bias, the norm of a down-projection's output).
+  auto gemm = [&](Gemm g, double stored = 0, R frees = R::none, double extra = 0) {
     LayerOp o{g.name, true, g};
     o.stored = stored;
     o.frees = frees;
+    o.params = (has_weight(g.role) ? g.batch * g.n * g.k : 0.0) + extra;
+    o.expert_params = g.expert;
     f(o);  // GEMM launches are their own (Gemm::launches)
   };
   // Memory-bound work outside the TP region (divided by sp) or inside it (already per rank).
@@ -306,8 +318,16 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   };
   // Norms (Korthikanti §4.2.2: outside the TP region) read and write their tensor; each keeps its input.
   // input_layernorm and pre_mlp_layernorm are what --recompute-modules layernorm replays.
+  // A norm's weights: a scale (RMSNorm) or a scale and a bias (LayerNorm) per element of its width.
+  const double norm_weights = m.norm == Norm::layernorm ? 2.0 : 1.0;
   auto norm = [&](const char* name, R module) {
-    outside(name, 2 * act, module == R::layernorm ? 1 : 0, module, norm_kept * S * h);
+    LayerOp o{name};
+    o.fwd_bytes = o.bwd_bytes = 2 * act / sp;
+    o.kernels = module == R::layernorm ? 1 : 0;
+    o.module = module;
+    o.stored = norm_kept * S * h / sp;
+    o.params = norm_weights * h;
+    emit(o);
   };
   if (m.post_norms) norm("post_attention_norm", R::none);
   norm("input_layernorm", R::layernorm);
@@ -323,18 +343,29 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   if (m.is_mla()) {
     const double ql = static_cast<double>(m.q_lora_rank), kvl = static_cast<double>(m.kv_lora_rank);
     const double rope = static_cast<double>(m.qk_rope_head_dim);
+    // The down-projections are duplicated across TP (Megatron-core MLA: TE parallel_mode 'duplicated'), each with
+    // the norm of its latent.
     if (ql > 0) {
-      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, lin * S * h / sp, R::layernorm);
+      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, lin * S * h / sp, R::layernorm, norm_weights * ql);
       gemm(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql, 1, R::mla_up_proj});
     } else {
       gemm(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h}, lin * S * h / sp, R::layernorm);
     }
-    gemm(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h}, 2 * S * (kvl + ql) / t);  // the latents
+    gemm(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h}, 2 * S * (kvl + ql) / t, R::none,
+         norm_weights * kvl);  // keeps the latents
     gemm(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, R::mla_up_proj});
   } else {
-    gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h}, lin * S * h / sp, R::layernorm);
+    gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h}, lin * S * h / sp, R::layernorm,
+         m.qkv_bias ? (c.a + 2 * c.g) * c.d / t : 0.0);
   }
-  if (m.qk_norm) inside("qk_norm", 2 * qk_width, 0, R::none, norm_kept * S * (c.a + c.g) * c.d);
+  if (m.qk_norm) {  // one norm of head_dim each for q and k, shared by the heads, replicated across TP
+    LayerOp o{"qk_norm"};
+    o.fwd_bytes = 2 * qk_width;
+    o.bwd_bytes = 1.5 * o.fwd_bytes;
+    o.stored = norm_kept * S * (c.a + c.g) * c.d / t;
+    o.params = 2 * norm_weights * c.d;
+    emit(o);
+  }
   // Rotary embedding on q and k (MLA: applied with the up-projections, which mla_up_proj replays); the Q, K, V it
   // hands to the attention core are kept (up-projected ones freed by mla_up_proj).
   inside("rotary", 2 * qk_width, m.is_mla() ? 2 : 0, m.is_mla() ? R::mla_up_proj : R::none, qkv,
@@ -400,10 +431,10 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     o.stored = routed * h * (lin + 2) + S * experts * 4 / sp;
     o.frees = R::moe;
     emit(o);
-    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, local_experts, R::moe});
+    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, local_experts, R::moe, true});
     // (`inside` divides what it keeps by t; the experts' share is 1/etp.)
     inside("expert_activation", gate_in * routed * fm / et * 2, 1, R::moe_act, routed * 2 * fm * gate * t / et, R::moe);
-    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / et, local_experts, R::moe},
+    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / et, local_experts, R::moe, true},
          routed * (lin + unfused_gate) * fm / et, R::moe_act);
     if (m.num_shared_experts > 0) {
       const double fs = fm * static_cast<double>(m.num_shared_experts);

@@ -21,61 +21,6 @@ std::int64_t Model::num_moe_layers() const {
   return n;
 }
 
-namespace {
-double norm_params(const Model& m, double width) { return m.norm == Norm::layernorm ? 2.0 * width : width; }
-double mlp_params(const Model& m, double ffn) {
-  const double h = static_cast<double>(m.hidden_size);
-  return (m.is_gated() ? 3.0 : 2.0) * h * ffn;
-}
-}  // namespace
-
-LayerParams layer_params(const Model& m) {
-  LayerParams p;
-  const double h = static_cast<double>(m.hidden_size);
-  const double a = static_cast<double>(m.num_attention_heads);
-  const double g = static_cast<double>(m.num_kv_heads);
-  const double d = static_cast<double>(m.head_dim);
-  if (m.is_mla()) {
-    const double rope = static_cast<double>(m.qk_rope_head_dim);
-    const double vd = static_cast<double>(m.v_head_dim);
-    const double ql = static_cast<double>(m.q_lora_rank);
-    const double kvl = static_cast<double>(m.kv_lora_rank);
-    const double q = ql > 0 ? h * ql + ql + ql * a * (d + rope) : h * a * (d + rope);
-    p.attention = q + h * (kvl + rope) + kvl + kvl * a * (d + vd) + a * vd * h;
-  } else {
-    p.attention = h * a * d + 2.0 * h * g * d + a * d * h;
-    if (m.qkv_bias) p.attention += (a + 2.0 * g) * d;
-    if (m.qk_norm) p.attention += 2.0 * d;
-  }
-  p.mlp_dense = mlp_params(m, static_cast<double>(m.ffn_hidden_size));
-  if (m.is_moe()) {
-    p.router = h * static_cast<double>(m.num_experts);
-    p.expert = mlp_params(m, static_cast<double>(m.moe_ffn_hidden_size));
-    p.shared_experts = static_cast<double>(m.num_shared_experts) * p.expert;
-  }
-  p.norms = norm_params(m, h) * (m.post_norms ? 4.0 : 2.0);
-  return p;
-}
-
-ParamCount count_params(const Model& m) {
-  const LayerParams lp = layer_params(m);
-  const double h = static_cast<double>(m.hidden_size);
-  const double moe_layers = static_cast<double>(m.num_moe_layers());
-  const double dense_layers = static_cast<double>(m.num_layers) - moe_layers;
-  const double experts = static_cast<double>(m.num_experts);
-  const double topk = static_cast<double>(m.experts_per_token);
-  const double common = static_cast<double>(m.num_layers) * (lp.attention + lp.norms) + norm_params(m, h);
-  ParamCount c;
-  c.embedding = static_cast<double>(m.vocab_size) * h;
-  c.output_head = m.tied_embeddings ? 0.0 : c.embedding;
-  const double moe_total = moe_layers * (lp.router + lp.shared_experts + experts * lp.expert);
-  const double moe_active = moe_layers * (lp.router + lp.shared_experts + topk * lp.expert);
-  c.non_embedding = common + dense_layers * lp.mlp_dense + moe_total;
-  c.total = c.non_embedding + c.embedding + c.output_head;
-  c.active_per_token = common + dense_layers * lp.mlp_dense + moe_active + c.embedding + c.output_head;
-  return c;
-}
-
 std::string validate(const Model& m) {
   auto positive = [](std::int64_t v) { return v > 0; };
   if (!positive(m.hidden_size)) return "hidden_size must be positive";

@@ -58,18 +58,6 @@ struct Model {
   std::int64_t num_moe_layers() const;
 };
 
-// Parameter counts of one transformer layer's parts (no parallel sharding applied).
-struct LayerParams {
-  double attention = 0;       // projections, biases, q/k norms
-  double mlp_dense = 0;       // dense MLP (for dense layers)
-  double router = 0;          // MoE router
-  double expert = 0;          // one routed expert
-  double shared_experts = 0;  // all shared experts together
-  double norms = 0;           // the layer's norms
-};
-
-LayerParams layer_params(const Model& m);
-
 struct ParamCount {
   double total = 0;             // every parameter stored (embedding counted once if tied)
   double non_embedding = 0;     // total minus input embedding and output head
@@ -78,6 +66,7 @@ struct ParamCount {
   double output_head = 0;       // 0 when tied
 };
 
+// Counted on the op list of simulator/execution.hpp (each op owns its weights); defined in simulate.cpp.
 ParamCount count_params(const Model& m);
 
 // Structural sanity of a spec; returns an empty string when valid, else the offending field and why.

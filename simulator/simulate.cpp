@@ -335,19 +335,25 @@ double inflight(int pp, int vpp, std::int64_t mb, int i) {
   return static_cast<double>(std::min(chunks, mb * vpp)) / vpp;
 }
 
-// Parameters of one rank of a stage: dense (sharded over tp, reduced over dp·cp) and expert (over ep·etp,
-// reduced over the expert-data-parallel group). Norm weights and the router are replicated across TP.
+// Parameters of one rank: dense (reduced over dp·cp) and expert (sharded over ep·etp, reduced over the
+// expert-data-parallel group). For a layer, a fold over its ops (each owns its weights as sharded).
 struct StageParams {
   double dense, expert;
 };
-StageParams stage_params(const Ctx& c, const LayerParams& lp, const StageLayers& sl, bool is_first, bool is_last) {
+StageParams layer_params_per_rank(const Ctx& c, bool moe) {
+  StageParams out{0, 0};
+  visit_layer(c, moe, [&](const LayerOp& o) { (o.expert_params ? out.expert : out.dense) += o.params; });
+  return out;
+}
+// A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
+StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const StageParams& moe_layer,
+                         const StageLayers& sl, bool is_first, bool is_last) {
   const Model& m = *c.m;
   const double nm = sl.moe + (sl.mtp > 0 && m.layer_is_moe(m.num_layers - 1) ? sl.mtp : 0);
-  const double n = sl.layers + sl.mtp, nd = n - nm;
-  double dense =
-      nd * lp.mlp_dense / c.tp + n * (lp.attention / c.tp + lp.norms) + nm * (lp.router + lp.shared_experts / c.tp);
+  const double nd = sl.layers + sl.mtp - nm;
+  double dense = nd * dense_layer.dense + nm * moe_layer.dense;
   dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * c.h);  // MTP: 2h -> h projection and its two norms
-  const double expert = nm * static_cast<double>(m.num_experts) * lp.expert / (c.ep * c.etp);
+  const double expert = nm * moe_layer.expert;
   const double head = c.vocab_padded * c.h / c.tp;
   if (is_first) dense += head;
   const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * c.h;
@@ -358,6 +364,27 @@ StageParams stage_params(const Ctx& c, const LayerParams& lp, const StageLayers&
 }  // namespace detail
 
 using namespace detail;
+
+// The model's parameter counts: the layers' op lists on one unsharded rank (every expert on it).
+ParamCount count_params(const Model& m) {
+  const Ctx c = make_ctx(m, Strategy{}, System{}, TrainingSettings{}, PlatformParams{});
+  const StageParams dense = layer_params_per_rank(c, false);
+  const StageParams moe = m.is_moe() ? layer_params_per_rank(c, true) : StageParams{0, 0};
+  const double h = static_cast<double>(m.hidden_size);
+  const double moe_layers = static_cast<double>(m.num_moe_layers());
+  const double dense_layers = static_cast<double>(m.num_layers) - moe_layers;
+  const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
+  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * h;
+  ParamCount out;
+  out.embedding = static_cast<double>(m.vocab_size) * h;
+  out.output_head = m.tied_embeddings ? 0.0 : out.embedding;
+  const double common = dense_layers * (dense.dense + dense.expert) + moe_layers * moe.dense + final_norm;
+  out.non_embedding = common + moe_layers * moe.expert;
+  out.total = out.non_embedding + out.embedding + out.output_head;
+  out.active_per_token =
+      common + (experts > 0 ? moe_layers * moe.expert * topk / experts : 0.0) + out.embedding + out.output_head;
+  return out;
+}
 
 LayerActivation layer_activation(const Model& m, const Strategy& s, const TrainingSettings& t, const PlatformParams& p,
                                  bool moe_layer) {
@@ -379,7 +406,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const PipelineSplit split = *pipeline_split(m, s, o.validity.allow_uneven_layers);
   pr.pipeline_split = split.kind;
   const Ctx c = make_ctx(m, s, sys, t, p);
-  const LayerParams lp = layer_params(m);
+  const StageParams dense_params = layer_params_per_rank(c, false);
+  const StageParams moe_params = m.is_moe() ? layer_params_per_rank(c, true) : dense_params;
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
   const std::int64_t mb = c.r.num_micro_batches;
   pr.num_micro_batches = mb;
@@ -439,7 +467,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double p2p_exposed = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
     st.pp_comm_s = vpp * p2p_exposed;
     st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
-    const StageParams sp = stage_params(c, lp, sl, is_first, is_last);
+    const StageParams sp = stage_params(c, dense_params, moe_params, sl, is_first, is_last);
     const double params = sp.dense + sp.expert;
     // Data-parallel traffic of the stage: its gradient reduction and (distributed optimizer) parameter gather.
     if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
@@ -707,7 +735,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
   const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
-  const LayerParams lp = layer_params(m);
+  const StageParams dense_params = layer_params_per_rank(c, false);
+  const StageParams moe_params = m.is_moe() ? layer_params_per_rank(c, true) : dense_params;
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;
   const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
@@ -730,7 +759,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * (k.fwd + k.bwd)); });
     visit_pipeline_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
-    const StageParams sp = stage_params(c, lp, sl, i == 0, i == s.pipeline_parallel - 1);
+    const StageParams sp = stage_params(c, dense_params, moe_params, sl, i == 0, i == s.pipeline_parallel - 1);
     // Once per iteration; with FSDP per micro-batch, the gather twice (forward and backward).
     visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
       add(k.prim, k.group, k.bytes, c.r.fsdp ? mb * (k.grad ? 1 : 2) : 1);

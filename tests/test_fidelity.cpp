@@ -347,6 +347,41 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_GT(a.breakdown.tp_comm_s, 5.0 * b.breakdown.tp_comm_s);
 }
 
+// Per-rank parameters are a fold over the layer's ops: what TP shards is divided by t, what it duplicates is not.
+// So 2·P(tp 2) − P(tp 1) is the duplicated part: norms (and q/k norms), MLA's down-projections with their latent
+// norms, plus the vocabulary padding to 128·t.
+TEST(Fidelity, ParametersFollowEachOpsShardingClass) {
+  const TrainingSettings t = run_settings(4096, 8);
+  auto per_rank = [&](const Model& m, int tp) {
+    Strategy s;
+    s.tensor_parallel = tp;
+    s.data_parallel = 1;
+    const Prediction p = simulate(m, s, h100(), t, PlatformParams{});
+    EXPECT_TRUE(p.ok()) << m.name << " tp" << tp;
+    return p.stages[0].weight_bytes / 2;  // bf16 weights
+  };
+  auto padded = [](const Model& m, int tp) { return std::ceil(m.vocab_size / (128.0 * tp)) * 128.0 * tp; };
+  const Model qwen = preset("Qwen3-0.6B");
+  ASSERT_TRUE(qwen.qk_norm && qwen.tied_embeddings);
+  const double h = static_cast<double>(qwen.hidden_size), d = static_cast<double>(qwen.head_dim);
+  const double qwen_duplicated = qwen.num_layers * (2 * h + 2 * d) + h + (padded(qwen, 2) - padded(qwen, 1)) * h;
+  EXPECT_NEAR(2 * per_rank(qwen, 2) - per_rank(qwen, 1), qwen_duplicated, 1e-6 * qwen_duplicated);
+
+  Model mla = preset("DeepSeek-V3");  // its attention on a dense 4-layer model
+  mla.num_experts = mla.experts_per_token = mla.moe_ffn_hidden_size = mla.num_shared_experts = 0;
+  mla.first_dense_layers = 0;
+  mla.mtp_layers = 0;
+  mla.num_layers = 4;
+  const double H = static_cast<double>(mla.hidden_size), ql = static_cast<double>(mla.q_lora_rank),
+               kvl = static_cast<double>(mla.kv_lora_rank), rope = static_cast<double>(mla.qk_rope_head_dim);
+  const double down = H * ql + ql + H * (kvl + rope) + kvl;  // duplicated across TP (TE parallel_mode 'duplicated')
+  const double mla_duplicated = mla.num_layers * (2 * H + down) + H + (padded(mla, 2) - padded(mla, 1)) * H;
+  EXPECT_NEAR(2 * per_rank(mla, 2) - per_rank(mla, 1), mla_duplicated, 1e-6 * mla_duplicated);
+  // And the model's count is the same fold on one unsharded rank.
+  EXPECT_NEAR(count_params(mla).total + (padded(mla, 1) - mla.vocab_size) * H * (mla.tied_embeddings ? 1 : 2),
+              per_rank(mla, 1), 1e-9 * per_rank(mla, 1));
+}
+
 TEST(Fidelity, BlackwellPresetsFollowTheirSpecSheets) {
   const auto* b200 = io::presets().find_system("b200_sxm_180g");
   const auto* nvl72 = io::presets().find_system("gb200_nvl72");
