@@ -69,7 +69,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     const double vt = u.time_log_sd * u.time_log_sd + calib::quad(u, sens[i]->g_time, sens[i]->g_time);
     const double vm = u.memory_log_sd * u.memory_log_sd + calib::quad(u, sens[i]->g_memory, sens[i]->g_memory);
     cr.time_log_sd = std::sqrt(std::max(0.0, vt));
-    cr.time_p90_s = ranking[i].time_s * std::exp(1.2815516 * cr.time_log_sd);
+    cr.time_p90_s = ranking[i].time_s * std::exp(calib::central_quantile(0.8, u.time_dof) * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     // A θ fitted without memory measurements knows nothing of memory error: P(fits) is unknown (NaN), not 1.
     cr.p_fits = u.memory_log_sd > 0
@@ -414,13 +414,14 @@ void run(SearchCli sc, std::ostream& out) {
   auto risk = ranking_risk(model, space, r.ranking, unc, o);
   if (sc.rank_by == "risk") {
     // Risk-aware order: candidates that fit with probability >= 0.9 first, each group by the 90th percentile of
-    // its objective (objective x exp(1.28 sd)); candidates without a covariance keep their point order at the end.
+    // its objective (objective x the time's 90th-percentile / point ratio); candidates without a covariance keep their
+    // point order at the end.
     std::vector<std::size_t> order(r.ranking.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     auto key = [&](std::size_t i) {
       if (!risk[i]) return std::make_pair(2, r.ranking[i].objective);
       return std::make_pair(std::isnan(risk[i]->p_fits) || risk[i]->p_fits >= 0.9 ? 0 : 1,
-                            r.ranking[i].objective * std::exp(1.2815516 * risk[i]->time_log_sd));
+                            r.ranking[i].objective * (risk[i]->time_p90_s / r.ranking[i].time_s));
     };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     std::vector<search::Entry> ranked;

@@ -61,6 +61,9 @@ std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file
     f.covariance = u.at("covariance").get<std::vector<std::vector<double>>>();
     f.time_log_sd = u.at("time_log_sd").get<double>();
     f.memory_log_sd = u.at("memory_log_sd").get<double>();
+    // Absent in θ files written before the degrees of freedom were recorded: normal quantiles.
+    f.time_dof = u.value("time_dof", 0.0);
+    f.memory_dof = u.value("memory_dof", 0.0);
   } catch (const io::Json::exception& e) {
     throw io::InputError(theta_file, 0, "uncertainty", std::string("malformed: ") + e.what());
   }
@@ -75,7 +78,9 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
                   {"time_log_sd", f.time_log_sd},
                   {"memory_log_sd", f.memory_log_sd},
                   {"n_time", u.n_time},
-                  {"n_memory", u.n_memory}};
+                  {"n_memory", u.n_memory},
+                  {"time_dof", u.time_dof},
+                  {"memory_dof", u.memory_dof}};
 }
 
 namespace {

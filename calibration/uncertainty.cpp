@@ -64,7 +64,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
   u.free = pb.free;
   const std::size_t k = u.free.size();
   const SimOptions so = sim_options(pb);
-  // Residuals at the optimum, per kind.
+  // Residuals at the optimum, per kind (their scale is set below, once the parameters that move each kind are known).
   double st = 0, sm = 0;
   for (auto i : train) {
     const Sample& s = pb.samples[i];
@@ -79,12 +79,18 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
       ++u.n_memory;
     }
   }
-  // Unbiased per-kind variances: the free parameters use up degrees of freedom of the pooled data.
-  const double n_all = static_cast<double>(u.n_time + u.n_memory);
-  const double dof = std::max(1.0, n_all - static_cast<double>(k)) / std::max(1.0, n_all);
-  u.time_log_sd = u.n_time ? std::sqrt(st / (static_cast<double>(u.n_time) * dof)) : 0;
-  u.memory_log_sd = u.n_memory ? std::sqrt(sm / (static_cast<double>(u.n_memory) * dof)) : 0;
-  if (k == 0) return u;
+  // Unbiased per-kind variances: each kind's runs less the free parameters that move that kind's predictions
+  // (most θ move time only, the runtime-memory terms memory only).
+  auto set_scale = [&](double k_time, double k_memory) {
+    u.time_dof = std::max(1.0, static_cast<double>(u.n_time) - k_time);
+    u.memory_dof = std::max(1.0, static_cast<double>(u.n_memory) - k_memory);
+    u.time_log_sd = u.n_time ? std::sqrt(st / u.time_dof) : 0;
+    u.memory_log_sd = u.n_memory ? std::sqrt(sm / u.memory_dof) : 0;
+  };
+  if (k == 0) {
+    set_scale(0, 0);
+    return u;
+  }
   // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision in the
   // same units (the objective's prior / n · z² against a mean squared log error, i.e. prior / s_t² per z²).
   std::vector<double> info(k * k, 0.0);
@@ -103,6 +109,17 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
                            : 0);
     }
   }
+  auto moves = [](const std::vector<double>& g) {
+    for (double v : g)
+      if (std::isfinite(v) && std::fabs(v) > 1e-12) return 1.0;
+    return 0.0;
+  };
+  double k_time = 0, k_memory = 0;
+  for (std::size_t a = 0; a < k; ++a) {
+    k_time += moves(jt[a]);
+    k_memory += moves(jm[a]);
+  }
+  set_scale(k_time, k_memory);
   const double vt = std::max(u.time_log_sd * u.time_log_sd, 1e-8),
                vm = std::max(u.memory_log_sd * u.memory_log_sd, 1e-8);
   for (std::size_t a = 0; a < k; ++a)
@@ -155,6 +172,25 @@ double quad(const Uncertainty& u, const std::vector<double>& g, const std::vecto
 
 double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
+double central_quantile(double p, double dof) {
+  // The normal quantile of (1 + p) / 2 by bisection on erfc (exact to 1e-12 for the coverages used here).
+  const double target = 0.5 * (1 + p);
+  double lo = 0, hi = 10;
+  for (int i = 0; i < 80; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (normal_cdf(mid) < target ? lo : hi) = mid;
+  }
+  const double z = 0.5 * (lo + hi);
+  if (!(dof > 0)) return z;
+  // Student's t from the normal quantile: the Cornish-Fisher expansion of Abramowitz & Stegun 26.7.5, four terms
+  // (within 0.3 % of the exact quantile for dof >= 3 at 80 / 90 %; dof 1-2 are wider still).
+  const double n = dof, z2 = z * z;
+  const double g1 = (z2 + 1) * z / 4, g2 = ((5 * z2 + 16) * z2 + 3) * z / 96,
+               g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384,
+               g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160;
+  return z + g1 / n + g2 / (n * n) + g3 / (n * n * n) + g4 / (n * n * n * n);
+}
+
 std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
                                              const TrainingSettings& t, const PlatformParams& theta,
                                              const Uncertainty& u, const SimOptions& o) {
@@ -168,12 +204,13 @@ std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, 
   PredictionIntervals out;
   out.time_log_sd = std::sqrt(std::max(0.0, vt));
   out.memory_log_sd = u.memory_log_sd > 0 ? std::sqrt(std::max(0.0, vm)) : 0;
-  // Central normal quantiles: 80 % -> 1.2816, 90 % -> 1.6449.
+  // Central Student-t quantiles with each kind's residual degrees of freedom (normal: 80 % -> 1.2816, 90 % ->
+  // 1.6449).
   auto band = [](double v, double sd, double z) { return Interval{v, v * std::exp(-z * sd), v * std::exp(z * sd)}; };
-  out.time_s_80 = band(p.iteration_time_s, out.time_log_sd, 1.2815516);
-  out.time_s_90 = band(p.iteration_time_s, out.time_log_sd, 1.6448536);
-  out.memory_bytes_80 = band(p.max_peak_memory_bytes, out.memory_log_sd, 1.2815516);
-  out.memory_bytes_90 = band(p.max_peak_memory_bytes, out.memory_log_sd, 1.6448536);
+  out.time_s_80 = band(p.iteration_time_s, out.time_log_sd, central_quantile(0.8, u.time_dof));
+  out.time_s_90 = band(p.iteration_time_s, out.time_log_sd, central_quantile(0.9, u.time_dof));
+  out.memory_bytes_80 = band(p.max_peak_memory_bytes, out.memory_log_sd, central_quantile(0.8, u.memory_dof));
+  out.memory_bytes_90 = band(p.max_peak_memory_bytes, out.memory_log_sd, central_quantile(0.9, u.memory_dof));
   return out;
 }
 
@@ -203,7 +240,7 @@ Coverage interval_coverage(const Problem& pb, const CvResult& cv) {
 }
 
 UncertaintyJson to_json_form(const Uncertainty& u) {
-  UncertaintyJson j{{}, {}, u.time_log_sd, u.memory_log_sd};
+  UncertaintyJson j{{}, {}, u.time_log_sd, u.memory_log_sd, u.time_dof, u.memory_dof};
   const std::size_t k = u.free.size();
   for (std::size_t a = 0; a < k; ++a) {
     j.free.push_back(param_table()[u.free[a]].name);
@@ -237,8 +274,12 @@ Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
   if (!(j.time_log_sd >= 0) || !(j.memory_log_sd >= 0) || !std::isfinite(j.time_log_sd) ||
       !std::isfinite(j.memory_log_sd))
     throw io::InputError(file, 0, "uncertainty", "log sds must be finite and non-negative");
+  if (!(j.time_dof >= 0) || !(j.memory_dof >= 0) || !std::isfinite(j.time_dof) || !std::isfinite(j.memory_dof))
+    throw io::InputError(file, 0, "uncertainty", "degrees of freedom must be finite and non-negative");
   u.time_log_sd = j.time_log_sd;
   u.memory_log_sd = j.memory_log_sd;
+  u.time_dof = j.time_dof;
+  u.memory_dof = j.memory_dof;
   return u;
 }
 

@@ -21,6 +21,9 @@ struct Uncertainty {
   double time_log_sd = 0;          // residual sd of log(predicted / measured) time over the fitted runs
   double memory_log_sd = 0;        // the same for peak memory; 0 when no memory was measured
   std::size_t n_time = 0, n_memory = 0;
+  // Residual degrees of freedom per kind: runs of that kind less the free parameters that move it (0: unknown,
+  // normal quantiles). Intervals take Student-t quantiles with them.
+  double time_dof = 0, memory_dof = 0;
 };
 
 // θ's covariance at `theta` (the fit's optimum) over the training runs `train`.
@@ -54,6 +57,9 @@ struct CandidateRisk {
   double time_log_sd = 0;
 };
 double normal_cdf(double z);
+// The central-interval quantile of Student's t with `dof` degrees of freedom for coverage `p` (0.8 → 1.2816 as
+// dof → ∞); dof <= 0 means the normal quantile.
+double central_quantile(double p, double dof);
 
 // Intervals for one configuration; nullopt when the strategy is rejected.
 std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
@@ -73,6 +79,7 @@ struct UncertaintyJson {
   std::vector<std::string> free;
   std::vector<std::vector<double>> covariance;
   double time_log_sd, memory_log_sd;
+  double time_dof = 0, memory_dof = 0;
 };
 UncertaintyJson to_json_form(const Uncertainty& u);
 Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file);

@@ -174,6 +174,37 @@ TEST(Uncertainty, IntervalsContainThePredictionAndWidenWithLessData) {
   EXPECT_GT(ivf->time_log_sd, iv->time_log_sd);
 }
 
+// Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
+// compute / communication terms that move time only; intervals use Student-t quantiles with them.
+TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
+  EXPECT_NEAR(calib::central_quantile(0.9, 0), 1.644854, 1e-5);  // normal
+  EXPECT_NEAR(calib::central_quantile(0.8, 0), 1.281552, 1e-5);
+  EXPECT_NEAR(calib::central_quantile(0.9, 6), 1.943180, 2e-3);  // Student t tables
+  EXPECT_NEAR(calib::central_quantile(0.8, 6), 1.439756, 2e-3);
+  EXPECT_NEAR(calib::central_quantile(0.9, 3), 2.353363, 1e-2);
+  EXPECT_NEAR(calib::central_quantile(0.9, 30), 1.697261, 1e-4);
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const calib::Problem pb = calib::make_problem(d, "gpu");
+  const auto all = calib::all_indices(pb);
+  const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
+  const calib::Uncertainty u = calib::laplace(pb, all, fr.params);
+  std::size_t memory_only = 0;
+  for (auto i : u.free) {
+    const std::string n = param_table()[i].name;
+    memory_only += n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes";
+  }
+  ASSERT_EQ(memory_only, 3u);
+  // A free parameter no run's time depends on (dp_overlap on one node with nothing to overlap) costs none.
+  EXPECT_GE(u.time_dof, static_cast<double>(u.n_time - (u.free.size() - memory_only)));
+  EXPECT_LT(u.time_dof, static_cast<double>(u.n_time - 4));
+  EXPECT_DOUBLE_EQ(u.memory_dof, static_cast<double>(u.n_memory - memory_only));
+  const calib::Sample& s = pb.samples[0];
+  const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, u, calib::sim_options(pb));
+  ASSERT_TRUE(iv);
+  EXPECT_NEAR(std::log(iv->time_s_90.upper / iv->time_s_90.value),
+              calib::central_quantile(0.9, u.time_dof) * iv->time_log_sd, 1e-9);
+}
+
 TEST(Uncertainty, JsonFormIsCheckedWhenRead) {
   calib::UncertaintyJson j{{"matmul_efficiency", "kernel_launch_us"}, {{0.01, 0.0}, {0.0, 4.0}}, 0.03, 0.0};
   const calib::Uncertainty u = calib::from_json_form(j, "theta.json");
