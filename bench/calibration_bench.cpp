@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
       if (residuals) {
         for (const auto& p : mo.out_of_sample) {
           const auto& smp = pb.samples[p.index];
-          std::printf("      LOMO %-14s %-22s time %6.2f / %6.2f s (%+6.1f %%)  mem %+6.1f %%\n", smp.model_setting.c_str(),
-                      smp.config.c_str(), p.time_s, smp.time_s, 100 * (p.time_s / smp.time_s - 1),
-                      100 * (p.mem_max_bytes / smp.mem_max_bytes - 1));
+          std::printf("      LOMO %-14s %-22s time %6.2f / %6.2f s (%+6.1f %%)  mem %+6.1f %%\n",
+                      smp.model_setting.c_str(), smp.config.c_str(), p.time_s, smp.time_s,
+                      100 * (p.time_s / smp.time_s - 1), 100 * (p.mem_max_bytes / smp.mem_max_bytes - 1));
         }
         for (const auto& f : mo.folds) {
           std::printf("      LOMO fold theta:");

@@ -264,7 +264,8 @@ void H5Writer::attr(const std::string& object, const std::string& name, std::int
 
 void H5Writer::commit() {
   close_columns();
-  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw InputError(final_, 0, "", "writing the HDF5 file failed (disk full or not writable?)");
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
+    throw InputError(final_, 0, "", "writing the HDF5 file failed (disk full or not writable?)");
   if (H5Fclose(file_) < 0) {
     file_ = -1;
     throw InputError(final_, 0, "", "closing the HDF5 file failed (disk full or not writable?)");
