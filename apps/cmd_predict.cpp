@@ -102,8 +102,8 @@ void run(const PredictCli& o, std::ostream& os) {
     std::vector<std::vector<std::string>> c;
     for (const auto& x : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
       c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size), std::to_string(x.nodes),
-                   fmt(x.bytes / 1048576.0, 2), fmt(x.count, 0), fmt(x.predicted_ms, 3)});
-    os << "\n" << table({"collective", "group", "stage", "size", "nodes", "MiB", "calls", "ms/call"}, c);
+                   fmt(x.link_share, 3), fmt(x.bytes / 1048576.0, 2), fmt(x.count, 0), fmt(x.predicted_ms, 3)});
+    os << "\n" << table({"collective", "group", "stage", "size", "nodes", "link_share", "MiB", "calls", "ms/call"}, c);
   }
 }
 }  // namespace

@@ -113,6 +113,7 @@ io::Json PredictResult::json() const {
                      {"stage", c.stage},
                      {"group_size", c.group_size},
                      {"nodes", c.nodes},
+                     {"link_share", c.link_share},
                      {"bytes", c.bytes},
                      {"count", c.count},
                      {"predicted_ms", c.predicted_ms}});

@@ -746,8 +746,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     auto add = [&](Prim prim, Group g, double bytes, double count) {
       if (count <= 0) return;
       const GroupUse& gu = c.group(g);
-      out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes), bytes,
-                     count, collective_time_s(c, prim, gu, bytes) * 1e3});
+      out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes),
+                     gu.intra_share, bytes, count, collective_time_s(c, prim, gu, bytes) * 1e3});
     };
     auto layer = [&](double layers) {
       return

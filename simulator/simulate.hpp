@@ -159,6 +159,7 @@ struct CollectiveRecord {
   int stage;
   int group_size;
   int nodes;            // nodes the group spans (1: inside the NVLink domain)
+  double link_share;    // share of the device's intra-node bandwidth the group's ring gets (ring_bandwidth_share)
   double bytes;         // per call
   double count;         // calls per iteration
   double predicted_ms;  // per call, as simulate() times it

@@ -31,3 +31,12 @@ f=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit meg
 t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
 [[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp"* ]] || fail "settings line: $t"
 echo "cli_emit: all checks passed"
+# Diagnostics name each collective's share of the intra-node links: a TP pair on the DGX-1 cube-mesh gets 1/6.
+d=$("$lmsim" --log-level error predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp4-tp2-pp1-cp1-noRC \
+  --diagnostics --json)
+python3 -c "
+import json,sys
+j=json.loads(sys.argv[1])
+tp=[c for c in j['collectives'] if c['group']=='tp']
+assert tp and all(abs(c['link_share']-1/6)<1e-9 for c in tp), tp
+" "$d" || fail "link_share of a DGX-1 TP pair"
