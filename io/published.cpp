@@ -176,6 +176,8 @@ PublishedSet read_published(const std::string& dir) {
     if (rd.has("overlap_moe_expert_parallel_comm"))
       st.overlap_moe_expert_parallel_comm = flag(rd, i, "overlap_moe_expert_parallel_comm");
     if (rd.has("fsdp")) st.fsdp = flag(rd, i, "fsdp");
+    if (rd.has("reuse_fp32_param")) st.reuse_fp32_param = flag(rd, i, "reuse_fp32_param");
+    if (rd.has("bf16_optimizer_state")) st.bf16_optimizer_state = flag(rd, i, "bf16_optimizer_state");
     // Megatron's --recompute-modules for selective recompute, space-separated; empty: the default (core_attn).
     if (rd.has("recompute_modules") && !rd.at(i, rd.col("recompute_modules")).empty()) {
       st.recompute_modules = 0;

@@ -443,6 +443,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
   t.optimizer_moments_allocated = o.boolean_or("optimizer_moments_allocated", t.optimizer_moments_allocated);
   t.reuse_fp32_param = o.boolean_or("reuse_fp32_param", t.reuse_fp32_param);
+  t.bf16_optimizer_state = o.boolean_or("bf16_optimizer_state", t.bf16_optimizer_state);
   t.fsdp = o.boolean_or("fsdp", t.fsdp);
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
@@ -480,6 +481,7 @@ Json to_json(const TrainingSettings& t) {
               {"fp32_gradients", t.fp32_gradients},
               {"optimizer_moments_allocated", t.optimizer_moments_allocated},
               {"reuse_fp32_param", t.reuse_fp32_param},
+              {"bf16_optimizer_state", t.bf16_optimizer_state},
               {"fsdp", t.fsdp},
               {"recompute_modules", recompute_module_names(t)},
               {"moe_load_imbalance", t.moe_load_imbalance},

@@ -558,8 +558,11 @@ inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gr
 // the 18 of "2 + 4 + 12" less weights and gradients): the fp32 master copy (4), created with the optimizer, and
 // the fp32 moments exp_avg / exp_avg_sq (4 + 4), created lazily by the first step that is applied. MindSpeed's
 // --reuse-fp32-param keeps the 16-bit copy of the owned parameters inside the master copy: "sizeof(bfloat16) x
-// parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md).
+// parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md); Apex's and TE's
+// store_param_remainders likewise. A 16-bit optimizer state (Apex DistributedFusedAdam dtype bf16 over bf16
+// parameters: no master copy) keeps only the two bf16 moments.
 inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
+  if (t.bf16_optimizer_state) return t.optimizer_moments_allocated ? 4.0 : 0.0;
   return 4.0 + (t.optimizer_moments_allocated ? 8.0 : 0.0) - (t.reuse_fp32_param ? 2.0 : 0.0);
 }
 

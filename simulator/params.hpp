@@ -45,7 +45,7 @@ constexpr std::size_t kNumParams = 13;
 constexpr const char* kRetiredParam = "optimizer_bytes_per_param";
 constexpr const char* kRetiredParamWhy =
     "is no longer a platform parameter: optimizer state follows from the training settings (precision, "
-    "distributed_optimizer, optimizer_moments_allocated, reuse_fp32_param)";
+    "distributed_optimizer, optimizer_moments_allocated, reuse_fp32_param, bf16_optimizer_state)";
 const std::array<ParamInfo, kNumParams>& param_table();
 
 // Index i of the table; used by calibration to map a flat vector onto θ.

@@ -37,7 +37,10 @@ std::string validate(const TrainingSettings& t) {
   if (t.micro_batch_size <= 0 || t.micro_batch_size > t.global_batch_size)
     return "micro_batch_size must be in [1, global_batch_size]";
   if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0)) return "moe_load_imbalance must be in [1, 64]";
-  if (t.reuse_fp32_param && t.precision != Precision::bf16) return "reuse_fp32_param needs precision bf16";
+  if (t.reuse_fp32_param && t.precision == Precision::fp16)
+    return "reuse_fp32_param needs bf16 parameters (precision bf16 or fp8)";
+  if (t.reuse_fp32_param && t.bf16_optimizer_state)
+    return "reuse_fp32_param keeps an fp32 master copy; bf16_optimizer_state has none";
   if (t.fsdp && !t.distributed_optimizer)
     return "fsdp shards the optimizer state too: distributed_optimizer false contradicts it";
   if (t.recompute_modules >= (1u << kNumRecomputeModules)) return "recompute_modules holds an unknown module";

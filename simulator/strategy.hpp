@@ -73,9 +73,14 @@ struct TrainingSettings {
   // Adam's two fp32 moments exist. They are created by the first applied optimizer step; false describes a
   // peak recorded before it, e.g. while FP16 dynamic loss scaling (initial scale 2^32) still skips every step.
   bool optimizer_moments_allocated = true;
-  // MindSpeed --reuse-fp32-param: the 16-bit parameters live inside their fp32 master copy (as BF16 + residual),
-  // saving 2 bytes per owned parameter.
+  // The bf16 parameters double as the top half of their fp32 master copy, which keeps only the 16-bit remainder:
+  // 2 bytes per owned parameter less. MindSpeed --reuse-fp32-param; Apex DistributedFusedAdam and TE FusedAdam
+  // store_param_remainders (NeMo 1.x sets it for an fp32 optimizer over bf16 parameters). Under FP8 the parameters
+  // are bf16 too.
   bool reuse_fp32_param = false;
+  // Adam's state in 16 bits: bf16 moments and no separate master copy (the bf16 parameters are updated in place).
+  // NeMo 1.x optim.dtype: bf16 with Apex DistributedFusedAdam (NeMo 24.07's Nemotron-4-340B recipe).
+  bool bf16_optimizer_state = false;
   // Fully sharded data parallelism (Megatron-FSDP optim_grads_params / ZeRO-3 / torch FSDP2): parameters and
   // gradients are sharded over the data-parallel group like the optimizer state; every micro-batch all-gathers each
   // layer's parameters before its forward and again before its backward and reduce-scatters its gradients.

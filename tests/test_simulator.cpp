@@ -81,6 +81,18 @@ TEST(Simulator, BytesPerParameterWithAndWithoutDistributedOptimizer) {
   t.reuse_fp32_param = true;
   pr = simulate(m, strat(4, 1, 1), sys(), t, p);
   EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 10.0 / 4, 1e-9);
+  t.precision = Precision::fp8;  // the parameters stay bf16 under FP8: remainders still apply
+  EXPECT_TRUE(validate(t).empty()) << validate(t);
+  t.precision = Precision::fp16;
+  EXPECT_FALSE(validate(t).empty());  // fp16 parameters are not the top half of an fp32 number
+  // A 16-bit optimizer state (Apex DistributedFusedAdam dtype bf16): two bf16 moments, no master copy.
+  t.precision = Precision::bf16;
+  t.bf16_optimizer_state = true;
+  EXPECT_FALSE(validate(t).empty());  // no master copy to keep remainders in
+  t.reuse_fp32_param = false;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  ASSERT_TRUE(pr.ok());
+  EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 4.0 / 4, 1e-9);
 }
 
 TEST(Simulator, ActivationMemoryMatchesKorthikantiLimitingCases) {
