@@ -45,6 +45,14 @@ expect 0 "" predict --model llama-3-8b --system H100_SXM_80G --strategy dp8-tp1-
 expect 2 "did you mean 'Llama-3-8B'" predict --model Llama-3-8 --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC
 printf '{"name":"x","hidden_size":64,"num_layers":2,"num_attention_heads":4,"ffn_hidden_size":128,"vocab_size":100,"tied_embedding":true}' > "$tmp/typo.json"
 expect 2 "did you mean 'tied_embeddings'" predict --model "$tmp/typo.json" --system h100_sxm_80g --strategy dp1-tp1-pp1-cp1-noRC
+# A system file whose direct-link table is not symmetric: refused naming the file and intra_node.links.
+"$lmsim" systems --json | python3 -c "
+import json,sys
+v=[s for s in json.load(sys.stdin) if s['name']=='v100_sxm2_32g'][0]
+v['intra_node']['links'][0][1]=2
+json.dump(v,open(sys.argv[1],'w'))" "$tmp/mesh.json"
+expect 2 "intra_node.links is not symmetric" predict --model Qwen3-0.6B --system "$tmp/mesh.json" --strategy dp4-tp2-pp1-cp1-noRC
+expect 2 "mesh.json" predict --model Qwen3-0.6B --system "$tmp/mesh.json" --strategy dp4-tp2-pp1-cp1-noRC
 expect 2 "not none|noRC" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --recompute sometimes
 expect 2 "neither tp nor a positive integer" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 8 --etp 0
 expect 2 "etp equal to tp" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp4-tp2-pp1-cp1-ep8-etp2-noRC
