@@ -203,6 +203,14 @@ TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
   ASSERT_TRUE(iv);
   EXPECT_NEAR(std::log(iv->time_s_90.upper / iv->time_s_90.value),
               calib::central_quantile(0.9, u.time_dof) * iv->time_log_sd, 1e-9);
+  // Fewer runs than time parameters: the fit passes through them, so the residual scale falls back to the
+  // objective's stated per-run error scale at one degree of freedom, not to the ~0 of the exact fit.
+  ASSERT_GT(pb.weights.prior, 0);
+  const std::vector<std::size_t> pair{all[0], all[1]};
+  const calib::FitResult exact = calib::fit(pb, pair, calib::FitOptions{});
+  const calib::Uncertainty two = calib::laplace(pb, pair, exact.params);
+  EXPECT_DOUBLE_EQ(two.time_dof, 1.0);
+  EXPECT_GE(two.time_log_sd, std::sqrt(pb.weights.prior));
 }
 
 TEST(Uncertainty, JsonFormIsCheckedWhenRead) {
