@@ -164,6 +164,7 @@ struct LayerTime {
   double fwd_compute, bwd_compute, recompute, attn_fwd;
   double model_flops;  // 3x the forward GEMM FLOPs of the layer (model FLOPs, no recompute)
   double tp_fwd, tp_bwd, tp_hidden, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
+  double ep_alone;  // exposed EP all-to-all of a pass that has no other micro-batch to overlap with
 };
 
 constexpr std::size_t kNumRoles = 7;
@@ -225,6 +226,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   });
   // --overlap-moe-expert-parallel-comm: the steady 1F1B phase runs one micro-batch's forward beside another's
   // backward, layer by layer, so each one's dispatch / combine all-to-alls hide under the other's compute.
+  lt.ep_alone = lt.ep_fwd + lt.ep_bwd;
   if (c.t.overlap_moe_expert_parallel_comm && moe) {
     const double ep = lt.ep_fwd + lt.ep_bwd, exposed = std::max(0.0, ep - (lt.fwd_compute + lt.bwd_compute));
     const double scale = ep > 0 ? exposed / ep : 0;
@@ -333,6 +335,16 @@ double inflight(int pp, int vpp, std::int64_t mb, int i) {
   if (vpp == 1) return static_cast<double>(std::min<std::int64_t>(pp - i, mb));
   const std::int64_t chunks = static_cast<std::int64_t>(pp - i - 1) * 2 + static_cast<std::int64_t>(vpp - 1) * pp + 1;
   return static_cast<double>(std::min(chunks, mb * vpp)) / vpp;
+}
+
+// Share of a stage's chunk passes with no other micro-batch's pass beside them: the warm-up forwards (and as many
+// cool-down backwards) of Megatron's schedules — (p − i − 1)·2 + (v − 1)·p chunks interleaved, p − i − 1
+// micro-batches in 1F1B, the first forward (and last backward) without pipelining — over m·v.
+double unpaired_share(int pp, int vpp, std::int64_t mb, int i) {
+  const double warmup = pp == 1   ? 1.0
+                        : vpp > 1 ? static_cast<double>((pp - i - 1) * 2 + (vpp - 1) * pp)
+                                  : static_cast<double>(pp - i - 1);
+  return std::min(1.0, warmup / (static_cast<double>(mb) * vpp));
 }
 
 // Parameters of one rank: dense (reduced over dp·cp) and expert (sharded over ep·etp, reduced over the
@@ -459,7 +471,11 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden + lm * moe_t.tp_hidden;
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
-    st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) + lm * (moe_t.ep_fwd + moe_t.ep_bwd);
+    // With the batch-level overlap only the steady phase pairs a forward with another micro-batch's backward: the
+    // warm-up forwards and cool-down backwards (Megatron's warm-up count) keep their all-to-alls exposed.
+    const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i) : 1.0;
+    st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) +
+                   lm * (paired * (moe_t.ep_fwd + moe_t.ep_bwd) + (1.0 - paired) * moe_t.ep_alone);
     // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
     // next chunk: a boundary's traffic hides under one chunk's compute.
     const double chunk_compute =

@@ -515,6 +515,16 @@ TEST(Fidelity, BatchLevelMoeOverlapHidesExpertAllToAllUnderTheOtherMicroBatch) {
   // The compute itself is unchanged (the bottleneck stage may change once the all-to-all is hidden).
   EXPECT_DOUBLE_EQ(ovl.stages[1].forward_compute_s, plain.stages[1].forward_compute_s);
   EXPECT_LT(ovl.stages[1].ep_comm_s, plain.stages[1].ep_comm_s);
+  // Only the steady phase pairs passes: of m·v = 128·4 chunk passes, stage i leaves (p − i − 1)·2 + (v − 1)·p
+  // warm-up forwards (and as many cool-down backwards) alone, their all-to-alls exposed. Stages 2 and 6 hold eight
+  // MoE layers each; stage 2 leaves 34 passes alone, stage 6 26.
+  ASSERT_EQ(ovl.num_micro_batches, 128);
+  ASSERT_EQ(ovl.stages[2].num_layers, 8);
+  ASSERT_EQ(ovl.stages[6].num_layers, 8);
+  const double hidden_2 = plain.stages[2].ep_comm_s - ovl.stages[2].ep_comm_s;
+  const double hidden_6 = plain.stages[6].ep_comm_s - ovl.stages[6].ep_comm_s;
+  ASSERT_GT(hidden_6, 0);
+  EXPECT_NEAR(hidden_2 / hidden_6, (512.0 - 34) / (512.0 - 26), 1e-9);
 }
 
 TEST(Fidelity, ModelFlopsFollowSixNPlusAttention) {
