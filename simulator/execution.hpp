@@ -102,6 +102,8 @@ struct Gemm {
 // Whether a GEMM multiplies by a weight (its k x n matrix per batch entry, as sharded on this rank) or by
 // activations (the attention core).
 inline bool has_weight(OpRole r) { return r != OpRole::attn_core; }
+// A norm's weights per element of its width: a scale (RMSNorm) or a scale and a bias (LayerNorm).
+inline double norm_weights(const Model& m) { return m.norm == Norm::layernorm ? 2.0 : 1.0; }
 
 // Transformer Engine FP8 (Micikevicius et al. 2022; TE's Linear / LayerNormLinear): only the linear layers run in
 // FP8; attention BMMs, softmax, router and LM head stay 16-bit. Each FP8 GEMM casts its input with a fused
@@ -318,15 +320,14 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   };
   // Norms (Korthikanti §4.2.2: outside the TP region) read and write their tensor; each keeps its input.
   // input_layernorm and pre_mlp_layernorm are what --recompute-modules layernorm replays.
-  // A norm's weights: a scale (RMSNorm) or a scale and a bias (LayerNorm) per element of its width.
-  const double norm_weights = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  const double norm_w = norm_weights(m);
   auto norm = [&](const char* name, R module) {
     LayerOp o{name};
     o.fwd_bytes = o.bwd_bytes = 2 * act / sp;
     o.kernels = module == R::layernorm ? 1 : 0;
     o.module = module;
     o.stored = norm_kept * S * h / sp;
-    o.params = norm_weights * h;
+    o.params = norm_w * h;
     emit(o);
   };
   if (m.post_norms) norm("post_attention_norm", R::none);
@@ -346,13 +347,13 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // The down-projections are duplicated across TP (Megatron-core MLA: TE parallel_mode 'duplicated'), each with
     // the norm of its latent.
     if (ql > 0) {
-      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, lin * S * h / sp, R::layernorm, norm_weights * ql);
+      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, lin * S * h / sp, R::layernorm, norm_w * ql);
       gemm(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql, 1, R::mla_up_proj});
     } else {
       gemm(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h}, lin * S * h / sp, R::layernorm);
     }
     gemm(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h}, 2 * S * (kvl + ql) / t, R::none,
-         norm_weights * kvl);  // keeps the latents
+         norm_w * kvl);  // keeps the latents
     gemm(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, R::mla_up_proj});
   } else {
     gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h}, lin * S * h / sp, R::layernorm,
@@ -363,7 +364,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     o.fwd_bytes = 2 * qk_width;
     o.bwd_bytes = 1.5 * o.fwd_bytes;
     o.stored = norm_kept * S * (c.a + c.g) * c.d / t;
-    o.params = 2 * norm_weights * c.d;
+    o.params = 2 * norm_w * c.d;
     emit(o);
   }
   // Rotary embedding on q and k (MLA: applied with the up-projections, which mla_up_proj replays); the Q, K, V it

@@ -113,26 +113,33 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   return c;
 }
 
-// The activations one layer keeps for backward: a fold over its ops.
-struct ActivationParts {
+// Parameters of one rank: dense (reduced over dp·cp) and expert (sharded over ep·etp, reduced over the
+// expert-data-parallel group).
+struct StageParams {
+  double dense, expert;
+};
+
+// What one layer keeps for backward (per micro-batch) and owns, on one rank: one fold over its ops.
+struct LayerFootprint {
   double full = 0;        // everything the layer's ops keep
   double checkpoint = 0;  // what full recompute keeps: the layer's input
   // What each --recompute-modules submodule frees: normal checkpointing keeps only the module's input,
   // output-discarding checkpointing drops its output.
   std::array<double, kNumRecomputeModules> module{};
+  StageParams params{0, 0};  // the weights its ops own, as sharded
 };
-ActivationParts activation_parts(const Ctx& c, bool moe) {
-  ActivationParts a{};
+LayerFootprint layer_footprint(const Ctx& c, bool moe) {
+  LayerFootprint a{};
   visit_layer(c, moe, [&](const LayerOp& o) {
     a.full += o.stored;
     if (o.frees != RecomputeModule::none) a.module[static_cast<std::size_t>(o.frees)] += o.stored;
+    (o.expert_params ? a.params.expert : a.params.dense) += o.params;
   });
   a.checkpoint = 2 * c.tokens * c.h / c.sp_div;
   return a;
 }
 
-LayerActivation layer_activation_from(const Ctx& c, bool moe) {
-  const ActivationParts a = activation_parts(c, moe);
+LayerActivation layer_activation_from(const Ctx& c, const LayerFootprint& a) {
   const double full = a.full;
   switch (c.r.s.recompute) {
     case Recompute::none: return {full, 0};
@@ -347,16 +354,6 @@ double unpaired_share(int pp, int vpp, std::int64_t mb, int i) {
   return std::min(1.0, warmup / (static_cast<double>(mb) * vpp));
 }
 
-// Parameters of one rank: dense (reduced over dp·cp) and expert (sharded over ep·etp, reduced over the
-// expert-data-parallel group). For a layer, a fold over its ops (each owns its weights as sharded).
-struct StageParams {
-  double dense, expert;
-};
-StageParams layer_params_per_rank(const Ctx& c, bool moe) {
-  StageParams out{0, 0};
-  visit_layer(c, moe, [&](const LayerOp& o) { (o.expert_params ? out.expert : out.dense) += o.params; });
-  return out;
-}
 // A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
 StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const StageParams& moe_layer,
                          const StageLayers& sl, bool is_first, bool is_last) {
@@ -364,11 +361,11 @@ StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const Sta
   const double nm = sl.moe + (sl.mtp > 0 && m.layer_is_moe(m.num_layers - 1) ? sl.mtp : 0);
   const double nd = sl.layers + sl.mtp - nm;
   double dense = nd * dense_layer.dense + nm * moe_layer.dense;
-  dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * c.h);  // MTP: 2h -> h projection and its two norms
+  dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * norm_weights(m) * c.h);  // MTP: 2h -> h projection, its two norms
   const double expert = nm * moe_layer.expert;
   const double head = c.vocab_padded * c.h / c.tp;
   if (is_first) dense += head;
-  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * c.h;
+  const double final_norm = norm_weights(m) * c.h;
   if (is_last) dense += final_norm + ((!m.tied_embeddings || c.pp > 1) ? head : 0.0);
   return {dense, expert};
 }
@@ -380,17 +377,17 @@ using namespace detail;
 // The model's parameter counts: the layers' op lists on one unsharded rank (every expert on it).
 ParamCount count_params(const Model& m) {
   const Ctx c = make_ctx(m, Strategy{}, System{}, TrainingSettings{}, PlatformParams{});
-  const StageParams dense = layer_params_per_rank(c, false);
-  const StageParams moe = m.is_moe() ? layer_params_per_rank(c, true) : StageParams{0, 0};
+  const StageParams dense = layer_footprint(c, false).params;
+  const StageParams moe = m.is_moe() ? layer_footprint(c, true).params : StageParams{0, 0};
   const double h = static_cast<double>(m.hidden_size);
   const double moe_layers = static_cast<double>(m.num_moe_layers());
   const double dense_layers = static_cast<double>(m.num_layers) - moe_layers;
   const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
-  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * h;
+  const double final_norm = norm_weights(m) * h;
   ParamCount out;
   out.embedding = static_cast<double>(m.vocab_size) * h;
   out.output_head = m.tied_embeddings ? 0.0 : out.embedding;
-  const double common = dense_layers * (dense.dense + dense.expert) + moe_layers * moe.dense + final_norm;
+  const double common = dense_layers * dense.dense + moe_layers * moe.dense + final_norm;
   out.non_embedding = common + moe_layers * moe.expert;
   out.total = out.non_embedding + out.embedding + out.output_head;
   out.active_per_token =
@@ -402,7 +399,7 @@ LayerActivation layer_activation(const Model& m, const Strategy& s, const Traini
                                  bool moe_layer) {
   const System dummy{};
   const Ctx c = make_ctx(m, s, dummy, t, p);
-  return layer_activation_from(c, moe_layer);
+  return layer_activation_from(c, layer_footprint(c, moe_layer));
 }
 
 Prediction simulate(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
@@ -418,8 +415,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const PipelineSplit split = *pipeline_split(m, s, o.validity.allow_uneven_layers);
   pr.pipeline_split = split.kind;
   const Ctx c = make_ctx(m, s, sys, t, p);
-  const StageParams dense_params = layer_params_per_rank(c, false);
-  const StageParams moe_params = m.is_moe() ? layer_params_per_rank(c, true) : dense_params;
+  const LayerFootprint dense_f = layer_footprint(c, false);
+  const LayerFootprint moe_f = m.is_moe() ? layer_footprint(c, true) : dense_f;
+  const StageParams dense_params = dense_f.params, moe_params = moe_f.params;
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
   const std::int64_t mb = c.r.num_micro_batches;
   pr.num_micro_batches = mb;
@@ -427,8 +425,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
 
   const LayerTime dense_t = layer_time(c, false);
   const LayerTime moe_t = m.is_moe() ? layer_time(c, true) : dense_t;
-  const LayerActivation dense_a = layer_activation_from(c, false);
-  const LayerActivation moe_a = m.is_moe() ? layer_activation_from(c, true) : dense_a;
+  const LayerActivation dense_a = layer_activation_from(c, dense_f);
+  const LayerActivation moe_a = layer_activation_from(c, moe_f);
   const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
@@ -751,8 +749,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
   const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
-  const StageParams dense_params = layer_params_per_rank(c, false);
-  const StageParams moe_params = m.is_moe() ? layer_params_per_rank(c, true) : dense_params;
+  const StageParams dense_params = layer_footprint(c, false).params;
+  const StageParams moe_params = m.is_moe() ? layer_footprint(c, true).params : dense_params;
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;
   const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
