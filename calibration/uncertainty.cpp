@@ -180,14 +180,12 @@ double quad(const Uncertainty& u, const std::vector<double>& g, const std::vecto
 double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
 double central_quantile(double p, double dof) {
-  // The normal quantile of (1 + p) / 2 by bisection on erfc (exact to 1e-12 for the coverages used here).
+  // The normal quantile of (1 + p) / 2 by Newton's method on the normal CDF from z = 1: Φ is concave above 0, so
+  // the iterates rise monotonically to the root; ten steps reach 1e-12 for central coverages up to 99 %.
   const double target = 0.5 * (1 + p);
-  double lo = 0, hi = 10;
-  for (int i = 0; i < 80; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (normal_cdf(mid) < target ? lo : hi) = mid;
-  }
-  const double z = 0.5 * (lo + hi);
+  double z = 1.0;
+  for (int i = 0; i < 10; ++i)
+    z -= (normal_cdf(z) - target) * 2.5066282746310002 /* sqrt(2 pi) */ * std::exp(0.5 * z * z);
   if (!(dof > 0)) return z;
   // Student's t from the normal quantile: the Cornish-Fisher expansion of Abramowitz & Stegun 26.7.5, four terms
   // (within 0.3 % of the exact quantile for dof >= 3 at 80 / 90 %, 0.4 % at dof 2, 5 % short at dof 1).

@@ -177,8 +177,9 @@ TEST(Uncertainty, IntervalsContainThePredictionAndWidenWithLessData) {
 // Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
 // compute / communication terms that move time only; intervals use Student-t quantiles with them.
 TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
-  EXPECT_NEAR(calib::central_quantile(0.9, 0), 1.644854, 1e-5);  // normal
-  EXPECT_NEAR(calib::central_quantile(0.8, 0), 1.281552, 1e-5);
+  EXPECT_NEAR(calib::central_quantile(0.9, 0), 1.6448536269514722, 1e-12);  // normal
+  EXPECT_NEAR(calib::central_quantile(0.8, 0), 1.2815515655446004, 1e-12);
+  EXPECT_NEAR(calib::central_quantile(0.99, 0), 2.5758293035489004, 1e-12);
   EXPECT_NEAR(calib::central_quantile(0.9, 6), 1.943180, 2e-3);  // Student t tables
   EXPECT_NEAR(calib::central_quantile(0.8, 6), 1.439756, 2e-3);
   EXPECT_NEAR(calib::central_quantile(0.9, 3), 2.353363, 1e-2);
