@@ -33,6 +33,27 @@ const std::vector<std::string> kReadingColumns = {"file",
                                                   "dropout",
                                                   "overlap_p2p_comm",
                                                   "note"};
+// The on/off training settings a reading states, by column: the required ones and the optional later additions.
+struct SettingFlag {
+  const char* column;
+  bool TrainingSettings::*member;
+  bool required;
+};
+constexpr SettingFlag kSettingFlags[] = {
+    {"sequence_parallel", &TrainingSettings::sequence_parallel, true},
+    {"tp_comm_overlap", &TrainingSettings::tp_comm_overlap, true},
+    {"overlap_grad_reduce", &TrainingSettings::overlap_grad_reduce, true},
+    {"overlap_param_gather", &TrainingSettings::overlap_param_gather, true},
+    {"distributed_optimizer", &TrainingSettings::distributed_optimizer, true},
+    {"fp32_gradients", &TrainingSettings::fp32_gradients, true},
+    {"flash_attention", &TrainingSettings::flash_attention, true},
+    {"dropout", &TrainingSettings::dropout, true},
+    {"overlap_p2p_comm", &TrainingSettings::overlap_p2p_comm, true},
+    {"overlap_moe_expert_parallel_comm", &TrainingSettings::overlap_moe_expert_parallel_comm, false},
+    {"fsdp", &TrainingSettings::fsdp, false},
+    {"reuse_fp32_param", &TrainingSettings::reuse_fp32_param, false},
+    {"bf16_optimizer_state", &TrainingSettings::bf16_optimizer_state, false},
+};
 const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hidden", "heads", "ffn",  "vocab",
                                                "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",
                                                "dp",      "mbs",   "gbs",    "metric", "value", "unit", "gpu_type"};
@@ -164,20 +185,8 @@ PublishedSet read_published(const std::string& dir) {
     const auto precision = from_name<Precision>(prec, kNumPrecisions);
     if (!precision) rd.fail(i, "precision", "'" + prec + "' is not one of " + names_of<Precision>(kNumPrecisions));
     st.precision = *precision;
-    st.sequence_parallel = flag(rd, i, "sequence_parallel");
-    st.tp_comm_overlap = flag(rd, i, "tp_comm_overlap");
-    st.overlap_grad_reduce = flag(rd, i, "overlap_grad_reduce");
-    st.overlap_param_gather = flag(rd, i, "overlap_param_gather");
-    st.distributed_optimizer = flag(rd, i, "distributed_optimizer");
-    st.fp32_gradients = flag(rd, i, "fp32_gradients");
-    st.flash_attention = flag(rd, i, "flash_attention");
-    st.dropout = flag(rd, i, "dropout");
-    st.overlap_p2p_comm = flag(rd, i, "overlap_p2p_comm");
-    if (rd.has("overlap_moe_expert_parallel_comm"))
-      st.overlap_moe_expert_parallel_comm = flag(rd, i, "overlap_moe_expert_parallel_comm");
-    if (rd.has("fsdp")) st.fsdp = flag(rd, i, "fsdp");
-    if (rd.has("reuse_fp32_param")) st.reuse_fp32_param = flag(rd, i, "reuse_fp32_param");
-    if (rd.has("bf16_optimizer_state")) st.bf16_optimizer_state = flag(rd, i, "bf16_optimizer_state");
+    for (const SettingFlag& f : kSettingFlags)
+      if (f.required || rd.has(f.column)) st.*f.member = flag(rd, i, f.column);
     // Megatron's --recompute-modules for selective recompute, space-separated; empty: the default (core_attn).
     if (rd.has("recompute_modules") && !rd.at(i, rd.col("recompute_modules")).empty()) {
       st.recompute_modules = 0;
