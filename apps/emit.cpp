@@ -50,6 +50,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
     if (t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--overlap-p2p-communication");
     if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
+    if (t.te_cross_entropy) add("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te");
     if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
     if (t.precision == Precision::bf16) add("--bf16");
     if (t.precision == Precision::fp16) add("--fp16");
@@ -90,6 +91,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     }
     add(std::string("optim.config.use_distributed_optimizer=") + (r.distributed_optimizer ? "true" : "false"));
     if (t.tp_comm_overlap && r.sequence_parallel) add("model.config.tp_comm_overlap=true");
+    if (t.te_cross_entropy)
+      add("model.config.cross_entropy_loss_fusion=true model.config.cross_entropy_fusion_impl=te");
     if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");
     add("data.micro_batch_size=" + n(r.micro_batch_size));
     add("data.global_batch_size=" + n(t.global_batch_size));

@@ -454,6 +454,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.overlap_p2p_comm = o.boolean_or("overlap_p2p_comm", t.overlap_p2p_comm);
   t.overlap_moe_expert_parallel_comm =
       o.boolean_or("overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm);
+  t.te_cross_entropy = o.boolean_or("te_cross_entropy", t.te_cross_entropy);
   o.mark("note");
   o.finish();
   if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
@@ -490,7 +491,8 @@ Json to_json(const TrainingSettings& t) {
               {"overlap_param_gather", t.overlap_param_gather},
               {"pipeline_scatter_gather", t.pipeline_scatter_gather},
               {"overlap_p2p_comm", t.overlap_p2p_comm},
-              {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}};
+              {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm},
+              {"te_cross_entropy", t.te_cross_entropy}};
 }
 
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path,

@@ -227,9 +227,10 @@ constexpr double kLayerKernelsUnfused = 24, kLayerKernelsFused = 12, kMoeExtraKe
 // Bytes an Adam step moves per locally owned parameter: fp32 grad read, master/m/v read+write, 16-bit
 // param written, grad-norm read.
 constexpr double kOptimizerBytesPerParam = 38;
-// Bytes per logit element alive at the loss: 16-bit logits (2), fp32 softmax kept for backward (4), 16-bit
-// logit gradient (2).
-constexpr double kLogitBytesPerElement = 8;
+// Bytes per logit element alive at the loss. Megatron's vocab-parallel cross entropy: 16-bit logits (2), the fp32
+// softmax it keeps for backward (4), the 16-bit logit gradient (2). Transformer Engine's fused cross entropy
+// (transformer_engine/pytorch/cross_entropy.py) keeps the 16-bit logits and writes the gradient into them (2).
+constexpr double kLogitBytesPerElement = 8, kLogitBytesPerElementTe = 2;
 
 // One step of a transformer layer's forward pass for one micro-batch on one rank — an op that carries its own
 // costs (as Calculon's layers.py): a GEMM, or memory-bound work, with the activation bytes it keeps for backward.
@@ -423,13 +424,15 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const double routed = tokens * topk * c.t.moe_load_imbalance;  // expert rows this rank computes
     gemm(Gemm{"router", OpRole::router, 1, S, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
     // Permutation, dispatch bookkeeping and router softmax / top-k; kept: the dispatched tokens (the experts' FC1
-    // input), the experts' outputs (to weight them by the router probabilities) and the probabilities.
+    // input), the router's fp32 probabilities over all experts, and each routed row's probability. Megatron-core
+    // (since 0.13, "memory efficient token permutation") weights an expert's output by its probability inside the
+    // expert's activation (weighted SwiGLU), so the un-permutation keeps no h-wide expert output for that product.
     LayerOp o{"permute"};
     o.fwd_bytes = 4 * tokens * topk * h * 2 + 3 * S * experts * 4;
     o.bwd_bytes = 1.5 * o.fwd_bytes;
     o.kernels = kMoeExtraKernels;
     o.module = R::moe;
-    o.stored = routed * h * (lin + 2) + S * experts * 4 / sp;
+    o.stored = routed * (h * lin + 4) + S * experts * 4 / sp;
     o.frees = R::moe;
     emit(o);
     gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, local_experts, R::moe, true});

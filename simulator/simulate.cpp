@@ -432,8 +432,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
   visit_pipeline_collectives(
       c, [&](const Collective& k) { p2p += (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes); });
-  // Loss peak on the last stage: 16-bit logits, their fp32 softmax kept for backward, 16-bit logit gradient.
-  const double logits_bytes = kLogitBytesPerElement * c.tokens * c.vocab_padded / c.tp;
+  // Loss peak on the last stage (the logits and what the cross entropy keeps of them).
+  const double logits_bytes =
+      (t.te_cross_entropy ? kLogitBytesPerElementTe : kLogitBytesPerElement) * c.tokens * c.vocab_padded / c.tp;
   const double grad_bytes = grad_bytes_per_param(t);
   const double weight_bytes_per_param = t.precision == Precision::fp8 ? 3.0 : 2.0;
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;

@@ -97,6 +97,10 @@ struct TrainingSettings {
   bool overlap_p2p_comm = false;        // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
   bool overlap_moe_expert_parallel_comm = false;  // batch-level overlap: one micro-batch's EP all-to-all under
                                                   // another's compute (Megatron-core 0.14)
+  // Transformer Engine's fused cross entropy (Megatron --cross-entropy-loss-fusion --cross-entropy-fusion-impl te,
+  // set by every Megatron-Bridge performance recipe): keeps the 16-bit logits and writes their gradient into them,
+  // where Megatron's vocab-parallel cross entropy keeps an fp32 softmax besides.
+  bool te_cross_entropy = false;
 };
 
 std::string validate(const TrainingSettings& t);

@@ -23,13 +23,14 @@ python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framew
 # FSDP and module recompute: from the name token and the settings, into the flags and the report's settings line.
 settings=$(mktemp)
 trap 'rm -f "$settings"' EXIT
-echo '{"recompute_modules": ["core_attn", "mlp"]}' > "$settings"
+echo '{"recompute_modules": ["core_attn", "mlp"], "te_cross_entropy": true}' > "$settings"
 f=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit megatron)
+[[ "$f" == *"--cross-entropy-loss-fusion --cross-entropy-fusion-impl te"* ]] || fail "te cross entropy: $f"
 [[ "$f" == *"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"* ]] || fail "fsdp flags: $f"
 [[ "$f" == *"--recompute-modules core_attn mlp"* ]] || fail "recompute modules: $f"
 [[ "$f" != *"--use-distributed-optimizer"* ]] || fail "fsdp also emitted the distributed optimizer: $f"
 t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
-[[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp"* ]] || fail "settings line: $t"
+[[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp, TE cross entropy"* ]] || fail "settings line: $t"
 echo "cli_emit: all checks passed"
 # Diagnostics name each collective's share of the intra-node links: a TP pair on the DGX-1 cube-mesh gets 1/6.
 d=$("$lmsim" --log-level error predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp4-tp2-pp1-cp1-noRC \

@@ -428,6 +428,9 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
   }
   EXPECT_TRUE(nemotron);
   EXPECT_EQ(remainders, 9u);
+  // Every Megatron-Bridge performance run uses Transformer Engine's cross entropy; no other source says so.
+  for (const auto& r : ps.runs)
+    EXPECT_EQ(r.settings.te_cross_entropy, r.source == "megatron_bridge_h100_b200") << r.label;
   // Narayanan et al. 2021 Table 1, GPT 1.7B on 32 GPUs at 137 TFLOP/s: Eq. 3 gives 3.53 s.
   bool found = false;
   for (const auto& r : ps.runs)
@@ -602,6 +605,43 @@ TEST(Fidelity, RecomputeModulesFreeTheirActivationsAndReplayTheirForward) {
   const Prediction none = simulate(m, with(strat(1, 8, 1), Recompute::none, false), a100(), t, p);
   EXPECT_DOUBLE_EQ(nothing.layer.recompute_s, 0);
   EXPECT_NEAR(nothing.max_peak_memory_bytes, none.max_peak_memory_bytes, 1e-9 * none.max_peak_memory_bytes);
+}
+
+TEST(Fidelity, MoeLayerKeepsPerRoutedRowItsTokenProbabilityAndExpertActivations) {
+  // Megatron-core (0.13 on) weights each expert's output by its router probability inside the weighted SwiGLU, so
+  // a routed row keeps its dispatched token (2h bytes in bf16), its probability (4), FC1's gated output (2·2·fm)
+  // and FC2's input (2·fm): no h-wide expert output. Halving top-k removes exactly those rows.
+  const Model& m = preset("Qwen3-30B-A3B");
+  Model half = m;
+  half.experts_per_token = m.experts_per_token / 2;
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 64;
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy;
+  const PlatformParams p;
+  const double h = static_cast<double>(m.hidden_size), fm = static_cast<double>(m.moe_ffn_hidden_size);
+  const double rows = 4096.0 * static_cast<double>(m.experts_per_token - half.experts_per_token);
+  const double full = layer_activation(m, s, t, p, true).stored_bytes;
+  EXPECT_NEAR(full - layer_activation(half, s, t, p, true).stored_bytes, rows * (2 * h + 4 + 6 * fm), 1e-9 * full);
+}
+
+TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
+  // Megatron's vocab-parallel cross entropy: 16-bit logits, fp32 softmax, 16-bit gradient (8 bytes per element);
+  // Transformer Engine's writes the gradient into the 16-bit logits (2). Qwen3-0.6B's loss dwarfs a layer.
+  const Model& m = preset("Qwen3-0.6B");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 8;
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  const double logits = 4096.0 * static_cast<double>(m.vocab_size);  // 151936 = 1187 x 128: no padding at tp 1
+  const Prediction native = simulate(m, s, h100(), t, PlatformParams{});
+  t.te_cross_entropy = true;
+  const Prediction te = simulate(m, s, h100(), t, PlatformParams{});
+  ASSERT_TRUE(native.ok() && te.ok());
+  EXPECT_DOUBLE_EQ(native.stages[0].transient_bytes, 8 * logits);
+  EXPECT_DOUBLE_EQ(te.stages[0].transient_bytes, 2 * logits);
+  EXPECT_DOUBLE_EQ(te.iteration_time_s, native.iteration_time_s);  // memory only
+  EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").te_cross_entropy);
 }
 
 TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
