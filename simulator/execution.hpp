@@ -108,7 +108,10 @@ inline double norm_weights(const Model& m) { return m.norm == Norm::layernorm ? 
 // Transformer Engine FP8 (Micikevicius et al. 2022; TE's Linear / LayerNormLinear): only the linear layers run in
 // FP8; attention BMMs, softmax, router and LM head stay 16-bit. Each FP8 GEMM casts its input with a fused
 // cast-transpose (read 2 bytes, write the FP8 copy and its transpose: 4 bytes per element) and its weight likewise
-// once per micro-batch; backward casts the output gradient the same way. Plus amax / scale updates.
+// once per micro-batch; backward casts the output gradient the same way. Plus amax / scale updates. A grouped
+// expert GEMM casts each expert's split with that expert's own quantizer (TE GroupedLinear's split_quantize runs
+// one quantize per split for current and MX scaling; only delayed scaling has a fused multi-tensor kernel): its
+// cast kernels are per launch.
 constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd = 1;
 
 inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
@@ -149,8 +152,9 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
     // The weight's FP8 copy is cast on an iteration's first micro-batch and cached for the others (Megatron-core
     // sets TE's is_first_microbatch each iteration): amortised over the micro-batches.
     const double mbs = std::max<double>(1.0, static_cast<double>(c.r.num_micro_batches));
-    t.forward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n / mbs), kFp8KernelsFwd);
-    t.backward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd);
+    t.forward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n / mbs),
+                               kFp8KernelsFwd * g.launches);
+    t.backward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd * g.launches);
   }
   return t;
 }

@@ -644,6 +644,26 @@ TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
   EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").te_cross_entropy);
 }
 
+TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {
+  // The slope of the iteration time in the per-kernel launch cost counts kernels. FP8 adds, per layer and
+  // micro-batch, kFp8KernelsFwd + kFp8KernelsBwd = 3 cast kernels for each launch of a linear GEMM: QKV and the
+  // out-projection once each, each expert's FC1 and FC2 split once per local expert (128 on one rank).
+  const Model& m = preset("Qwen3-30B-A3B");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 1;
+  const Strategy s = *parse_config_name("dp1-tp1-pp1-cp1-noRC").strategy;
+  auto slope = [&](Precision prec) {
+    t.precision = prec;
+    PlatformParams a, b;
+    b.kernel_launch_us = a.kernel_launch_us + 1;
+    return simulate(m, s, h100(), t, b).iteration_time_s - simulate(m, s, h100(), t, a).iteration_time_s;
+  };
+  const double kernels = (slope(Precision::fp8) - slope(Precision::bf16)) * 1e6;
+  const double launches = 1 + 1 + 2.0 * static_cast<double>(m.num_experts);
+  EXPECT_NEAR(kernels, static_cast<double>(m.num_layers) * 3 * launches, 1e-3);
+}
+
 TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
   const Model& m = preset("Qwen3-30B-A3B");
   TrainingSettings t;
