@@ -614,9 +614,7 @@ TEST(Fidelity, MoeLayerKeepsPerRoutedRowItsTokenProbabilityAndExpertActivations)
   const Model& m = preset("Qwen3-30B-A3B");
   Model half = m;
   half.experts_per_token = m.experts_per_token / 2;
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 64;
+  TrainingSettings t = run_settings(4096, 64);
   const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy;
   const PlatformParams p;
   const double h = static_cast<double>(m.hidden_size), fm = static_cast<double>(m.moe_ffn_hidden_size);
@@ -629,9 +627,7 @@ TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
   // Megatron's vocab-parallel cross entropy: 16-bit logits, fp32 softmax, 16-bit gradient (8 bytes per element);
   // Transformer Engine's writes the gradient into the 16-bit logits (2). Qwen3-0.6B's loss dwarfs a layer.
   const Model& m = preset("Qwen3-0.6B");
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 8;
+  TrainingSettings t = run_settings(4096, 8);
   const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
   const double logits = 4096.0 * static_cast<double>(m.vocab_size);  // 151936 = 1187 x 128: no padding at tp 1
   const Prediction native = simulate(m, s, h100(), t, PlatformParams{});
@@ -649,9 +645,7 @@ TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {
   // micro-batch, kFp8KernelsFwd + kFp8KernelsBwd = 3 cast kernels for each launch of a linear GEMM: QKV and the
   // out-projection once each, each expert's FC1 and FC2 split once per local expert (128 on one rank).
   const Model& m = preset("Qwen3-30B-A3B");
-  TrainingSettings t;
-  t.seq_length = 4096;
-  t.global_batch_size = 1;
+  TrainingSettings t = run_settings(4096, 1);
   const Strategy s = *parse_config_name("dp1-tp1-pp1-cp1-noRC").strategy;
   auto slope = [&](Precision prec) {
     t.precision = prec;
