@@ -517,6 +517,12 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
     f(Collective{Prim::send_recv, Group::cp, kv, c.cp - 1, 2 * (c.cp - 1), OpRole::attn_core, OpRole::attn_core});
   }
   const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
+  // Before dispatching, the all-to-all dispatcher all-gathers every rank's per-expert token counts (one int64 per
+  // expert) over its expert-TP x EP group, which size the uneven all-to-all (Megatron-core token_dispatcher.py,
+  // preprocess): latency-bound, forward only. Taken over EP, or over expert TP when EP is 1.
+  const double counts = 8 * static_cast<double>(c.m->num_experts);
+  if (moe && c.ep > 1) f(Collective{Prim::all_gather, Group::ep, counts * c.ep, 1, 0});
+  if (moe && c.ep <= 1 && c.etp > 1) f(Collective{Prim::all_gather, Group::etp, counts * c.etp, 1, 0});
   if (moe && c.ep > 1) f(Collective{Prim::all_to_all, Group::ep, routed, 2, 2});
   // With SP the expert-TP ranks gather the dispatched tokens (full buffer: etp ranks' share) and reduce-scatter
   // the experts' output at combine; backward runs the pair the other way.

@@ -658,6 +658,19 @@ TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {
   EXPECT_NEAR(kernels, static_cast<double>(m.num_layers) * 3 * launches, 1e-3);
 }
 
+TEST(Fidelity, MoeDispatcherGathersTheTokenCountsBeforeItsAllToAll) {
+  // One int64 per expert from every EP rank, forward only; a single-rank expert group has nothing to gather.
+  const Model& m = preset("Qwen3-30B-A3B");
+  const TrainingSettings t = run_settings(4096, 64);
+  const auto ep8 =
+      collective_diagnostics(m, *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy, h100(), t, PlatformParams{});
+  const auto ep1 =
+      collective_diagnostics(m, *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy, h100(), t, PlatformParams{});
+  EXPECT_DOUBLE_EQ(bytes_of(ep8, "all_gather", "ep"), 8.0 * static_cast<double>(m.num_experts) * 8);
+  EXPECT_EQ(bytes_of(ep1, "all_gather", "ep"), 0);
+  EXPECT_EQ(bytes_of(ep1, "all_gather", "etp"), 0);
+}
+
 TEST(Fidelity, MoeRecomputeCoversItsActivationAndReplaysTheDispatch) {
   const Model& m = preset("Qwen3-30B-A3B");
   TrainingSettings t;
