@@ -431,9 +431,15 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // input), the router's fp32 probabilities over all experts, and each routed row's probability. Megatron-core
     // (since 0.13, "memory efficient token permutation") weights an expert's output by its probability inside the
     // expert's activation (weighted SwiGLU), so the un-permutation keeps no h-wide expert output for that product.
+    // Traffic (Megatron-core's all-to-all dispatcher): the permutation gathers each routed row of the rank's own
+    // tokens (read and write), the un-permutation reads them back and writes the tokens; with more than one local
+    // expert the dispatched rows are also sorted by expert and unsorted after the experts (read and write each).
+    // A permutation's backward is the inverse permutation, the same bytes. Router softmax / top-k: 3·S·E fp32.
+    const double own_rows = S / sp * topk * h * 2, sorted_rows = tokens * topk * h * 2;
+    const double permutes = 3 * own_rows + S / sp * h * 2 + (local_experts > 1 ? 4 * sorted_rows : 0.0);
     LayerOp o{"permute"};
-    o.fwd_bytes = 4 * tokens * topk * h * 2 + 3 * S * experts * 4;
-    o.bwd_bytes = 1.5 * o.fwd_bytes;
+    o.fwd_bytes = permutes + 3 * S * experts * 4;
+    o.bwd_bytes = permutes + 1.5 * 3 * S * experts * 4;
     o.kernels = kMoeExtraKernels;
     o.module = R::moe;
     o.stored = routed * (h * lin + 4) + S * experts * 4 / sp;

@@ -658,6 +658,31 @@ TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {
   EXPECT_NEAR(kernels, static_cast<double>(m.num_layers) * 3 * launches, 1e-3);
 }
 
+TEST(Fidelity, MoePermutationsMoveEachRoutedRowInAndOut) {
+  // Memory-bound bytes of an MoE layer that grow with top-k, from the iteration time's slope in 1 / HBM efficiency
+  // on one rank (128 local experts, no SP): permute, sort, unsort (read and write each routed row) and un-permute
+  // (read it) forward, the same backward: 2·7 row moves of 2·h bytes; the fused SwiGLU reads 2·fm and writes fm
+  // per row forward, 1.5x that backward.
+  const Model& m = preset("Qwen3-30B-A3B");
+  Model half = m;
+  half.experts_per_token = m.experts_per_token / 2;
+  const TrainingSettings t = run_settings(4096, 1);
+  const Strategy s = *parse_config_name("dp1-tp1-pp1-cp1-noRC").strategy;
+  auto vector_bytes = [&](const Model& model) {
+    PlatformParams a, b;
+    a.vector_bandwidth_efficiency = 0.25;
+    b.vector_bandwidth_efficiency = 0.5;
+    const double dt =
+        simulate(model, s, h100(), t, a).iteration_time_s - simulate(model, s, h100(), t, b).iteration_time_s;
+    return dt / (1 / 0.25 - 1 / 0.5) * h100().hbm_bandwidth_bytes_per_s;
+  };
+  const double h = static_cast<double>(m.hidden_size), fm = static_cast<double>(m.moe_ffn_hidden_size);
+  const double rows = 4096.0 * static_cast<double>(m.experts_per_token - half.experts_per_token);
+  const double per_layer = rows * (2 * 7 * 2 * h + 2.5 * 3 * 2 * fm);
+  const double expected = static_cast<double>(m.num_layers) * per_layer;
+  EXPECT_NEAR(vector_bytes(m) - vector_bytes(half), expected, 1e-6 * expected);
+}
+
 TEST(Fidelity, MoeDispatcherGathersTheTokenCountsBeforeItsAllToAll) {
   // One int64 per expert from every EP rank, forward only; a single-rank expert group has nothing to gather.
   const Model& m = preset("Qwen3-30B-A3B");
