@@ -426,7 +426,8 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const double tokens = S / sp * (sp > 1 ? et : 1.0);
     const double rows = tokens * topk * c.ep / experts * c.t.moe_load_imbalance;
     const double routed = tokens * topk * c.t.moe_load_imbalance;  // expert rows this rank computes
-    gemm(Gemm{"router", OpRole::router, 1, S, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
+    // The router scores the rank's own tokens (SP-sharded with SP, all S duplicated over TP without).
+    gemm(Gemm{"router", OpRole::router, 1, S / sp, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
     // Permutation, dispatch bookkeeping and router softmax / top-k; kept: the dispatched tokens (the experts' FC1
     // input), the router's fp32 probabilities over all experts, and each routed row's probability. Megatron-core
     // (since 0.13, "memory efficient token permutation") weights an expert's output by its probability inside the
@@ -438,8 +439,8 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const double own_rows = S / sp * topk * h * 2, sorted_rows = tokens * topk * h * 2;
     const double permutes = 3 * own_rows + S / sp * h * 2 + (local_experts > 1 ? 4 * sorted_rows : 0.0);
     LayerOp o{"permute"};
-    o.fwd_bytes = permutes + 3 * S * experts * 4;
-    o.bwd_bytes = permutes + 1.5 * 3 * S * experts * 4;
+    o.fwd_bytes = permutes + 3 * S / sp * experts * 4;
+    o.bwd_bytes = permutes + 1.5 * 3 * S / sp * experts * 4;
     o.kernels = kMoeExtraKernels;
     o.module = R::moe;
     o.stored = routed * (h * lin + 4) + S * experts * 4 / sp;

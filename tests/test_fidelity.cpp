@@ -683,6 +683,19 @@ TEST(Fidelity, MoePermutationsMoveEachRoutedRowInAndOut) {
   EXPECT_NEAR(vector_bytes(m) - vector_bytes(half), expected, 1e-6 * expected);
 }
 
+TEST(Fidelity, MoeRouterScoresTheRanksOwnTokens) {
+  // With SP the MoE layer's input is sharded over TP: each rank routes S / tp tokens; without SP all S.
+  const Model& m = preset("Qwen3-30B-A3B");
+  const TrainingSettings t = run_settings(4096, 64);
+  auto router_rows = [&](const char* name) {
+    for (const auto& g : gemm_diagnostics(m, *parse_config_name(name).strategy, h100(), t, PlatformParams{}))
+      if (g.name == "router") return g.m;
+    return std::int64_t{0};
+  };
+  EXPECT_EQ(router_rows("dp4-tp2-pp1-cp1-ep4-etp1-noRC-sp"), 2048);
+  EXPECT_EQ(router_rows("dp4-tp2-pp1-cp1-ep4-etp1-noRC-nosp"), 4096);
+}
+
 TEST(Fidelity, MoeDispatcherGathersTheTokenCountsBeforeItsAllToAll) {
   // One int64 per expert from every EP rank, forward only; a single-rank expert group has nothing to gather.
   const Model& m = preset("Qwen3-30B-A3B");
