@@ -147,6 +147,14 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.overlap_param_gather = flag("overlap_param_gather", false);
   t.tp_comm_overlap = flag("tp_comm_overlap", false);
   t.fp32_gradients = flag("accumulate_allreduce_grads_in_fp32", false);
+  t.overlap_p2p_comm = flag("overlap_p2p_comm", false);
+  t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);
+  {
+    const auto [impl, line] = get("cross_entropy_fusion_impl", "native");
+    if (impl != "native" && impl != "te")
+      throw InputError(path, line, "cross_entropy_fusion_impl", "'" + impl + "' is not native or te");
+    t.te_cross_entropy = flag("cross_entropy_loss_fusion", false) && impl == "te";
+  }
   if (intervals.empty()) throw InputError(path, 0, "elapsed time per iteration (ms)", "no iteration lines in the log");
   // The first logged interval includes start-up and warm-up: the median of the others (all when there is one).
   std::vector<double> ms;

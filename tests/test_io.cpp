@@ -567,6 +567,32 @@ TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
   }
 }
 
+TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
+  // Transformer Engine's cross entropy needs both the loss fusion and its te implementation.
+  const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string marker = "  tp_comm_overlap ................................. False\n";
+  ASSERT_NE(text.find(marker), std::string::npos);
+  auto read = [&](const std::string& lines) {
+    std::string log = text;
+    log.insert(log.find(marker) + marker.size(), lines);
+    const auto f = fs::temp_directory_path() / ("lmsim_flags_" + std::to_string(::getpid()) + ".log");
+    spit(f, log);
+    const io::MegatronRun r = io::read_megatron_log(f.string());
+    fs::remove(f);
+    return r.settings;
+  };
+  const TrainingSettings none = read("");
+  EXPECT_FALSE(none.te_cross_entropy || none.overlap_p2p_comm || none.overlap_moe_expert_parallel_comm);
+  const TrainingSettings te = read(
+      "  cross_entropy_fusion_impl ....................... te\n"
+      "  cross_entropy_loss_fusion ....................... True\n"
+      "  overlap_p2p_comm ................................ True\n"
+      "  overlap_moe_expert_parallel_comm ................ True\n");
+  EXPECT_TRUE(te.te_cross_entropy && te.overlap_p2p_comm && te.overlap_moe_expert_parallel_comm);
+  EXPECT_FALSE(read("  cross_entropy_fusion_impl ....................... te\n").te_cross_entropy);
+  EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);
+}
+
 TEST(MegatronLog, ReadsExpertTensorParallelism) {
   // The fixture run at tp2, with the expert TP line Megatron-core logs: None (experts follow tp), 2 (= tp) and 1.
   const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
