@@ -30,6 +30,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   if (!t.fused_kernels) out += ", unfused kernels";
   if (!t.fused_norm) out += ", unfused norm";
   if (t.te_cross_entropy) out += ", TE cross entropy";
+  if (t.fp8_param_gather) out += ", FP8 parameters";
   return out;
 }
 

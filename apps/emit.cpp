@@ -52,6 +52,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
     if (t.te_cross_entropy) add("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te");
     if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
+    if (t.fp8_param_gather) add("--fp8-param-gather");
     if (t.precision == Precision::bf16) add("--bf16");
     if (t.precision == Precision::fp16) add("--fp16");
     if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");

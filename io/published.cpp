@@ -54,6 +54,7 @@ constexpr SettingFlag kSettingFlags[] = {
     {"reuse_fp32_param", &TrainingSettings::reuse_fp32_param, false},
     {"bf16_optimizer_state", &TrainingSettings::bf16_optimizer_state, false},
     {"te_cross_entropy", &TrainingSettings::te_cross_entropy, false},
+    {"fp8_param_gather", &TrainingSettings::fp8_param_gather, false},
 };
 const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hidden", "heads", "ffn",  "vocab",
                                                "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",

@@ -455,6 +455,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.overlap_moe_expert_parallel_comm =
       o.boolean_or("overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm);
   t.te_cross_entropy = o.boolean_or("te_cross_entropy", t.te_cross_entropy);
+  t.fp8_param_gather = o.boolean_or("fp8_param_gather", t.fp8_param_gather);
   o.mark("note");
   o.finish();
   if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
@@ -492,7 +493,8 @@ Json to_json(const TrainingSettings& t) {
               {"pipeline_scatter_gather", t.pipeline_scatter_gather},
               {"overlap_p2p_comm", t.overlap_p2p_comm},
               {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm},
-              {"te_cross_entropy", t.te_cross_entropy}};
+              {"te_cross_entropy", t.te_cross_entropy},
+              {"fp8_param_gather", t.fp8_param_gather}};
 }
 
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path,

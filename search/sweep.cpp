@@ -103,7 +103,8 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << t.fused_norm << t.sequence_parallel << t.dropout << t.fp32_gradients << t.optimizer_moments_allocated
       << t.reuse_fp32_param << t.bf16_optimizer_state << t.fsdp << ' ' << int{t.recompute_modules} << ' '
       << t.tp_comm_overlap << t.overlap_grad_reduce << t.overlap_param_gather << t.pipeline_scatter_gather
-      << t.overlap_p2p_comm << t.overlap_moe_expert_parallel_comm << t.te_cross_entropy << ' ' << t.moe_load_imbalance;
+      << t.overlap_p2p_comm << t.overlap_moe_expert_parallel_comm << t.te_cross_entropy << t.fp8_param_gather << ' '
+      << t.moe_load_imbalance;
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }

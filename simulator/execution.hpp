@@ -582,6 +582,18 @@ inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gr
 // parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md); Apex's and TE's
 // store_param_remainders likewise. A 16-bit optimizer state (Apex DistributedFusedAdam dtype bf16 over bf16
 // parameters: no master copy) keeps only the two bf16 moments.
+// Bytes a rank keeps per parameter of its model copy: 16-bit; under FP8 plus Transformer Engine's FP8 weight
+// workspace (kept across an iteration's micro-batches), or with FP8 parameters the FP8 data and its transposed
+// (column-wise) copy only. The few non-linear parameters (embedding, norms, router) are counted alike.
+inline double weight_bytes_per_param(const TrainingSettings& t) {
+  if (t.precision != Precision::fp8) return 2.0;
+  return t.fp8_param_gather ? 2.0 : 3.0;
+}
+// Bytes per parameter of the distributed optimizer's parameter all-gather: 16-bit, 8-bit with FP8 parameters.
+inline double param_gather_bytes_per_param(const TrainingSettings& t) {
+  return t.precision == Precision::fp8 && t.fp8_param_gather ? 1.0 : 2.0;
+}
+
 inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
   if (t.bf16_optimizer_state) return t.optimizer_moments_allocated ? 4.0 : 0.0;
   return 4.0 + (t.optimizer_moments_allocated ? 8.0 : 0.0) - (t.reuse_fp32_param ? 2.0 : 0.0);
@@ -595,7 +607,7 @@ struct DpCollective {
 };
 template <class F>
 void visit_dp_collectives(const Ctx& c, double dense_params, double expert_params, F&& f) {
-  const double gb = grad_bytes_per_param(c.t), pb = 2.0;  // parameters are gathered in 16 bits
+  const double gb = grad_bytes_per_param(c.t), pb = param_gather_bytes_per_param(c.t);
   const std::pair<Group, double> parts[2] = {{Group::dp, dense_params}, {Group::edp, expert_params}};
   for (const auto& [g, params] : parts) {
     if (params <= 0 || c.group(g).size <= 1) continue;

@@ -436,7 +436,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const double logits_bytes =
       (t.te_cross_entropy ? kLogitBytesPerElementTe : kLogitBytesPerElement) * c.tokens * c.vocab_padded / c.tp;
   const double grad_bytes = grad_bytes_per_param(t);
-  const double weight_bytes_per_param = t.precision == Precision::fp8 ? 3.0 : 2.0;
+  const double weight_bytes = weight_bytes_per_param(t);
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
   const EdgeTime head_only = edge_time(c, false, true);
 
@@ -508,7 +508,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // Under FSDP a rank keeps its shard plus the gathered parameters of the layer it computes and of the one it
     // prefetches, and one layer's unsharded gradients before their reduce-scatter.
     const double layer_params = params / std::max(1.0, static_cast<double>(sl.layers + sl.mtp));
-    st.weight_bytes = weight_bytes_per_param * (c.r.fsdp ? owned + 2 * layer_params : params);
+    st.weight_bytes = weight_bytes * (c.r.fsdp ? owned + 2 * layer_params : params);
     st.gradient_bytes = grad_bytes * (c.r.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);

@@ -41,6 +41,9 @@ std::string validate(const TrainingSettings& t) {
     return "reuse_fp32_param needs bf16 parameters (precision bf16 or fp8)";
   if (t.reuse_fp32_param && t.bf16_optimizer_state)
     return "reuse_fp32_param keeps an fp32 master copy; bf16_optimizer_state has none";
+  if (t.fp8_param_gather && t.precision != Precision::fp8) return "fp8_param_gather needs precision fp8";
+  if (t.fp8_param_gather && t.reuse_fp32_param)
+    return "fp8_param_gather keeps FP8 parameters; reuse_fp32_param needs bf16 ones";
   if (t.fsdp && !t.distributed_optimizer)
     return "fsdp shards the optimizer state too: distributed_optimizer false contradicts it";
   if (t.recompute_modules >= (1u << kNumRecomputeModules)) return "recompute_modules holds an unknown module";

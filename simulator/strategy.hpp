@@ -101,6 +101,10 @@ struct TrainingSettings {
   // set by every Megatron-Bridge performance recipe): keeps the 16-bit logits and writes their gradient into them,
   // where Megatron's vocab-parallel cross entropy keeps an fp32 softmax besides.
   bool te_cross_entropy = false;
+  // FP8 parameters (Megatron --fp8-param-gather; every Megatron-Bridge FP8 current- and MX-scaling recipe): the
+  // linear layers' weights live as FP8 with their transposed (column-wise) copy instead of bf16 plus an FP8
+  // workspace, and the distributed optimizer gathers them in 8 bits. Needs precision fp8.
+  bool fp8_param_gather = false;
 };
 
 std::string validate(const TrainingSettings& t);

@@ -429,8 +429,10 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
   EXPECT_TRUE(nemotron);
   EXPECT_EQ(remainders, 9u);
   // Every Megatron-Bridge performance run uses Transformer Engine's cross entropy; no other source says so.
-  for (const auto& r : ps.runs)
+  for (const auto& r : ps.runs) {
     EXPECT_EQ(r.settings.te_cross_entropy, r.source == "megatron_bridge_h100_b200") << r.label;
+    EXPECT_EQ(r.settings.fp8_param_gather, r.source == "megatron_bridge_h100_b200") << r.label;  // all FP8 there
+  }
   // Narayanan et al. 2021 Table 1, GPT 1.7B on 32 GPUs at 137 TFLOP/s: Eq. 3 gives 3.53 s.
   bool found = false;
   for (const auto& r : ps.runs)
@@ -638,6 +640,25 @@ TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
   EXPECT_DOUBLE_EQ(te.stages[0].transient_bytes, 2 * logits);
   EXPECT_DOUBLE_EQ(te.iteration_time_s, native.iteration_time_s);  // memory only
   EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").te_cross_entropy);
+}
+
+TEST(Fidelity, Fp8ParametersKeepTwoBytesAndGatherInEightBits) {
+  // FP8 without FP8 parameters: bf16 weights plus TE's FP8 workspace (3 bytes each); with them, the FP8 data and
+  // its transpose (2), and the distributed optimizer's parameter all-gather moves 1 byte per parameter, not 2.
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(8192, 128, Precision::fp8);
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  const Prediction workspace = simulate(m, s, h100(), t, PlatformParams{});
+  const double gather16 = bytes_of(collective_diagnostics(m, s, h100(), t, PlatformParams{}), "all_gather", "dp");
+  t.fp8_param_gather = true;
+  const Prediction fp8 = simulate(m, s, h100(), t, PlatformParams{});
+  ASSERT_TRUE(workspace.ok() && fp8.ok());
+  EXPECT_NEAR(fp8.stages[0].weight_bytes / workspace.stages[0].weight_bytes, 2.0 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(bytes_of(collective_diagnostics(m, s, h100(), t, PlatformParams{}), "all_gather", "dp"),
+                   gather16 / 2);
+  EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").fp8_param_gather);
+  t.precision = Precision::bf16;  // FP8 parameters need FP8 training
+  EXPECT_FALSE(validate(t).empty());
 }
 
 TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {

@@ -587,8 +587,10 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
       "  cross_entropy_fusion_impl ....................... te\n"
       "  cross_entropy_loss_fusion ....................... True\n"
       "  overlap_p2p_comm ................................ True\n"
-      "  overlap_moe_expert_parallel_comm ................ True\n");
+      "  overlap_moe_expert_parallel_comm ................ True\n"
+      "  fp8_param_gather ................................ True\n");
   EXPECT_TRUE(te.te_cross_entropy && te.overlap_p2p_comm && te.overlap_moe_expert_parallel_comm);
+  EXPECT_FALSE(te.fp8_param_gather);  // the fixture trains in bf16: no FP8 parameters
   EXPECT_FALSE(read("  cross_entropy_fusion_impl ....................... te\n").te_cross_entropy);
   EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);
 }
