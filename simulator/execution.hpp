@@ -397,6 +397,22 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // Flash attention keeps its softmax log-sum-exp.
   gemm(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal, 1, R::core_attn},
        c.t.flash_attention ? 4 * c.b * c.a * c.s_local / t : 0);
+  if (c.cp > 1 && c.t.flash_attention) {
+    // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps, one flash
+    // kernel per KV block, and merges them by their log-sum-exp: forward, the first step's partial output is
+    // scaled (read, write) and each later one added into the output (read it, read-modify-write the output;
+    // steps above the causal diagonal touch its second half only), all 16-bit; backward, each step's dQ is added
+    // into dQ and its dK, dV into the K, V gradient that travels the ring, after one copy of K, V into it. Kernels:
+    // the cp - 1 further flash launches, one output and (after the first) one log-sum-exp merge per step.
+    const double out = c.tokens * c.a * vd / t, q_el = c.tokens * c.a * qk / t;
+    const double kv_el = c.tokens * kv_heads * (qk + vd) / t, steps = static_cast<double>(c.cp);
+    LayerOp o{"cp_merge"};
+    o.fwd_bytes = out * (4 + 4.5 * (steps - 1));
+    o.bwd_bytes = q_el * (4 + 6 * (steps - 1)) + kv_el * (6 * steps + 4);
+    o.kernels = 3 * steps - 2;
+    o.module = R::core_attn;
+    emit(o);
+  }
   // The out-projection keeps its input, the attention output; flash attention keeps its own 16-bit copy besides
   // an FP8 one.
   gemm(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t},

@@ -642,6 +642,30 @@ TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
   EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").te_cross_entropy);
 }
 
+TEST(Fidelity, ContextParallelAttentionMergesItsStepsOutputs) {
+  // CP 2 at sequence 8192 against no CP at 4096: the same tokens per rank, so the memory-bound bytes differ only
+  // by the merge of the two steps (Transformer Engine's P2P context parallelism). Per layer, with Q and the output
+  // of a·d and K, V of 2·g·d elements per token: forward 4 + 4.5 bytes per output element, backward 4 + 6 per Q
+  // element and 6·2 + 4 per K, V element. Measured from the slope in 1 / HBM efficiency with nothing overlapped.
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(8192, 1);
+  t.distributed_optimizer = false;
+  t.overlap_grad_reduce = false;
+  auto vector_bytes = [&](const char* name, std::int64_t seq) {
+    t.seq_length = seq;
+    const Strategy s = *parse_config_name(name).strategy;
+    PlatformParams a, b;
+    a.vector_bandwidth_efficiency = 0.25;
+    b.vector_bandwidth_efficiency = 0.5;
+    const double dt = simulate(m, s, h100(), t, a).iteration_time_s - simulate(m, s, h100(), t, b).iteration_time_s;
+    return dt / (1 / 0.25 - 1 / 0.5) * h100().hbm_bandwidth_bytes_per_s;
+  };
+  const double tokens = 4096, qd = tokens * 32 * 128, kvd = tokens * 8 * 256;
+  const double expected = 32 * (qd * 8.5 + qd * 10 + kvd * 16);
+  EXPECT_NEAR(vector_bytes("dp1-tp1-pp1-cp2-noRC", 8192) - vector_bytes("dp1-tp1-pp1-cp1-noRC", 4096), expected,
+              1e-6 * expected);
+}
+
 TEST(Fidelity, Fp8ParametersKeepTwoBytesAndGatherInEightBits) {
   // FP8 without FP8 parameters: bf16 weights plus TE's FP8 workspace (3 bytes each); with them, the FP8 data and
   // its transpose (2), and the distributed optimizer's parameter all-gather moves 1 byte per parameter, not 2.
