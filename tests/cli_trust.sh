@@ -15,6 +15,11 @@ grep -q "uncalibrated" "$tmp/e" || fail "no uncalibrated warning"
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
   --params "$LMSIM_DATA_DIR/params/params_gpu.json" 2> "$tmp/e" > /dev/null
 grep -q "fitted on v100_sxm2_32g, not on h100_sxm_80g" "$tmp/e" || fail "no other-system warning"
+# An MoE model is told what the MoE layer leaves out; a dense one is not.
+"$lmsim" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-ep8-noRC 2> "$tmp/e" > /dev/null
+grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "no MoE warning: $(cat "$tmp/e")"
+"$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
+! grep -q "mixture of experts" "$tmp/e" || fail "MoE warning for a dense model"
 
 # Intervals bracket the point prediction, 90 % outside 80 %.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \
