@@ -249,8 +249,8 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         const auto r = static_cast<RecomputeModule>(i);
         const auto k = static_cast<std::size_t>(i);
         if (!replays(c.t, r)) continue;
-        if (r == RecomputeModule::core_attn) {
-          lt.recompute += lt.attn_fwd;
+        if (r == RecomputeModule::core_attn) {  // the core and its memory-bound work (CP's step merge)
+          lt.recompute += lt.attn_fwd + vector_time_s(c, v.module_fwd_bytes[k], v.module_fwd_kernels[k]);
           continue;
         }
         const double gemms = module_gemm_fwd[k], bytes = v.module_fwd_bytes[k];

@@ -664,6 +664,10 @@ TEST(Fidelity, ContextParallelAttentionMergesItsStepsOutputs) {
   const double expected = 32 * (qd * 8.5 + qd * 10 + kvd * 16);
   EXPECT_NEAR(vector_bytes("dp1-tp1-pp1-cp2-noRC", 8192) - vector_bytes("dp1-tp1-pp1-cp1-noRC", 4096), expected,
               1e-6 * expected);
+  // Selective recompute of the attention core replays the forward merge too.
+  const double replayed = 32 * qd * 8.5;
+  EXPECT_NEAR(vector_bytes("dp1-tp1-pp1-cp2-selRC", 8192) - vector_bytes("dp1-tp1-pp1-cp2-noRC", 8192), replayed,
+              1e-6 * replayed);
 }
 
 TEST(Fidelity, Fp8ParametersKeepTwoBytesAndGatherInEightBits) {
