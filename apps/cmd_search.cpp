@@ -506,8 +506,10 @@ void run(SearchCli sc, std::ostream& out) {
     return;
   }
   std::vector<std::vector<std::string>> rows;
+  bool fits_unknown = false;
   for (std::size_t i = 0; i < r.ranking.size(); ++i) {
     const auto& e = r.ranking[i];
+    fits_unknown = fits_unknown || !risk[i] || std::isnan(risk[i]->p_fits);
     const auto c = space.at(e.index);
     const Throughput tp = throughput_of(model, space, e, o);
     rows.push_back({std::to_string(i + 1), config_name(c.strategy), space.scenarios()[c.scenario].label,
@@ -521,6 +523,9 @@ void run(SearchCli sc, std::ostream& out) {
       << table({"#", "configuration", "scenario", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %",
                 "P(fits)", "P(<=5% of #1)"},
                rows);
+  if (fits_unknown)
+    out << "P(fits) n/a: the θ in use was fitted without memory measurements, so its memory prediction has no "
+           "interval; candidates are kept by the point prediction and --memory-margin\n";
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
