@@ -200,7 +200,13 @@ PublishedSet read_published(const std::string& dir) {
       }
     }
     st.fused_kernels = true;
-    if (auto why = validate(st); !why.empty()) t.fail(r, "gbs", why);
+    // A contradiction names its setting first: the table's own sizes are the data row's, the rest the reading's.
+    if (auto why = validate(st); !why.empty()) {
+      const std::string field = why.substr(0, why.find(' '));
+      if (field == "global_batch_size" || field == "seq_length")
+        t.fail(r, field == "seq_length" ? "seq_len" : "gbs", why);
+      rd.fail(i, rd.has(field) ? field : "precision", why);
+    }
 
     const std::string metric = t.text(r, "metric");
     const double v = published_value(t, r);

@@ -488,6 +488,20 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
   } catch (const io::InputError& e) {
     EXPECT_EQ(e.field(), "recompute_modules") << e.what();
   }
+  // Settings that contradict each other are the reading's fault, named by the setting.
+  std::ofstream(dir + "/readings.csv")
+      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
+         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
+         "flash_attention,dropout,overlap_p2p_comm,fp8_param_gather,note\n"
+      << "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,bf16,true,true,true,true,false,true,"
+         "false,true,true,x\n";
+  try {
+    io::read_published(dir);
+    ADD_FAILURE() << "FP8 parameters under bf16 were accepted";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "fp8_param_gather") << e.what();
+    EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 
