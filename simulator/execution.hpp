@@ -585,19 +585,9 @@ void visit_pipeline_collectives(const Ctx& c, F&& f) {
   if (sliced && !c.r.sequence_parallel && c.tp > 1) f(Collective{Prim::all_gather, Group::tp, act, 1, 1});
 }
 
-// Data-parallel gradient reduction and (distributed optimizer) parameter all-gather for one stage, once per
-// iteration: dense parameters over dp·cp, expert parameters over the expert-data-parallel group.
-// `grad` marks the gradient reduction (overlappable with backward), the rest gathers parameters.
 // Bytes per parameter of the gradient buffers (and of their data-parallel reduction): fp32 with Megatron's
 // --accumulate-allreduce-grads-in-fp32, else 16-bit.
 inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gradients ? 4.0 : 2.0; }
-// Optimizer state per owned parameter for mixed-precision Adam (Megatron-LM theoretical_memory_usage.py: 12 bytes,
-// the 18 of "2 + 4 + 12" less weights and gradients): the fp32 master copy (4), created with the optimizer, and
-// the fp32 moments exp_avg / exp_avg_sq (4 + 4), created lazily by the first step that is applied. MindSpeed's
-// --reuse-fp32-param keeps the 16-bit copy of the owned parameters inside the master copy: "sizeof(bfloat16) x
-// parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md); Apex's and TE's
-// store_param_remainders likewise. A 16-bit optimizer state (Apex DistributedFusedAdam dtype bf16 over bf16
-// parameters: no master copy) keeps only the two bf16 moments.
 // Bytes a rank keeps per parameter of its model copy: 16-bit; under FP8 plus Transformer Engine's FP8 weight
 // workspace (kept across an iteration's micro-batches), or with FP8 parameters the FP8 data and its transposed
 // (column-wise) copy only. The few non-linear parameters (embedding, norms, router) are counted alike.
@@ -610,11 +600,21 @@ inline double param_gather_bytes_per_param(const TrainingSettings& t) {
   return t.precision == Precision::fp8 && t.fp8_param_gather ? 1.0 : 2.0;
 }
 
+// Optimizer state per owned parameter for mixed-precision Adam (Megatron-LM theoretical_memory_usage.py: 12 bytes,
+// the 18 of "2 + 4 + 12" less weights and gradients): the fp32 master copy (4), created with the optimizer, and
+// the fp32 moments exp_avg / exp_avg_sq (4 + 4), created lazily by the first step that is applied. MindSpeed's
+// --reuse-fp32-param keeps the 16-bit copy of the owned parameters inside the master copy: "sizeof(bfloat16) x
+// parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md); Apex's and TE's
+// store_param_remainders likewise. A 16-bit optimizer state (Apex DistributedFusedAdam dtype bf16 over bf16
+// parameters: no master copy) keeps only the two bf16 moments.
 inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
   if (t.bf16_optimizer_state) return t.optimizer_moments_allocated ? 4.0 : 0.0;
   return 4.0 + (t.optimizer_moments_allocated ? 8.0 : 0.0) - (t.reuse_fp32_param ? 2.0 : 0.0);
 }
 
+// Data-parallel gradient reduction and (distributed optimizer) parameter all-gather for one stage, once per
+// iteration: dense parameters over dp·cp, expert parameters over the expert-data-parallel group.
+// `grad` marks the gradient reduction (overlappable with backward), the rest gathers parameters.
 struct DpCollective {
   Prim prim;
   Group group;
