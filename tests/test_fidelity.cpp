@@ -448,60 +448,40 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(io::data_dir() + "/public/nemo2407_h100.csv", dir + "/nemo2407_h100.csv",
                              std::filesystem::copy_options::overwrite_existing);
-  const std::string head =
-      "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
-      "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
-      "flash_attention,dropout,overlap_p2p_comm,note\n";
-  auto expect_error = [&](const std::string& row, const char* field) {
-    std::ofstream(dir + "/readings.csv") << head << row << "\n";
-    try {
-      io::read_published(dir);
-      ADD_FAILURE() << "accepted: " << row;
-    } catch (const io::InputError& e) {
-      EXPECT_EQ(e.field(), field) << e.what();
-      EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
-    }
-  };
+  // A readings.csv of the required columns, `extra` optional ones and a note, with one row.
+  auto expect_error =
+      [&](const std::string& extra, const std::string& row, const char* field) {
+        std::ofstream(dir + "/readings.csv")
+            << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
+               "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
+               "flash_attention,dropout,overlap_p2p_comm,"
+            << extra << "note\n"
+            << row << "\n";
+        try {
+          io::read_published(dir);
+          ADD_FAILURE() << "accepted: " << row;
+        } catch (const io::InputError& e) {
+          EXPECT_EQ(e.field(), field) << e.what();
+          EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
+        }
+      };
   const std::string ok = "true,true,true,true,false,true,false,true,x";
-  expect_error("nemo2407_h100.csv,999,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "line");  // no such row
-  expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h999,none,false,1,1,fp8," + ok, "system");
-  expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,some,false,1,1,fp8," + ok, "recompute");
-  expect_error("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,2,1,fp8," + ok, "micro_batch_size");
-  expect_error("nemo2407_h100.csv,10,maybe,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "use");
+  expect_error("", "nemo2407_h100.csv,999,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "line");  // no row
+  expect_error("", "nemo2407_h100.csv,10,use,Llama-2-7B,h999,none,false,1,1,fp8," + ok, "system");
+  expect_error("", "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,some,false,1,1,fp8," + ok, "recompute");
+  expect_error("", "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,2,1,fp8," + ok, "micro_batch_size");
+  expect_error("", "nemo2407_h100.csv,10,maybe,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "use");
   // The optional columns: FSDP and Megatron's recompute modules.
-  std::ofstream(dir + "/readings.csv")
-      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
-         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
-         "flash_attention,dropout,overlap_p2p_comm,fsdp,recompute_modules,note\n"
-      << "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,selective,false,1,1,fp8,true,true,true,true,false,true,"
-         "false,true,maybe,core_attn,x\n";
-  EXPECT_THROW(io::read_published(dir), io::InputError);
-  std::ofstream(dir + "/readings.csv")
-      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
-         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
-         "flash_attention,dropout,overlap_p2p_comm,fsdp,recompute_modules,note\n"
-      << "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,selective,false,1,1,fp8,true,true,true,true,false,true,"
-         "false,true,true,core_attn attention,x\n";
-  try {
-    io::read_published(dir);
-    ADD_FAILURE() << "an unknown recompute module was accepted";
-  } catch (const io::InputError& e) {
-    EXPECT_EQ(e.field(), "recompute_modules") << e.what();
-  }
-  // Settings that contradict each other are the reading's fault, named by the setting.
-  std::ofstream(dir + "/readings.csv")
-      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
-         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
-         "flash_attention,dropout,overlap_p2p_comm,fp8_param_gather,note\n"
-      << "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,bf16,true,true,true,true,false,true,"
-         "false,true,true,x\n";
-  try {
-    io::read_published(dir);
-    ADD_FAILURE() << "FP8 parameters under bf16 were accepted";
-  } catch (const io::InputError& e) {
-    EXPECT_EQ(e.field(), "fp8_param_gather") << e.what();
-    EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
-  }
+  const std::string selective = "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,selective,false,1,1,fp8,";
+  expect_error("fsdp,recompute_modules,", selective + "true,true,true,true,false,true,false,true,maybe,core_attn,x",
+               "fsdp");
+  expect_error("fsdp,recompute_modules,",
+               selective + "true,true,true,true,false,true,false,true,true,core_attn attention,x", "recompute_modules");
+  // Settings that contradict each other are the reading's fault, named by the setting: FP8 parameters under bf16.
+  expect_error("fp8_param_gather,",
+               "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,bf16,true,true,true,true,false,true,"
+               "false,true,true,x",
+               "fp8_param_gather");
   std::filesystem::remove_all(dir);
 }
 
