@@ -97,6 +97,14 @@ int main(int argc, char** argv) {
     std::vector<std::size_t> every = idx;
     if (const auto val = calib::validation_indices(pb); !val.empty()) {
       line("validation rows (not fitted)", pb, calib::predict(pb, val, fr.params), true);
+      // The shipped fit's intervals on rows it never saw (one fold: trained on every fitted run).
+      calib::CvResult held;
+      held.folds.push_back(fr);
+      held.folds.back().train = idx;
+      held.test_sets.push_back(val);
+      const calib::Coverage c = calib::interval_coverage(pb, held);
+      std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  interval coverage",
+                  c.time_in_80, c.n_time, c.time_in_90, c.n_time);
       every.insert(every.end(), val.begin(), val.end());
     }
     feasibility(pb, calib::predict(pb, every, fr.params));
