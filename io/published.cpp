@@ -33,29 +33,6 @@ const std::vector<std::string> kReadingColumns = {"file",
                                                   "dropout",
                                                   "overlap_p2p_comm",
                                                   "note"};
-// The on/off training settings a reading states, by column: the required ones and the optional later additions.
-struct SettingFlag {
-  const char* column;
-  bool TrainingSettings::*member;
-  bool required;
-};
-constexpr SettingFlag kSettingFlags[] = {
-    {"sequence_parallel", &TrainingSettings::sequence_parallel, true},
-    {"tp_comm_overlap", &TrainingSettings::tp_comm_overlap, true},
-    {"overlap_grad_reduce", &TrainingSettings::overlap_grad_reduce, true},
-    {"overlap_param_gather", &TrainingSettings::overlap_param_gather, true},
-    {"distributed_optimizer", &TrainingSettings::distributed_optimizer, true},
-    {"fp32_gradients", &TrainingSettings::fp32_gradients, true},
-    {"flash_attention", &TrainingSettings::flash_attention, true},
-    {"dropout", &TrainingSettings::dropout, true},
-    {"overlap_p2p_comm", &TrainingSettings::overlap_p2p_comm, true},
-    {"overlap_moe_expert_parallel_comm", &TrainingSettings::overlap_moe_expert_parallel_comm, false},
-    {"fsdp", &TrainingSettings::fsdp, false},
-    {"reuse_fp32_param", &TrainingSettings::reuse_fp32_param, false},
-    {"bf16_optimizer_state", &TrainingSettings::bf16_optimizer_state, false},
-    {"te_cross_entropy", &TrainingSettings::te_cross_entropy, false},
-    {"fp8_param_gather", &TrainingSettings::fp8_param_gather, false},
-};
 const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hidden", "heads", "ffn",  "vocab",
                                                "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",
                                                "dp",      "mbs",   "gbs",    "metric", "value", "unit", "gpu_type"};
@@ -187,8 +164,10 @@ PublishedSet read_published(const std::string& dir) {
     const auto precision = from_name<Precision>(prec, kNumPrecisions);
     if (!precision) rd.fail(i, "precision", "'" + prec + "' is not one of " + names_of<Precision>(kNumPrecisions));
     st.precision = *precision;
+    st.fused_kernels = true;
+    // The on/off settings the reading states: the required columns and any optional one it has.
     for (const SettingFlag& f : kSettingFlags)
-      if (f.required || rd.has(f.column)) st.*f.member = flag(rd, i, f.column);
+      if (rd.has(f.name)) st.*f.member = flag(rd, i, f.name);
     // Megatron's --recompute-modules for selective recompute, space-separated; empty: the default (core_attn).
     if (rd.has("recompute_modules") && !rd.at(i, rd.col("recompute_modules")).empty()) {
       st.recompute_modules = 0;
@@ -199,7 +178,6 @@ PublishedSet read_published(const std::string& dir) {
         st.recompute_modules |= module_bit(*m);
       }
     }
-    st.fused_kernels = true;
     // A contradiction names its setting first: the table's own sizes are the data row's, the rest the reading's.
     if (auto why = validate(st); !why.empty()) {
       const std::string field = why.substr(0, why.find(' '));

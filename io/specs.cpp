@@ -434,28 +434,9 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.micro_batch_size = o.integer_or("micro_batch_size", 1, 1 << 30, t.micro_batch_size);
   t.precision = o.choice<Precision>(
       "precision", {{"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}}, t.precision);
-  t.distributed_optimizer = o.boolean_or("distributed_optimizer", t.distributed_optimizer);
-  t.flash_attention = o.boolean_or("flash_attention", t.flash_attention);
-  t.fused_kernels = o.boolean_or("fused_kernels", t.fused_kernels);
-  t.fused_norm = o.boolean_or("fused_norm", t.fused_norm);
-  t.sequence_parallel = o.boolean_or("sequence_parallel", t.sequence_parallel);
-  t.dropout = o.boolean_or("dropout", t.dropout);
-  t.fp32_gradients = o.boolean_or("fp32_gradients", t.fp32_gradients);
-  t.optimizer_moments_allocated = o.boolean_or("optimizer_moments_allocated", t.optimizer_moments_allocated);
-  t.reuse_fp32_param = o.boolean_or("reuse_fp32_param", t.reuse_fp32_param);
-  t.bf16_optimizer_state = o.boolean_or("bf16_optimizer_state", t.bf16_optimizer_state);
-  t.fsdp = o.boolean_or("fsdp", t.fsdp);
+  for (const SettingFlag& f : kSettingFlags) t.*f.member = o.boolean_or(f.name, t.*f.member);
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
-  t.tp_comm_overlap = o.boolean_or("tp_comm_overlap", t.tp_comm_overlap);
-  t.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", t.overlap_grad_reduce);
-  t.overlap_param_gather = o.boolean_or("overlap_param_gather", t.overlap_param_gather);
-  t.pipeline_scatter_gather = o.boolean_or("pipeline_scatter_gather", t.pipeline_scatter_gather);
-  t.overlap_p2p_comm = o.boolean_or("overlap_p2p_comm", t.overlap_p2p_comm);
-  t.overlap_moe_expert_parallel_comm =
-      o.boolean_or("overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm);
-  t.te_cross_entropy = o.boolean_or("te_cross_entropy", t.te_cross_entropy);
-  t.fp8_param_gather = o.boolean_or("fp8_param_gather", t.fp8_param_gather);
   o.mark("note");
   o.finish();
   if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
@@ -470,31 +451,14 @@ std::vector<std::string> recompute_module_names(const TrainingSettings& t) {
 }
 
 Json to_json(const TrainingSettings& t) {
-  return Json{{"seq_length", t.seq_length},
-              {"global_batch_size", t.global_batch_size},
-              {"micro_batch_size", t.micro_batch_size},
-              {"precision", to_string(t.precision)},
-              {"distributed_optimizer", t.distributed_optimizer},
-              {"flash_attention", t.flash_attention},
-              {"fused_kernels", t.fused_kernels},
-              {"fused_norm", t.fused_norm},
-              {"sequence_parallel", t.sequence_parallel},
-              {"dropout", t.dropout},
-              {"fp32_gradients", t.fp32_gradients},
-              {"optimizer_moments_allocated", t.optimizer_moments_allocated},
-              {"reuse_fp32_param", t.reuse_fp32_param},
-              {"bf16_optimizer_state", t.bf16_optimizer_state},
-              {"fsdp", t.fsdp},
-              {"recompute_modules", recompute_module_names(t)},
-              {"moe_load_imbalance", t.moe_load_imbalance},
-              {"tp_comm_overlap", t.tp_comm_overlap},
-              {"overlap_grad_reduce", t.overlap_grad_reduce},
-              {"overlap_param_gather", t.overlap_param_gather},
-              {"pipeline_scatter_gather", t.pipeline_scatter_gather},
-              {"overlap_p2p_comm", t.overlap_p2p_comm},
-              {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm},
-              {"te_cross_entropy", t.te_cross_entropy},
-              {"fp8_param_gather", t.fp8_param_gather}};
+  Json j{{"seq_length", t.seq_length},
+         {"global_batch_size", t.global_batch_size},
+         {"micro_batch_size", t.micro_batch_size},
+         {"precision", to_string(t.precision)}};
+  for (const SettingFlag& f : kSettingFlags) j[f.name] = t.*f.member;
+  j["recompute_modules"] = recompute_module_names(t);
+  j["moe_load_imbalance"] = t.moe_load_imbalance;
+  return j;
 }
 
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path,

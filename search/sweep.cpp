@@ -99,12 +99,9 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << y.hbm_bandwidth_bytes_per_s << ' ' << y.intra_node.bandwidth_bytes_per_s << ' ' << y.intra_node.latency_s
       << ' ' << y.inter_node.bandwidth_bytes_per_s << ' ' << y.inter_node.latency_s << ' ' << y.gemm_layout_conversion
       << y.nvlink_sharp << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
-      << static_cast<int>(t.precision) << t.distributed_optimizer << t.flash_attention << t.fused_kernels
-      << t.fused_norm << t.sequence_parallel << t.dropout << t.fp32_gradients << t.optimizer_moments_allocated
-      << t.reuse_fp32_param << t.bf16_optimizer_state << t.fsdp << ' ' << int{t.recompute_modules} << ' '
-      << t.tp_comm_overlap << t.overlap_grad_reduce << t.overlap_param_gather << t.pipeline_scatter_gather
-      << t.overlap_p2p_comm << t.overlap_moe_expert_parallel_comm << t.te_cross_entropy << t.fp8_param_gather << ' '
-      << t.moe_load_imbalance;
+      << static_cast<int>(t.precision) << ' ';
+    for (const SettingFlag& f : kSettingFlags) d << t.*f.member;
+    d << ' ' << int{t.recompute_modules} << ' ' << t.moe_load_imbalance;
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }

@@ -107,6 +107,34 @@ struct TrainingSettings {
   bool fp8_param_gather = false;
 };
 
+// The on/off settings by name (the settings-JSON key and the published-readings column): one table that the
+// settings reader and writer, the published-readings reader and the search checkpoint's fingerprint loop over.
+struct SettingFlag {
+  const char* name;
+  bool TrainingSettings::*member;
+};
+inline constexpr SettingFlag kSettingFlags[] = {
+    {"distributed_optimizer", &TrainingSettings::distributed_optimizer},
+    {"flash_attention", &TrainingSettings::flash_attention},
+    {"fused_kernels", &TrainingSettings::fused_kernels},
+    {"fused_norm", &TrainingSettings::fused_norm},
+    {"sequence_parallel", &TrainingSettings::sequence_parallel},
+    {"dropout", &TrainingSettings::dropout},
+    {"fp32_gradients", &TrainingSettings::fp32_gradients},
+    {"optimizer_moments_allocated", &TrainingSettings::optimizer_moments_allocated},
+    {"reuse_fp32_param", &TrainingSettings::reuse_fp32_param},
+    {"bf16_optimizer_state", &TrainingSettings::bf16_optimizer_state},
+    {"fsdp", &TrainingSettings::fsdp},
+    {"tp_comm_overlap", &TrainingSettings::tp_comm_overlap},
+    {"overlap_grad_reduce", &TrainingSettings::overlap_grad_reduce},
+    {"overlap_param_gather", &TrainingSettings::overlap_param_gather},
+    {"pipeline_scatter_gather", &TrainingSettings::pipeline_scatter_gather},
+    {"overlap_p2p_comm", &TrainingSettings::overlap_p2p_comm},
+    {"overlap_moe_expert_parallel_comm", &TrainingSettings::overlap_moe_expert_parallel_comm},
+    {"te_cross_entropy", &TrainingSettings::te_cross_entropy},
+    {"fp8_param_gather", &TrainingSettings::fp8_param_gather},
+};
+
 std::string validate(const TrainingSettings& t);
 
 struct Strategy {
