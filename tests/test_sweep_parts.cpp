@@ -198,4 +198,16 @@ TEST(SweepParts, FingerprintCoversSearchOptions) {
     EXPECT_NE(fingerprint(space, 1024, p), a);
   }
   EXPECT_NE(fingerprint(space, 2048, o), a);
+  // The scenario's system and settings too: a node wired with direct links, an on/off setting.
+  const io::SystemPreset& sp = *io::presets().find_system("a100_sxm_80g");
+  const Model& m = io::presets().find_model("Qwen3-0.6B")->model;
+  Scenario s{sp.system, sp.default_params, TrainingSettings{}, 8, "a100/8"};
+  s.settings.global_batch_size = 32;
+  Scenario linked = s;
+  linked.system.intra_node_links = io::presets().find_system("v100_sxm2_32g")->system.intra_node_links;
+  linked.system.intra_node_host_bandwidth_bytes_per_s = 16e9;
+  EXPECT_NE(fingerprint(Space(m, {linked}, SpaceFilter{}), 1024, o), a);
+  Scenario te = s;
+  te.settings.te_cross_entropy = true;
+  EXPECT_NE(fingerprint(Space(m, {te}, SpaceFilter{}), 1024, o), a);
 }
