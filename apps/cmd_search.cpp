@@ -61,6 +61,10 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
   std::vector<std::optional<calib::CandidateRisk>> out(ranking.size());
   if (ranking.empty() || !sens[0]) return out;
   const std::size_t s0 = space.at(ranking[0].index).scenario;
+  // The time's 80 % central quantile (its upper end is the 90th percentile), once per scenario's θ.
+  std::vector<double> q80(unc.size(), 0.0);
+  for (std::size_t si = 0; si < unc.size(); ++si)
+    if (unc[si]) q80[si] = calib::central_quantile(0.8, unc[si]->time_dof);
   for (std::size_t i = 0; i < ranking.size(); ++i) {
     if (!sens[i]) continue;
     const std::size_t si = space.at(ranking[i].index).scenario;
@@ -69,7 +73,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     const double vt = u.time_log_sd * u.time_log_sd + calib::quad(u, sens[i]->g_time, sens[i]->g_time);
     const double vm = u.memory_log_sd * u.memory_log_sd + calib::quad(u, sens[i]->g_memory, sens[i]->g_memory);
     cr.time_log_sd = std::sqrt(std::max(0.0, vt));
-    cr.time_p90_s = ranking[i].time_s * std::exp(calib::central_quantile(0.8, u.time_dof) * cr.time_log_sd);
+    cr.time_p90_s = ranking[i].time_s * std::exp(q80[si] * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     // A θ fitted without memory measurements knows nothing of memory error: P(fits) is unknown (NaN), not 1.
     cr.p_fits = u.memory_log_sd > 0

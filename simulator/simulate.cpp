@@ -426,7 +426,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const LayerTime dense_t = layer_time(c, false);
   const LayerTime moe_t = m.is_moe() ? layer_time(c, true) : dense_t;
   const LayerActivation dense_a = layer_activation_from(c, dense_f);
-  const LayerActivation moe_a = layer_activation_from(c, moe_f);
+  const LayerActivation moe_a = m.is_moe() ? layer_activation_from(c, moe_f) : dense_a;
   const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward

@@ -5,6 +5,16 @@
 
 namespace lmsim {
 
+namespace {
+// Links of device i to all others in the node's direct-link table.
+int link_degree(const System& s, int i) {
+  const int n = s.devices_per_node;
+  int d = 0;
+  for (int j = 0; j < n; ++j) d += s.intra_node_links[static_cast<std::size_t>(i * n + j)];
+  return d;
+}
+}  // namespace
+
 const char* to_string(Precision p) {
   switch (p) {
     case Precision::fp16: return "fp16";
@@ -34,7 +44,6 @@ std::string validate(const System& s) {
              std::to_string(n) + ")";
     bool unlinked = false;
     for (std::size_t i = 0; i < n; ++i) {
-      int degree = 0;
       for (std::size_t j = 0; j < n; ++j) {
         const int l = s.intra_node_links[i * n + j];
         if (l < 0) return "intra_node.links: negative link count";
@@ -43,9 +52,9 @@ std::string validate(const System& s) {
                  ")";
         if (i == j && l != 0) return "intra_node.links: device " + std::to_string(i) + " has a link to itself";
         unlinked |= i != j && l == 0;
-        degree += l;
       }
-      if (degree == 0) return "intra_node.links: device " + std::to_string(i) + " has no link";
+      if (link_degree(s, static_cast<int>(i)) == 0)
+        return "intra_node.links: device " + std::to_string(i) + " has no link";
     }
     if (unlinked && bad(s.intra_node_host_bandwidth_bytes_per_s))
       return "intra_node.host_bandwidth_gb_per_s must be positive when some devices have no direct link";
@@ -58,11 +67,7 @@ double ring_bandwidth_share(const System& s, int members, int stride, bool chain
   if (s.intra_node_links.empty() || members <= 1 || stride < 1) return 1.0;
   const int* links = s.intra_node_links.data();
   int max_degree = 0;
-  for (int i = 0; i < n; ++i) {
-    int d = 0;
-    for (int j = 0; j < n; ++j) d += links[i * n + j];
-    max_degree = std::max(max_degree, d);
-  }
+  for (int i = 0; i < n; ++i) max_degree = std::max(max_degree, link_degree(s, i));
   const double host = s.intra_node_host_bandwidth_bytes_per_s / s.intra_node.bandwidth_bytes_per_s;
   double worst = 1.0;
   for (int base = 0; base + (members - 1) * stride < n; ++base) {
