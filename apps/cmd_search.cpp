@@ -269,6 +269,9 @@ void run(SearchCli sc, std::ostream& out) {
   if (sc.quiet && spdlog::get_level() < spdlog::level::warn) spdlog::set_level(spdlog::level::warn);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Every rank resolves the same model, θ and settings, so their notes and warnings are rank 0's to say; a rank's
+  // own failure still reaches the user (an exception, reported with its rank by run_cli).
+  if (rank != 0 && spdlog::get_level() < spdlog::level::err) spdlog::set_level(spdlog::level::err);
   if (sc.systems.empty()) throw io::InputError("command line", 0, "--system", "at least one system is required");
   if (!sc.params.empty() && sc.params.size() != sc.systems.size())
     throw io::InputError("command line", 0, "--params", "give one θ file per --system, in the same order");

@@ -23,6 +23,12 @@ done
 for f in "$tmp"/r_*.h5; do same_ranking "$tmp/r_1_1.h5" "$f"; done
 say "determinism across ranks/threads checked"
 
+# Every rank resolves the same model and θ: their warnings are said once (rank 0), not once per rank.
+OMP_NUM_THREADS=1 timeout 120 mpirun -np 3 "$lmsim" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 16 \
+  --global-batch 256 --top 3 >/dev/null 2>"$tmp/moe.err" || bad "3-rank MoE search failed: $(tail -3 "$tmp/moe.err")"
+n=$(grep -c "is a mixture of experts" "$tmp/moe.err")
+[ "$n" = 1 ] || bad "the MoE warning was printed $n times by 3 ranks (expected once)"
+
 # kill -9 mid-sweep, then resume.
 big=(--model Llama-3-70B --system h100_sxm_80g,a100_sxm_80g --devices 512,768,1024,1536,2048,3072,4096,6144,8192
      --seq 2048,4096,8192,16384,32768,65536 --global-batch 512,768,1024,1536,2048,4096 --top 15 --chunk 50000
