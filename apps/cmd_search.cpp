@@ -76,13 +76,14 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     cr.time_p90_s = ranking[i].time_s * std::exp(q80[si] * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     // A θ fitted without memory measurements knows nothing of memory error: P(fits) is unknown (NaN), not 1.
-    cr.p_fits = u.memory_log_sd > 0
-                    ? calib::normal_cdf((std::log(cap) - std::log(ranking[i].peak_bytes)) / std::sqrt(vm))
-                    : std::nan("");
+    cr.p_fits =
+        u.memory_log_sd > 0
+            ? calib::student_t_cdf((std::log(cap) - std::log(ranking[i].peak_bytes)) / std::sqrt(vm), u.memory_dof)
+            : std::nan("");
     if (i == 0) {
       cr.p_within_5pct = 1;
     } else {
-      double v = 0;
+      double v = 0, dof = u.time_dof;
       if (si == s0 || space.scenarios()[si].system.name == space.scenarios()[s0].system.name) {
         std::vector<double> d(sens[i]->g_time.size());
         for (std::size_t a = 0; a < d.size(); ++a) d[a] = sens[i]->g_time[a] - sens[0]->g_time[a];
@@ -90,9 +91,10 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
       } else {
         const calib::Uncertainty& u0 = *unc[s0];
         v = vt + u0.time_log_sd * u0.time_log_sd + calib::quad(u0, sens[0]->g_time, sens[0]->g_time);
+        if (u0.time_dof > 0) dof = dof > 0 ? std::min(dof, u0.time_dof) : u0.time_dof;  // the less certain of the two
       }
       const double gap = std::log(ranking[i].objective / ranking[0].objective) - std::log(1.05);
-      cr.p_within_5pct = v > 0 ? calib::normal_cdf(-gap / std::sqrt(v)) : (gap <= 0 ? 1.0 : 0.0);
+      cr.p_within_5pct = v > 0 ? calib::student_t_cdf(-gap / std::sqrt(v), dof) : (gap <= 0 ? 1.0 : 0.0);
     }
     out[i] = cr;
   }

@@ -179,6 +179,43 @@ double quad(const Uncertainty& u, const std::vector<double>& g, const std::vecto
 
 double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
+namespace {
+// The regularised incomplete beta function I_x(a, b) by its continued fraction (Abramowitz & Stegun 26.5.8),
+// evaluated with the modified Lentz method; for x above (a + 1) / (a + b + 2) through I_x(a, b) = 1 − I_{1−x}(b, a),
+// where the fraction converges fast.
+double incomplete_beta(double x, double a, double b) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  if (x > (a + 1) / (a + b + 2)) return 1 - incomplete_beta(1 - x, b, a);
+  const double tiny = 1e-300;
+  const double front =
+      std::exp(a * std::log(x) + b * std::log1p(-x) + std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b)) / a;
+  double f = 1, c = 1, d = 0;
+  for (int i = 0; i <= 400; ++i) {
+    const int m = i / 2;
+    double num = 1;  // the i-th partial numerator; the first is 1
+    if (i > 0)
+      num = i % 2 == 0 ? m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+                       : -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1));
+    d = 1 + num * d;
+    d = 1 / (std::fabs(d) < tiny ? tiny : d);
+    c = 1 + num / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    f *= c * d;
+    if (std::fabs(c * d - 1) < 1e-14) break;
+  }
+  return front * (f - 1);
+}
+}  // namespace
+
+double student_t_cdf(double t, double dof) {
+  if (!(dof > 0)) return normal_cdf(t);
+  if (std::isnan(t)) return t;
+  // P(|T| > |t|) = I_{ν/(ν+t²)}(ν/2, 1/2).
+  const double tail = 0.5 * incomplete_beta(dof / (dof + t * t), dof / 2, 0.5);
+  return t > 0 ? 1 - tail : tail;
+}
+
 double central_quantile(double p, double dof) {
   // The normal quantile of (1 + p) / 2 by Newton's method on the normal CDF from z = 1: Φ is concave above 0, so
   // the iterates rise monotonically to the root; ten steps reach 1e-12 for central coverages up to 99 %.

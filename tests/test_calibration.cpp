@@ -184,6 +184,18 @@ TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
   EXPECT_NEAR(calib::central_quantile(0.8, 6), 1.439756, 2e-3);
   EXPECT_NEAR(calib::central_quantile(0.9, 3), 2.353363, 1e-2);
   EXPECT_NEAR(calib::central_quantile(0.9, 30), 1.697261, 1e-4);
+  // The distribution function the search's probabilities use: closed forms at 1 and 2 degrees of freedom
+  // (Cauchy: 1/2 + atan(t)/π; ν = 2: 1/2 + t / (2 sqrt(2 + t²))), tables at 6, the normal one at 0.
+  EXPECT_NEAR(calib::student_t_cdf(1.0, 1), 0.75, 1e-12);
+  EXPECT_NEAR(calib::student_t_cdf(-3.0, 1), 0.5 + std::atan(-3.0) / M_PI, 1e-12);
+  EXPECT_NEAR(calib::student_t_cdf(2.0, 2), 0.5 + 2.0 / (2 * std::sqrt(6.0)), 1e-12);
+  EXPECT_NEAR(calib::student_t_cdf(1.943180, 6), 0.95, 1e-6);
+  EXPECT_NEAR(calib::student_t_cdf(-1.439756, 6), 0.10, 1e-6);
+  EXPECT_NEAR(calib::student_t_cdf(1.2815515655446004, 0), 0.9, 1e-12);
+  EXPECT_DOUBLE_EQ(calib::student_t_cdf(0.0, 4), 0.5);
+  // ... and agrees with the interval quantiles: the 90 % interval's end is the 95th percentile.
+  for (double dof : {3.0, 5.0, 12.0})
+    EXPECT_NEAR(calib::student_t_cdf(calib::central_quantile(0.9, dof), dof), 0.95, 2e-3);
   const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
   const calib::Problem pb = calib::make_problem(d, "gpu");
   const auto all = calib::all_indices(pb);
