@@ -178,12 +178,11 @@ PublishedSet read_published(const std::string& dir) {
         st.recompute_modules |= module_bit(*m);
       }
     }
-    // A contradiction names its setting first: the table's own sizes are the data row's, the rest the reading's.
-    if (auto why = validate(st); !why.empty()) {
-      const std::string field = why.substr(0, why.find(' '));
-      if (field == "global_batch_size" || field == "seq_length")
-        t.fail(r, field == "seq_length" ? "seq_len" : "gbs", why);
-      rd.fail(i, rd.has(field) ? field : "precision", why);
+    // A contradiction is blamed on its setting: the table's own sizes on the data row, the rest on the reading.
+    if (auto bad = check(st)) {
+      if (bad->field == "global_batch_size" || bad->field == "seq_length")
+        t.fail(r, bad->field == "seq_length" ? "seq_len" : "gbs", bad->why);
+      rd.fail(i, rd.has(bad->field) ? bad->field : "precision", bad->why);
     }
 
     const std::string metric = t.text(r, "metric");

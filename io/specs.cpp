@@ -439,7 +439,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   o.mark("note");
   o.finish();
-  if (auto why = validate(t); !why.empty()) throw InputError(file, 0, path.empty() ? "(settings)" : path, why);
+  if (auto bad = check(t)) throw InputError(file, 0, path.empty() ? bad->field : path + "." + bad->field, bad->why);
   return t;
 }
 

@@ -31,23 +31,33 @@ const char* to_string(RecomputeModule m) {
   return "?";
 }
 
-std::string validate(const TrainingSettings& t) {
-  if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return "seq_length must be in [1, 16777216]";
-  if (t.global_batch_size <= 0 || t.global_batch_size > (1LL << 30)) return "global_batch_size must be positive";
+std::optional<SettingsProblem> check(const TrainingSettings& t) {
+  auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
+  if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");
+  if (t.global_batch_size <= 0 || t.global_batch_size > (1LL << 30))
+    return bad("global_batch_size", "global_batch_size must be positive");
   if (t.micro_batch_size <= 0 || t.micro_batch_size > t.global_batch_size)
-    return "micro_batch_size must be in [1, global_batch_size]";
-  if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0)) return "moe_load_imbalance must be in [1, 64]";
+    return bad("micro_batch_size", "micro_batch_size must be in [1, global_batch_size]");
+  if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0))
+    return bad("moe_load_imbalance", "moe_load_imbalance must be in [1, 64]");
   if (t.reuse_fp32_param && t.precision == Precision::fp16)
-    return "reuse_fp32_param needs bf16 parameters (precision bf16 or fp8)";
+    return bad("reuse_fp32_param", "reuse_fp32_param needs bf16 parameters (precision bf16 or fp8)");
   if (t.reuse_fp32_param && t.bf16_optimizer_state)
-    return "reuse_fp32_param keeps an fp32 master copy; bf16_optimizer_state has none";
-  if (t.fp8_param_gather && t.precision != Precision::fp8) return "fp8_param_gather needs precision fp8";
+    return bad("reuse_fp32_param", "reuse_fp32_param keeps an fp32 master copy; bf16_optimizer_state has none");
+  if (t.fp8_param_gather && t.precision != Precision::fp8)
+    return bad("fp8_param_gather", "fp8_param_gather needs precision fp8");
   if (t.fp8_param_gather && t.reuse_fp32_param)
-    return "fp8_param_gather keeps FP8 parameters; reuse_fp32_param needs bf16 ones";
+    return bad("fp8_param_gather", "fp8_param_gather keeps FP8 parameters; reuse_fp32_param needs bf16 ones");
   if (t.fsdp && !t.distributed_optimizer)
-    return "fsdp shards the optimizer state too: distributed_optimizer false contradicts it";
-  if (t.recompute_modules >= (1u << kNumRecomputeModules)) return "recompute_modules holds an unknown module";
-  return {};
+    return bad("fsdp", "fsdp shards the optimizer state too: distributed_optimizer false contradicts it");
+  if (t.recompute_modules >= (1u << kNumRecomputeModules))
+    return bad("recompute_modules", "recompute_modules holds an unknown module");
+  return std::nullopt;
+}
+
+std::string validate(const TrainingSettings& t) {
+  const auto p = check(t);
+  return p ? p->why : std::string();
 }
 
 std::string config_name(const Strategy& s) {

@@ -135,6 +135,12 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"fp8_param_gather", &TrainingSettings::fp8_param_gather},
 };
 
+// The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and
+// why; nullopt when they are consistent. validate() is its message alone.
+struct SettingsProblem {
+  std::string field, why;
+};
+std::optional<SettingsProblem> check(const TrainingSettings& t);
 std::string validate(const TrainingSettings& t);
 
 struct Strategy {

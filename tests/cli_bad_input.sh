@@ -72,6 +72,9 @@ expect 2 "no longer a platform parameter" calibrate --platform gpu --out "$tmp/x
 expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC --stack gpu
 expect 2 "uses 8 devices" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --devices 16
 expect 2 "no bf16" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16"}')
+# Contradicting settings name the setting to blame as the field.
+expect 2 "field 'fp8_param_gather': fp8_param_gather needs precision fp8" predict --model Qwen3-0.6B \
+  --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16","fp8_param_gather":true}')
 echo '{"params": {"matmul_efficiency": 3}}' >"$tmp/theta.json"
 expect 2 "matmul_efficiency" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --params "$tmp/theta.json"
 echo '{"params": {"matmul_efficiency": 0.5,}' >"$tmp/broken.json"
