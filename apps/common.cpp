@@ -83,6 +83,37 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
                   {"memory_dof", u.memory_dof}};
 }
 
+std::optional<ThetaFit> theta_fit(const std::string& theta_file, const std::string& model) {
+  const io::Json j = io::parse_json_file(theta_file);
+  if (!j.is_object() || !j.contains("provenance") || !j["provenance"].is_object()) return std::nullopt;
+  const io::Json& p = j["provenance"];
+  if (!p.contains("configurations") || !p["configurations"].is_array()) return std::nullopt;
+  ThetaFit f;
+  for (const auto& c : p["configurations"]) {  // "<model or model setting>:<configuration>"
+    if (!c.is_string()) continue;
+    const std::string text = c.get<std::string>();
+    std::string name = text.substr(0, text.find(':'));
+    if (const auto ms = io::find_model_setting(name); ms && !ms->model.empty()) name = ms->model;
+    if (std::find(f.models.begin(), f.models.end(), name) == f.models.end()) f.models.push_back(name);
+  }
+  if (f.models.empty()) return std::nullopt;
+  f.includes_model = std::find(f.models.begin(), f.models.end(), model) != f.models.end();
+  auto mape = [](const io::Json& r) {
+    return r.is_object() && r.contains("time_mape_pct") && r["time_mape_pct"].is_number()
+               ? r["time_mape_pct"].get<double>()
+               : std::nan("");
+  };
+  if (j.contains("report") && j["report"].is_object()) {
+    const io::Json& rep = j["report"];
+    if (rep.contains("in_sample")) f.in_sample_time_mape_pct = mape(rep["in_sample"]);
+    if (rep.contains("cv") && rep["cv"].is_object()) {
+      f.held_out_time_mape_pct = mape(rep["cv"]);
+      if (rep["cv"].contains("kind") && rep["cv"]["kind"].is_string()) f.held_out_kind = rep["cv"]["kind"];
+    }
+  }
+  return f;
+}
+
 namespace {
 // A θ records the training settings it was fitted under; a prediction under other settings is told so.
 void warn_if_other_stack(const std::string& theta_file, const TrainingSettings& now) {
@@ -133,6 +164,7 @@ Resolved resolve(const RunOptions& o) {
   if (!theta_file.empty()) {
     warn_if_other_stack(theta_file, r.settings);
     r.uncertainty = load_uncertainty(theta_file);
+    r.fit = theta_fit(theta_file, r.model.name);
   }
   if (!o.params_file.empty()) {
     r.params = io::load_params(o.params_file, r.params);
@@ -158,6 +190,20 @@ Resolved resolve(const RunOptions& o) {
     spdlog::warn("using {}: no θ was fitted for this system; predictions are uncalibrated", r.params_source);
   else
     spdlog::info("using {}", r.params_source);
+  // Predicting a model θ never saw is the common case and an extrapolation: say how far held-out runs missed.
+  if (r.fit && !r.fit->includes_model) {
+    std::string models;
+    for (const auto& m : r.fit->models) models += (models.empty() ? "" : ", ") + m;
+    std::string held_out;
+    if (std::isfinite(r.fit->held_out_time_mape_pct))
+      held_out = fmt::format("; on held-out runs ({}) its time MAPE was {:.1f} %",
+                             r.fit->held_out_kind == "loo" ? "leave-one-configuration-out" : r.fit->held_out_kind,
+                             r.fit->held_out_time_mape_pct);
+    spdlog::info(
+        "{} is not among the models θ was fitted on ({}){}; the intervals come from the fitted runs' residuals, so a "
+        "new model's error can exceed them",
+        r.model.name, models, held_out);
+  }
   return r;
 }
 

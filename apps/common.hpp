@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -22,6 +23,16 @@ struct RunOptions {
 };
 void add_run_options(CLI::App& cmd, RunOptions& o, bool need_strategy_devices);
 
+// What a θ file says of the runs it was fitted on: their models, and its error in-sample and on held-out runs
+// (the calibration's cross-validation). A model outside `models` is an extrapolation, which the intervals (scaled
+// by the in-sample residuals) do not cover.
+struct ThetaFit {
+  std::vector<std::string> models;  // model presets of the fitted runs
+  bool includes_model = false;      // the predicted model is one of them
+  double in_sample_time_mape_pct = std::nan("");
+  std::string held_out_kind;  // the cross-validation: loo, leave-one-model-out, ...
+  double held_out_time_mape_pct = std::nan("");
+};
 struct Resolved {
   Model model;
   System system;
@@ -30,7 +41,10 @@ struct Resolved {
   std::string params_source;  // which θ: a --params file, the system's shipped fitted θ, or uncalibrated defaults
   std::string params_file;    // the θ file read (empty: uncalibrated preset defaults)
   std::optional<calib::Uncertainty> uncertainty;  // θ's covariance when the θ file carries one
+  std::optional<ThetaFit> fit;                    // when the θ file records its fitted runs
 };
+// The fitted-runs record of a θ file for a prediction of `model` (nullopt when the file has none).
+std::optional<ThetaFit> theta_fit(const std::string& theta_file, const std::string& model);
 // The `uncertainty` object of a θ file (written by lmsim calibrate), when present.
 std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file);
 io::Json uncertainty_json(const calib::Uncertainty& u);

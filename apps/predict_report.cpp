@@ -51,6 +51,14 @@ io::Json PredictResult::json() const {
   j["settings"] = io::to_json(r.settings);
   j["params"] = io::to_json(r.params);
   j["params_source"] = r.params_source;
+  if (r.fit) {
+    auto num = [](double v) { return std::isfinite(v) ? io::Json(v) : io::Json(nullptr); };
+    j["params_fitted_on"] = {{"models", r.fit->models},
+                             {"includes_this_model", r.fit->includes_model},
+                             {"in_sample_time_mape_pct", num(r.fit->in_sample_time_mape_pct)},
+                             {"held_out_kind", r.fit->held_out_kind},
+                             {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};
+  }
   if (!emit.empty())
     j["emit"] = {{"framework", emit}, {"flags", emit_flags(emit, r.model, s, r.settings, allow_uneven)}};
   j["iteration_time_s"] = p.iteration_time_s;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Calibrates θ for every system with measurements: the bundled platforms (GPU: V100, NPU: Ascend 910B3; LOO CV)
-# and the GPU systems of the published set in data/public (A100, H100: leave-one-model-out CV; B200, which has
+# Calibrates θ for every system with measurements: the bundled platforms (GPU: V100, NPU: Ascend 910B3) and the
+# GPU systems of the published set in data/public (A100, H100; B200, which has
 # only two dense runs, starts from and is held near the H100 θ: same software stack, same NCCL/NVLink generation).
 #   bash jobs/calibrate.sh [OUT_DIR=results] [DATASET=data/lmsimbench] [PUBLISHED=data/public]
 # `bash jobs/calibrate.sh data/params` regenerates the parameter files shipped with lmsim (each system preset's
-# `calibrated_params`).
+# `calibrated_params`). Every θ's report carries leave-one-model-out figures: predicting a model θ never saw is
+# what users do, and `predict` / `search` quote that error when they do it.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$lmsim_root"  # provenance records paths relative to the project
@@ -13,7 +14,7 @@ dataset=${2:-data/lmsimbench}
 published=${3:-data/public}
 mkdir -p "$out"
 for platform in gpu npu; do
-  "$lmsim_bin" --log-level warn calibrate --dataset "$dataset" --platform "$platform" --cv loo \
+  "$lmsim_bin" --log-level warn calibrate --dataset "$dataset" --platform "$platform" --cv leave-one-model-out \
     --out "$out/params_$platform.json" --report "$out/calibration_$platform.h5"
 done
 for system in a100_sxm_80g h100_sxm_80g; do

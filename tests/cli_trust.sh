@@ -21,6 +21,22 @@ grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "n
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
 ! grep -q "mixture of experts" "$tmp/e" || fail "MoE warning for a dense model"
 
+# A model θ was not fitted on is an extrapolation: said, with the held-out error the θ file records; a fitted
+# model is not told so, and the JSON names the fitted models either way.
+"$lmsim" predict --model Qwen3-8B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null
+grep -q "Qwen3-8B is not among the models θ was fitted on (Qwen3-0.6B, Qwen3-1.7B); on held-out runs" "$tmp/e" ||
+  fail "no new-model note: $(cat "$tmp/e")"
+"$lmsim" predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null
+! grep -q "not among the models" "$tmp/e" || fail "new-model note for a fitted model"
+"$lmsim" --log-level warn predict --model Llama-2-70B --system h100_sxm_80g --strategy dp4-tp4-pp4-cp1-noRC-mbs1-vpp20 \
+  --global-batch 128 --json > "$tmp/f.json"
+python3 - "$tmp/f.json" <<'PY' || fail "params_fitted_on"
+import json, sys
+f = json.load(open(sys.argv[1]))["params_fitted_on"]
+assert f["includes_this_model"] and "Llama-2-70B" in f["models"] and "Llama-3-8B" in f["models"], f
+assert 0 < f["in_sample_time_mape_pct"] < f["held_out_time_mape_pct"] < 20, f
+PY
+
 # Intervals bracket the point prediction, 90 % outside 80 %.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \
   --strategy dp2-tp4-pp1-cp1-RC --json > "$tmp/p.json"
