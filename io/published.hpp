@@ -6,7 +6,8 @@
 // assumed training settings (recompute, SP, micro-batch, interleaving, overlap flags where the table does not
 // say), or why it is dropped. Turns each used row into a run: model, strategy, settings and the iteration time the
 // published figure implies (tokens/s per GPU: gbs·seq / (value·gpus); Narayanan et al. 2021 achieved TFLOP/s: their
-// Eq. 3 FLOPs / (value·gpus)). Every field is checked; errors name file, line and field.
+// Eq. 3 FLOPs / (value·gpus); NeMo model TFLOP/s: NeMo's full-attention model FLOPs / (value·gpus)). Every field
+// is checked; errors name file, line and field.
 #pragma once
 
 #include <string>
@@ -42,6 +43,9 @@ struct PublishedSet {
   std::vector<PublishedRun> runs;
   std::vector<PublishedDrop> dropped;
 };
+
+// Model FLOPs per token as NeMo's performance pages count them (attention full, not causal), at sequence `seq`.
+double nemo_model_flops_per_token(const Model& m, double seq);
 
 // Reads `<dir>/readings.csv` and the data files it names.
 PublishedSet read_published(const std::string& dir);
