@@ -95,8 +95,15 @@ int main(int argc, char** argv) {
       line("leave-one-source-out", pb, cv.out_of_sample, residuals);
     }
     std::vector<std::size_t> every = idx;
-    if (const auto val = calib::validation_indices(pb); !val.empty()) {
-      line("validation rows (not fitted)", pb, calib::predict(pb, val, fr.params), true);
+    // Validation rows, one group per source (the MoE runs and the long-sequence runs miss for different reasons).
+    const auto val_all = calib::validation_indices(pb);
+    std::set<std::string> val_sources;
+    for (auto i : val_all) val_sources.insert(pb.samples[i].source);
+    for (const auto& src : val_sources) {
+      std::vector<std::size_t> val;
+      for (auto i : val_all)
+        if (pb.samples[i].source == src) val.push_back(i);
+      line(("validation: " + src).c_str(), pb, calib::predict(pb, val, fr.params), true);
       // The shipped fit's intervals on rows it never saw (one fold: trained on every fitted run).
       calib::CvResult held;
       held.folds.push_back(fr);
@@ -105,8 +112,8 @@ int main(int argc, char** argv) {
       const calib::Coverage c = calib::interval_coverage(pb, held);
       std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  interval coverage",
                   c.time_in_80, c.n_time, c.time_in_90, c.n_time);
-      every.insert(every.end(), val.begin(), val.end());
     }
+    every.insert(every.end(), val_all.begin(), val_all.end());
     feasibility(pb, calib::predict(pb, every, fr.params));
   }
   return 0;

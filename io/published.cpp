@@ -89,8 +89,8 @@ Model gpt_from_row(const CsvTable& t, std::size_t r) {
 // NeMo's performance pages count model FLOPs with attention full, not causal: per token 6 FLOPs per linear weight
 // (attention q, k, v, o and the MLP), 12·L·s·(heads·head_dim) for the attention scores and scores·V, and 6·h·V
 // for the LM head. Checked on the NeMo 24.07 page, which prints both tokens/s and TFLOP/s: their ratio matches
-// this count to 0.1 % on every row that has both (GPT-3 5B/20B/175B, Llama-2 7B/13B/70B); counting attention as
-// causal misses by 1.4-7 %. Dense models only (the pages that use it).
+// this count to 0.13 % on all ten rows with a published architecture (GPT-3, Llama-2, Llama-3, Nemotron-4-340B);
+// counting attention as causal misses by 1.3-11 %. Dense models only (the pages that use it).
 double nemo_model_flops_per_token(const Model& m, double seq) {
   const double h = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
