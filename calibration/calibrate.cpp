@@ -109,7 +109,7 @@ void choose_free(Problem& pb) {
     if ((!scores || !memory) && n == "attention_score_bytes") continue;
     if (!overlap && n == "dp_overlap") continue;
     if (!fp8 && n == "fp8_matmul_efficiency") continue;
-    if (!flash && n == "flash_attention_efficiency") continue;
+    if (!flash && (n == "flash_attention_efficiency" || n == "flash_attention_half_seq")) continue;
     if (!memory && (n == "runtime_memory_gib" || n == "runtime_memory_fraction")) continue;
     pb.free.push_back(i);
   }

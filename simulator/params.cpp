@@ -45,6 +45,12 @@ const std::array<ParamInfo, kNumParams>& param_table() {
       {"flash_attention_efficiency", "fraction", 0.05, 1.0, &PlatformParams::flash_attention_efficiency,
        "fraction of peak 16-bit FLOP/s reached by the fused flash-attention kernel (causal FLOPs counted)", 0.15,
        "attention FLOP counting (causal masking, backward recomputation)"},
+      // Prior centre 1024 tokens: FlashAttention-3 (Shah et al. 2024), H100 BF16 causal forward, head dim 128,
+      // reaches about 340 TFLOP/s at 1K tokens and 640 at 16K, which L / (L + 1024) of an asymptote follows.
+      {"flash_attention_half_seq", "tokens", 0.0, 65536.0, &PlatformParams::flash_attention_half_seq,
+       "the flash kernel's efficiency is flash_attention_efficiency * L / (L + flash_attention_half_seq), L the "
+       "query length of one call (the sequence per context-parallel rank): short sequences leave tiles idle",
+       1024, "attention shapes: sequence per CP step, causal diagonal blocks, or per-step CP overheads"},
   }};
   return table;
 }

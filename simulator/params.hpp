@@ -24,6 +24,7 @@ struct PlatformParams {
   double attention_score_bytes = 5;               // bytes kept per materialised attention-score element
   double fp8_matmul_efficiency = 0.6;             // fraction of FP8 peak a large FP8 GEMM reaches
   double flash_attention_efficiency = 0.5;        // fraction of 16-bit peak the fused flash-attention kernel reaches
+  double flash_attention_half_seq = 1024;         // query length per kernel call at which flash reaches half of it
 
   bool operator==(const PlatformParams&) const = default;
 };
@@ -39,7 +40,7 @@ struct ParamInfo {
   const char* bound_hint;  // the structural effect a fit that pins this parameter on a bound may be absorbing
 };
 
-constexpr std::size_t kNumParams = 13;
+constexpr std::size_t kNumParams = 14;
 
 // A θ key of lmsim before 2026-11-29, refused (θ files, --fix, --free) with the reason it is gone.
 constexpr const char* kRetiredParam = "optimizer_bytes_per_param";

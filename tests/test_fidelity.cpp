@@ -140,6 +140,27 @@ TEST(Fidelity, Fp8RunsOnlyTheLinearLayersInFp8) {
   EXPECT_GT(t8, 0.5 * t16);  // attention, norms, casts and the LM head keep FP8 well short of 2x
 }
 
+// Flash attention's efficiency rises with the query length of one kernel call, L / (L + half-length): at 2K tokens
+// against 16K with a 1K half-length, (2048 + 1024) / 2048 over (16384 + 1024) / 16384 in time per FLOP. With
+// context parallelism a call sees the sequence per CP rank: 16K over CP 8 runs at 2K's efficiency.
+TEST(Fidelity, FlashAttentionEfficiencyFollowsTheSequencePerCall) {
+  const Model m = preset("Llama-3-8B");
+  auto us_per_flop = [&](std::int64_t seq, int cp, double half) {
+    PlatformParams p;
+    p.flash_attention_half_seq = half;
+    p.kernel_launch_us = 0;  // the kernel alone
+    Strategy s = strat(8 / cp, 1, 1);
+    s.context_parallel = cp;
+    for (const auto& g : gemm_diagnostics(m, s, h100(), run_settings(seq, 64), p))
+      if (g.name == "scores") return g.predicted_us / (2.0 * g.batch * g.m * g.n * g.k);
+    ADD_FAILURE() << "no scores GEMM";
+    return 0.0;
+  };
+  EXPECT_NEAR(us_per_flop(2048, 1, 1024) / us_per_flop(16384, 1, 1024), 1.5 / (17408.0 / 16384), 1e-9);
+  EXPECT_NEAR(us_per_flop(2048, 1, 0) / us_per_flop(16384, 1, 0), 1.0, 1e-12);
+  EXPECT_NEAR(us_per_flop(16384, 8, 1024) / us_per_flop(2048, 1, 1024), 1.0, 1e-9);
+}
+
 TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
   const Model m = preset("Llama-3-70B");
   TrainingSettings t;
