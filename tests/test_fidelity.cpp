@@ -529,6 +529,19 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
                "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,bf16,true,true,true,true,false,true,"
                "false,true,true,x",
                "fp8_param_gather");
+  // NeMo's model TFLOP/s converts for dense models only: an MoE model read against it is the data row's metric.
+  std::ofstream(dir + "/readings.csv")
+      << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
+         "tp_comm_overlap,overlap_grad_reduce,overlap_param_gather,distributed_optimizer,fp32_gradients,"
+         "flash_attention,dropout,overlap_p2p_comm,note\n"
+      << "nemo2407_h100.csv,11,use,Qwen3-30B-A3B,h100_sxm_80g,none,false,1,1,fp8," << ok << "\n";
+  try {
+    io::read_published(dir);
+    ADD_FAILURE() << "an MoE model was converted with NeMo's dense model FLOPs";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "metric") << e.what();
+    EXPECT_NE(std::string(e.what()).find("nemo2407_h100.csv:11"), std::string::npos) << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 
