@@ -122,17 +122,29 @@ inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.
 inline bool is_flash_core(const Ctx& c, const Gemm& g) { return c.t.flash_attention && g.role == OpRole::attn_core; }
 constexpr double kFlashBackwardFlopRatio = 2.5;
 
-// The flash kernel's efficiency at query length L per call (the sequence per CP rank: TE's ring steps each run
-// one kernel on the local chunk): an asymptote reached as L grows past the half-length, the way the FlashAttention-3
-// paper's (Shah et al. 2024) throughput curves rise from 1K to 16K tokens. Half-length 0: constant efficiency.
-inline double flash_efficiency(const Ctx& c) {
-  const double L = c.s_local;
+// The flash kernel's efficiency at sequence length L per call: an asymptote reached as L grows past the
+// half-length, the way the FlashAttention-3 paper's (Shah et al. 2024) throughput curves rise from 1K to 16K
+// tokens. Half-length 0: constant efficiency.
+inline double flash_efficiency(const Ctx& c, double L) {
   return c.p->flash_attention_efficiency * L / (L + c.p->flash_attention_half_seq);
+}
+// Time per FLOP of the attention core, relative to the asymptote, averaged over its kernel calls. Without CP one
+// call sees the whole sequence. Transformer Engine's P2P context parallelism (causal, load-balanced: a rank holds
+// chunks r and 2cp-1-r) runs one kernel per ring step, each 1/cp of the rank's attention FLOPs: step 0 the
+// causal "diagonal" over the local sequence; every later step a "lower-triangle" (the local queries against half
+// the received keys) or "upper-triangle" (half the queries against all of them) block, one side half the local
+// sequence (TE `dot_product_attention/context_parallel.py`).
+inline double flash_time_per_flop_factor(const Ctx& c) {
+  const double L = c.s_local, e = c.p->flash_attention_efficiency;
+  if (c.cp <= 1) return e / flash_efficiency(c, L);
+  return (e / flash_efficiency(c, L) + (c.cp - 1) * e / flash_efficiency(c, L / 2)) / c.cp;
 }
 
 // One GEMM's kernel, µs-level, without launch: what a profiler's matrix_operator_latency.csv reports.
 inline double gemm_kernel_time_s(const Ctx& c, const Gemm& g) {
-  if (is_flash_core(c, g)) return 2.0 * g.batch * g.m * g.n * g.k / (c.peak_flops * flash_efficiency(c));
+  if (is_flash_core(c, g))
+    return 2.0 * g.batch * g.m * g.n * g.k * flash_time_per_flop_factor(c) /
+           (c.peak_flops * c.p->flash_attention_efficiency);
   return runs_fp8(c, g)
              ? gemm_kernel_s(c.peak_flops_linear, c.p->fp8_matmul_efficiency, c.p->matmul_half_dim, g.batch, g.m, g.n,
                              g.k)

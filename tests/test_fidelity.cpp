@@ -140,9 +140,10 @@ TEST(Fidelity, Fp8RunsOnlyTheLinearLayersInFp8) {
   EXPECT_GT(t8, 0.5 * t16);  // attention, norms, casts and the LM head keep FP8 well short of 2x
 }
 
-// Flash attention's efficiency rises with the query length of one kernel call, L / (L + half-length): at 2K tokens
-// against 16K with a 1K half-length, (2048 + 1024) / 2048 over (16384 + 1024) / 16384 in time per FLOP. With
-// context parallelism a call sees the sequence per CP rank: 16K over CP 8 runs at 2K's efficiency.
+// Flash attention's efficiency rises with the sequence length of one kernel call, L / (L + half-length): at 2K
+// tokens against 16K with a 1K half-length, (2048 + 1024) / 2048 over (16384 + 1024) / 16384 in time per FLOP.
+// Under context parallelism (TE's P2P ring, causal): 16K over CP 8 is 2K per rank; its first step (1/8 of the
+// FLOPs) runs the 2K diagonal, the other seven a block with one side of 1K: (3072/2048 + 7 · 2048/1024) / 8.
 TEST(Fidelity, FlashAttentionEfficiencyFollowsTheSequencePerCall) {
   const Model m = preset("Llama-3-8B");
   auto us_per_flop = [&](std::int64_t seq, int cp, double half) {
@@ -158,7 +159,8 @@ TEST(Fidelity, FlashAttentionEfficiencyFollowsTheSequencePerCall) {
   };
   EXPECT_NEAR(us_per_flop(2048, 1, 1024) / us_per_flop(16384, 1, 1024), 1.5 / (17408.0 / 16384), 1e-9);
   EXPECT_NEAR(us_per_flop(2048, 1, 0) / us_per_flop(16384, 1, 0), 1.0, 1e-12);
-  EXPECT_NEAR(us_per_flop(16384, 8, 1024) / us_per_flop(2048, 1, 1024), 1.0, 1e-9);
+  EXPECT_NEAR(us_per_flop(16384, 8, 1024) / us_per_flop(2048, 1, 1024), (1.5 + 7 * 2.0) / 8 / 1.5, 1e-9);
+  EXPECT_NEAR(us_per_flop(16384, 8, 0) / us_per_flop(2048, 1, 0), 1.0, 1e-12);  // no half-length: no shape effect
 }
 
 TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
