@@ -45,11 +45,13 @@ const std::array<ParamInfo, kNumParams>& param_table() {
       {"flash_attention_efficiency", "fraction", 0.05, 1.0, &PlatformParams::flash_attention_efficiency,
        "fraction of peak 16-bit FLOP/s reached by the fused flash-attention kernel (causal FLOPs counted)", 0.15,
        "attention FLOP counting (causal masking, backward recomputation)"},
-      // Prior centre 1024 tokens: FlashAttention-3 (Shah et al. 2024), H100 BF16 causal forward, head dim 128,
-      // reaches about 340 TFLOP/s at 1K tokens and 640 at 16K, which L / (L + 1024) of an asymptote follows.
+      // Prior centre 512 tokens: the FlashAttention-3 paper (Shah et al. 2024), H100, causal forward, head dim
+      // 128: cuDNN 410 TFLOP/s at 1K tokens and 539 at 16K, FlashAttention-3 423 and 616, which L / (L + h) of an
+      // asymptote follows with h about 350 and 510. The backward, most of a training step's attention time, is
+      // not in those curves: the prior is wide.
       {"flash_attention_half_seq", "tokens", 0.0, 65536.0, &PlatformParams::flash_attention_half_seq,
        "the flash kernel's efficiency is flash_attention_efficiency * L / (L + flash_attention_half_seq), L the "
-       "query length of one call (the sequence per context-parallel rank): short sequences leave tiles idle",
+       "sequence length of one call (under context parallelism, of one ring step): short sequences leave tiles idle",
        1024, "attention shapes: sequence per CP step, causal diagonal blocks, or per-step CP overheads"},
   }};
   return table;

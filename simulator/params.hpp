@@ -24,7 +24,7 @@ struct PlatformParams {
   double attention_score_bytes = 5;               // bytes kept per materialised attention-score element
   double fp8_matmul_efficiency = 0.6;             // fraction of FP8 peak a large FP8 GEMM reaches
   double flash_attention_efficiency = 0.5;        // fraction of 16-bit peak the fused flash-attention kernel reaches
-  double flash_attention_half_seq = 1024;         // query length per kernel call at which flash reaches half of it
+  double flash_attention_half_seq = 512;          // sequence per kernel call at which flash reaches half of that
 
   bool operator==(const PlatformParams&) const = default;
 };
