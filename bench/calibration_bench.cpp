@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "calibration/calibrate.hpp"
@@ -83,6 +84,19 @@ int main(int argc, char** argv) {
         "  paper (calibrated Calculon, in-sample): time MAPE %.2f %% / %.2f %% (0.6B / 1.7B), memory MAPE %.2f-%.2f "
         "%%\n",
         paper.time_mape_06, paper.time_mape_17, paper.mem_mape_lo, paper.mem_mape_hi);
+    // Each model fitted alone: how much of the joint in-sample error is the model structure on one model's runs,
+    // and how much the two models disagreeing with one θ.
+    std::set<std::string> models;
+    for (auto i : idx) models.insert(pb.samples[i].model_setting);
+    std::printf("  each model fitted alone (in-sample time MAPE):");
+    for (const auto& m : models) {
+      std::vector<std::size_t> own;
+      for (auto i : idx)
+        if (pb.samples[i].model_setting == m) own.push_back(i);
+      const calib::FitResult f1 = calib::fit(pb, own, fo);
+      std::printf(" %s %.2f %%", m.c_str(), calib::score(pb, calib::predict(pb, own, f1.params)).time_mape_pct);
+    }
+    std::printf(" (jointly %.2f %%)\n", rin.time_mape_pct);
     if (residuals) {
       for (const auto& p : in) {
         const auto& s = pb.samples[p.index];
