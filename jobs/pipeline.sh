@@ -6,9 +6,9 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 res=$lmsim_root/results
 mkdir -p "$res"
-echo "== 1/5 calibrate (both platforms, leave-one-out CV)"
+echo "== 1/5 calibrate (both platforms, leave-one-model-out CV)"
 bash "$lmsim_root/jobs/calibrate.sh" "$res" >"$res/calibration.log"
-grep -E "^(in-sample|cv loo)" "$res/calibration.log" | sed 's/^/   /'
+grep -E "^(in-sample|cv )" "$res/calibration.log" | sed 's/^/   /'
 echo "== 2/5 MPI search (2 ranks) over the Qwen3 strategy spaces on 8 devices"
 for model in Qwen3-0.6B Qwen3-1.7B; do
   for platform in gpu npu; do

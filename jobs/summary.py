@@ -5,9 +5,14 @@ import json, os, sys
 
 res = sys.argv[1]
 print("\n================ lmsim summary ================")
-print("Accuracy (θ fitted per platform on both Qwen3 models; LOO = leave-one-configuration-out):")
-print("  %-4s %-22s %-22s %-12s %-12s %s" % ("", "time MAPE in / LOO %", "memory MAPE in / LOO %", "min time rho",
-                                             "min mem rho", "top-1 strata"))
+kinds = {json.load(open(os.path.join(res, f"params_{plat}.json")))["report"].get("cv", {}).get("kind", "")
+         for plat in ("gpu", "npu")}
+short = {"leave-one-model-out": "LOMO", "loo": "LOO"}
+cv = short.get(kinds.pop(), "CV") if len(kinds) == 1 else "CV"
+print("Accuracy (θ fitted per platform on both Qwen3 models; held out: %s = %s):" % (
+    cv, {"LOMO": "leave-one-model-out", "LOO": "leave-one-configuration-out"}.get(cv, "cross-validation")))
+print("  %-4s %-22s %-22s %-12s %-12s %s" % ("", "time MAPE in / %s %%" % cv, "memory MAPE in / %s %%" % cv,
+                                             "min time rho", "min mem rho", "top-1 strata"))
 for plat in ("gpu", "npu"):
     p = json.load(open(os.path.join(res, f"params_{plat}.json")))
     i, c = p["report"]["in_sample"], p["report"].get("cv", {})
