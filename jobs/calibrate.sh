@@ -13,8 +13,19 @@ out=${1:-results}
 dataset=${2:-data/lmsimbench}
 published=${3:-data/public}
 mkdir -p "$out"
+info=$("$lmsim_bin" --log-level warn dataset info "$dataset" --json)
 for platform in gpu npu; do
-  "$lmsim_bin" --log-level warn calibrate --dataset "$dataset" --platform "$platform" --cv leave-one-model-out \
+  # Leave-one-model-out needs two models on the platform; a one-model dataset gets leave-one-configuration-out,
+  # a platform without collections is skipped.
+  models=$(printf '%s' "$info" | python3 -c "import json, sys
+print(len({c['model_setting'] for c in json.load(sys.stdin)['collections'] if c['platform'] == sys.argv[1]}))" "$platform")
+  if [ "$models" = 0 ]; then
+    echo "calibrate.sh: $dataset has no $platform collection; $platform not calibrated"
+    continue
+  fi
+  cv=leave-one-model-out
+  [ "$models" -ge 2 ] || cv=loo
+  "$lmsim_bin" --log-level warn calibrate --dataset "$dataset" --platform "$platform" --cv "$cv" \
     --out "$out/params_$platform.json" --report "$out/calibration_$platform.h5"
 done
 for system in a100_sxm_80g h100_sxm_80g; do

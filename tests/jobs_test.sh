@@ -14,6 +14,14 @@ for p in gpu npu; do
   [ -s "$tmp/cal/params_$p.json" ] || { echo "FAIL: params_$p.json missing"; fail=1; }
   h5dump -d /in_sample/optimization_config "$tmp/cal/calibration_$p.h5" >/dev/null || { echo "FAIL: calibration_$p.h5"; fail=1; }
 done
+# Every θ carries leave-one-model-out figures; a dataset with one model per platform gets leave-one-configuration-out.
+grep -q '"kind": "leave-one-model-out"' "$tmp/cal/params_npu.json" || { echo "FAIL: bundled θ not leave-one-model-out"; fail=1; }
+mkdir -p "$tmp/one"
+cp -r "$root/data/lmsimbench/qwen3_0.6b_4k" "$tmp/one/"
+printf 'model_setting,platform,directory,system,model,seq_length,devices\nqwen3_0.6b_4k,npu,qwen3_0.6b_4k,ascend_910b3_64g,,4096,8\n' \
+  >"$tmp/one/data_manifest.csv"
+bash "$root/jobs/calibrate.sh" "$tmp/cal1" "$tmp/one" >"$tmp/cal1.out" 2>&1 && \
+  grep -q '"kind": "loo"' "$tmp/cal1/params_npu.json" || { echo "FAIL: one-model calibrate.sh"; tail "$tmp/cal1.out"; fail=1; }
 bash "$root/jobs/shortlist.sh" "$tmp/sl" >"$tmp/sl.out" 2>&1 || { echo "FAIL: shortlist.sh"; fail=1; }
 grep -q "0.718" "$tmp/sl.out" || { echo "FAIL: shortlist report"; fail=1; }
 h5dump -d /qwen3_0.6b_4k/shortlist/optimization_config "$tmp/sl/shortlist.h5" >/dev/null || { echo "FAIL: shortlist.h5"; fail=1; }
