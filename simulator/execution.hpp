@@ -128,23 +128,20 @@ constexpr double kFlashBackwardFlopRatio = 2.5;
 inline double flash_efficiency(const Ctx& c, double L) {
   return c.p->flash_attention_efficiency * L / (L + c.p->flash_attention_half_seq);
 }
-// Time per FLOP of the attention core, relative to the asymptote, averaged over its kernel calls. Without CP one
+// The attention core's seconds per FLOP at peak, averaged over its kernel calls (1 / efficiency). Without CP one
 // call sees the whole sequence. Transformer Engine's P2P context parallelism (causal, load-balanced: a rank holds
 // chunks r and 2cp-1-r) runs one kernel per ring step, each 1/cp of the rank's attention FLOPs: step 0 the
 // causal "diagonal" over the local sequence; every later step a "lower-triangle" (the local queries against half
 // the received keys) or "upper-triangle" (half the queries against all of them) block, one side half the local
 // sequence (TE `dot_product_attention/context_parallel.py`).
-inline double flash_time_per_flop_factor(const Ctx& c) {
-  const double L = c.s_local, e = c.p->flash_attention_efficiency;
-  if (c.cp <= 1) return e / flash_efficiency(c, L);
-  return (e / flash_efficiency(c, L) + (c.cp - 1) * e / flash_efficiency(c, L / 2)) / c.cp;
+inline double flash_inverse_efficiency(const Ctx& c) {
+  const double L = c.s_local;
+  return (1 / flash_efficiency(c, L) + (c.cp - 1) / flash_efficiency(c, L / 2)) / c.cp;
 }
 
 // One GEMM's kernel, µs-level, without launch: what a profiler's matrix_operator_latency.csv reports.
 inline double gemm_kernel_time_s(const Ctx& c, const Gemm& g) {
-  if (is_flash_core(c, g))
-    return 2.0 * g.batch * g.m * g.n * g.k * flash_time_per_flop_factor(c) /
-           (c.peak_flops * c.p->flash_attention_efficiency);
+  if (is_flash_core(c, g)) return 2.0 * g.batch * g.m * g.n * g.k * flash_inverse_efficiency(c) / c.peak_flops;
   return runs_fp8(c, g)
              ? gemm_kernel_s(c.peak_flops_linear, c.p->fp8_matmul_efficiency, c.p->matmul_half_dim, g.batch, g.m, g.n,
                              g.k)
