@@ -193,7 +193,7 @@ PublishedSet read_published(const std::string& dir) {
       }
     }
     // A contradiction is blamed on its setting: the table's own sizes on the data row, the rest on the reading.
-    if (auto bad = check(st)) {
+    if (auto bad = settings_problem(st)) {
       if (bad->field == "global_batch_size" || bad->field == "seq_length")
         t.fail(r, bad->field == "seq_length" ? "seq_len" : "gbs", bad->why);
       rd.fail(i, rd.has(bad->field) ? bad->field : "precision", bad->why);

@@ -439,7 +439,8 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   o.mark("note");
   o.finish();
-  if (auto bad = check(t)) throw InputError(file, 0, path.empty() ? bad->field : path + "." + bad->field, bad->why);
+  if (auto bad = settings_problem(t))
+    throw InputError(file, 0, path.empty() ? bad->field : path + "." + bad->field, bad->why);
   return t;
 }
 

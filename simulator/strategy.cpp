@@ -31,7 +31,7 @@ const char* to_string(RecomputeModule m) {
   return "?";
 }
 
-std::optional<SettingsProblem> check(const TrainingSettings& t) {
+std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");
   if (t.global_batch_size <= 0 || t.global_batch_size > (1LL << 30))
@@ -56,7 +56,7 @@ std::optional<SettingsProblem> check(const TrainingSettings& t) {
 }
 
 std::string validate(const TrainingSettings& t) {
-  const auto p = check(t);
+  const auto p = settings_problem(t);
   return p ? p->why : std::string();
 }
 

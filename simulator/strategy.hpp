@@ -140,7 +140,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
 struct SettingsProblem {
   std::string field, why;
 };
-std::optional<SettingsProblem> check(const TrainingSettings& t);
+std::optional<SettingsProblem> settings_problem(const TrainingSettings& t);
 std::string validate(const TrainingSettings& t);
 
 struct Strategy {
