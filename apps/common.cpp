@@ -51,8 +51,7 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
 }
 
-std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file) {
-  const io::Json j = io::parse_json_file(theta_file);
+std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std::string& theta_file) {
   if (!j.is_object() || !j.contains("uncertainty")) return std::nullopt;
   const io::Json& u = j["uncertainty"];
   calib::UncertaintyJson f;
@@ -83,8 +82,7 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
                   {"memory_dof", u.memory_dof}};
 }
 
-std::optional<ThetaFit> theta_fit(const std::string& theta_file, const std::string& model) {
-  const io::Json j = io::parse_json_file(theta_file);
+std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
   if (!j.is_object() || !j.contains("provenance") || !j["provenance"].is_object()) return std::nullopt;
   const io::Json& p = j["provenance"];
   if (!p.contains("configurations") || !p["configurations"].is_array()) return std::nullopt;
@@ -116,8 +114,7 @@ std::optional<ThetaFit> theta_fit(const std::string& theta_file, const std::stri
 
 namespace {
 // A θ records the training settings it was fitted under; a prediction under other settings is told so.
-void warn_if_other_stack(const std::string& theta_file, const TrainingSettings& now) {
-  const io::Json j = io::parse_json_file(theta_file);
+void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const TrainingSettings& now) {
   if (!j.is_object() || !j.contains("provenance") || !j["provenance"].is_object()) return;
   const io::Json& p = j["provenance"];
   if (!p.contains("training_settings") || !p["training_settings"].is_object()) return;
@@ -161,15 +158,16 @@ Resolved resolve(const RunOptions& o) {
     if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && !sp->calibrated_file.empty())
       theta_file = io::data_dir() + "/" + sp->calibrated_file.substr(5);  // "data/..." relative to the data dir
   r.params_file = theta_file;
+  const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
   if (!theta_file.empty()) {
-    warn_if_other_stack(theta_file, r.settings);
-    r.uncertainty = load_uncertainty(theta_file);
-    r.fit = theta_fit(theta_file, r.model.name);
+    warn_if_other_stack(theta_json, theta_file, r.settings);
+    r.uncertainty = load_uncertainty(theta_json, theta_file);
+    r.fit = theta_fit(theta_json, r.model.name);
   }
   if (!o.params_file.empty()) {
     r.params = io::load_params(o.params_file, r.params);
     r.params_source = "θ file " + o.params_file;
-    const io::Json j = io::parse_json_file(o.params_file);
+    const io::Json& j = theta_json;
     if (j.is_object() && j.contains("provenance") && j["provenance"].is_object() &&
         j["provenance"].contains("system") && j["provenance"]["system"].is_string()) {
       const std::string fitted_on = j["provenance"]["system"].get<std::string>();

@@ -44,9 +44,9 @@ struct Resolved {
   std::optional<ThetaFit> fit;                    // when the θ file records its fitted runs
 };
 // The fitted-runs record of a θ file for a prediction of `model` (nullopt when the file has none).
-std::optional<ThetaFit> theta_fit(const std::string& theta_file, const std::string& model);
+std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& model);
 // The `uncertainty` object of a θ file (written by lmsim calibrate), when present.
-std::optional<calib::Uncertainty> load_uncertainty(const std::string& theta_file);
+std::optional<calib::Uncertainty> load_uncertainty(const io::Json& theta, const std::string& theta_file);
 io::Json uncertainty_json(const calib::Uncertainty& u);
 Resolved resolve(const RunOptions& o);
 
