@@ -86,18 +86,16 @@ Model gpt_from_row(const CsvTable& t, std::size_t r) {
 
 }  // namespace
 
-// NeMo's performance pages count model FLOPs with attention full, not causal: per token 6 FLOPs per linear weight
-// (attention q, k, v, o and the MLP), 12·L·s·(heads·head_dim) for the attention scores and scores·V, and 6·h·V
-// for the LM head. Checked on the NeMo 24.07 page, which prints both tokens/s and TFLOP/s: their ratio matches
-// this count to 0.13 % on all ten rows with a published architecture (GPT-3, Llama-2, Llama-3, Nemotron-4-340B);
-// counting attention as causal misses by 1.3-11 %. Dense models only (the pages that use it).
+// NeMo's performance pages count model FLOPs with attention full, not causal: per token 6 FLOPs per layer weight
+// (the model's non-embedding parameters: attention, MLP and the norms, which are negligible), 12·L·s·(heads·head_dim)
+// for the attention scores and scores·V, and 6·h·V for the LM head. Checked on the NeMo 24.07 page, which prints
+// both tokens/s and TFLOP/s: their ratio matches this count to 0.13 % on all ten rows with a published architecture
+// (GPT-3, Llama-2, Llama-3, Nemotron-4-340B); counting attention as causal misses by 1.3-11 %. Dense models only
+// (the pages that use it).
 double nemo_model_flops_per_token(const Model& m, double seq) {
   const double h = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
-  const double kv = static_cast<double>(m.num_kv_heads * m.head_dim);
-  const double ffn = static_cast<double>(m.ffn_hidden_size) * (m.is_gated() ? 3 : 2);
-  const double linear = h * q + 2 * h * kv + q * h + h * ffn;
-  return 6 * L * linear + 12 * L * seq * q + 6 * h * static_cast<double>(m.vocab_size);
+  return 6 * count_params(m).non_embedding + 12 * L * seq * q + 6 * h * static_cast<double>(m.vocab_size);
 }
 
 PublishedSet read_published(const std::string& dir) {
