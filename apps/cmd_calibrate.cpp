@@ -240,7 +240,7 @@ void run(const CalOpts& co, std::ostream& os) {
   std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>> sets = {{"in_sample", in}};
   io::Json out;
   out["params"] = io::to_json(fr.params);
-  out["uncertainty"] = uncertainty_json(calib::laplace(pb, train, fr.params));
+  calib::Uncertainty unc = calib::laplace(pb, train, fr.params);
   out["provenance"] = provenance(co, input_files(d, ps, pb),
                                  co.published.empty() ? d.root : co.published + " (published measurements)", pb, fr);
   io::Json rep;
@@ -259,7 +259,9 @@ void run(const CalOpts& co, std::ostream& os) {
     rep["cv"]["kind"] = co.cv;
     rep["cv"]["folds"] = cr.folds.size();
     sets.push_back({"cv", cr.out_of_sample});
+    calib::set_unseen_scale(unc, pb, cv.kind, cr);
   }
+  out["uncertainty"] = uncertainty_json(unc);
   std::vector<calib::CoverageRow> coverage;
   if (co.coverage) {
     coverage = calib::calibration_coverage(pb, test, co.fit);

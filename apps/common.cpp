@@ -63,6 +63,13 @@ std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std:
     // Absent in θ files written before the degrees of freedom were recorded: normal quantiles.
     f.time_dof = u.value("time_dof", 0.0);
     f.memory_dof = u.value("memory_dof", 0.0);
+    if (u.contains("unseen_model")) {  // absent before 2026-11-30, and when no model was held out
+      const io::Json& h = u["unseen_model"];
+      f.unseen_time_log_sd = h.at("time_log_sd").get<double>();
+      f.unseen_memory_log_sd = h.at("memory_log_sd").get<double>();
+      f.unseen_n_time = h.at("n_time").get<std::size_t>();
+      f.unseen_n_memory = h.at("n_memory").get<std::size_t>();
+    }
   } catch (const io::Json::exception& e) {
     throw io::InputError(theta_file, 0, "uncertainty", std::string("malformed: ") + e.what());
   }
@@ -71,15 +78,25 @@ std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std:
 
 io::Json uncertainty_json(const calib::Uncertainty& u) {
   const calib::UncertaintyJson f = calib::to_json_form(u);
-  return io::Json{{"method", "Laplace (Gauss-Newton) approximation of the posterior at the MAP fit"},
-                  {"free", f.free},
-                  {"covariance", f.covariance},
-                  {"time_log_sd", f.time_log_sd},
-                  {"memory_log_sd", f.memory_log_sd},
-                  {"n_time", u.n_time},
-                  {"n_memory", u.n_memory},
-                  {"time_dof", u.time_dof},
-                  {"memory_dof", u.memory_dof}};
+  io::Json j{{"method", "Laplace (Gauss-Newton) approximation of the posterior at the MAP fit"},
+             {"free", f.free},
+             {"covariance", f.covariance},
+             {"time_log_sd", f.time_log_sd},
+             {"memory_log_sd", f.memory_log_sd},
+             {"n_time", u.n_time},
+             {"n_memory", u.n_memory},
+             {"time_dof", u.time_dof},
+             {"memory_dof", u.memory_dof}};
+  if (f.unseen_n_time + f.unseen_n_memory > 0)
+    j["unseen_model"] = {
+        {"what",
+         "root-mean-square log error of the held-out predictions of the leave-one-model-out (or -source-out) "
+         "cross-validation: the residual scale of a model outside the fitted runs"},
+        {"time_log_sd", f.unseen_time_log_sd},
+        {"memory_log_sd", f.unseen_memory_log_sd},
+        {"n_time", f.unseen_n_time},
+        {"n_memory", f.unseen_n_memory}};
+  return j;
 }
 
 std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
@@ -188,7 +205,8 @@ Resolved resolve(const RunOptions& o) {
     spdlog::warn("using {}: no θ was fitted for this system; predictions are uncalibrated", r.params_source);
   else
     spdlog::info("using {}", r.params_source);
-  // Predicting a model θ never saw is the common case and an extrapolation: say how far held-out runs missed.
+  // Predicting a model θ never saw is the common case and an extrapolation: say how far held-out runs missed, and
+  // let the intervals take the held-out runs' residual scale when the calibration measured one.
   if (r.fit && !r.fit->includes_model) {
     std::string models;
     for (const auto& m : r.fit->models) models += (models.empty() ? "" : ", ") + m;
@@ -197,10 +215,15 @@ Resolved resolve(const RunOptions& o) {
       held_out = fmt::format("; on held-out runs ({}) its time MAPE was {:.1f} %",
                              r.fit->held_out_kind == "loo" ? "leave-one-configuration-out" : r.fit->held_out_kind,
                              r.fit->held_out_time_mape_pct);
-    spdlog::info(
-        "{} is not among the models θ was fitted on ({}){}; the intervals come from the fitted runs' residuals, so a "
-        "new model's error can exceed them",
-        r.model.name, models, held_out);
+    std::string scale = "the intervals come from the fitted runs' residuals, so a new model's error can exceed them";
+    if (r.uncertainty && r.uncertainty->unseen_n_time > 0) {
+      r.uncertainty = calib::for_unseen_model(*r.uncertainty);
+      scale = fmt::format(
+          "the intervals take the larger of the fitted runs' residual scale and that of models held out of the fit "
+          "({:.1f} % log-sd, {} held-out runs)",
+          100 * r.uncertainty->time_log_sd, r.uncertainty->unseen_n_time);
+    }
+    spdlog::info("{} is not among the models θ was fitted on ({}){}; {}", r.model.name, models, held_out, scale);
   }
   return r;
 }

@@ -89,6 +89,12 @@ int main(int argc, char** argv) {
       const calib::Coverage c = calib::interval_coverage(pb, cv);
       std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  interval coverage",
                   c.time_in_80, c.n_time, c.time_in_90, c.n_time);
+      // What predict and search give a model outside the fit: the residual scale of held-out models, measured by
+      // an inner leave-one-model-out inside each fold.
+      const calib::Coverage u = calib::unseen_model_coverage(pb, idx, calib::CvKind::leave_one_model_out, fo);
+      if (u.n_time)
+        std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  unseen-model intervals",
+                    u.time_in_80, u.n_time, u.time_in_90, u.n_time);
     }
     if (sources.size() > 1) {
       const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_source_out, 0}, fo);

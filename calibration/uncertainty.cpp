@@ -98,9 +98,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
     set_scale(0, 0);
     return u;
   }
-  // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision in the
-  // same units (the objective's prior / n · z² against a mean squared log error, i.e. prior / s_t² per z²).
-  std::vector<double> info(k * k, 0.0);
+  // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision.
   std::vector<std::vector<double>> jt(k), jm(k);
   for (std::size_t a = 0; a < k; ++a) {
     const Step sp = step(theta, u.free[a]);
@@ -126,24 +124,81 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
     k_time += moves(jt[a]);
     k_memory += moves(jm[a]);
   }
+  // Σ = (Jᵀ J / s² + the prior's precision)⁻¹ at the current residual scales; the prior's precision is in the same
+  // units (the objective's prior / n · z² against a mean squared log error, i.e. prior / s_t² per z²).
+  auto covariance = [&]() {
+    const double vt = std::max(u.time_log_sd * u.time_log_sd, 1e-8),
+                 vm = std::max(u.memory_log_sd * u.memory_log_sd, 1e-8);
+    std::vector<double> info(k * k, 0.0);
+    for (std::size_t a = 0; a < k; ++a)
+      for (std::size_t b = 0; b < k; ++b) {
+        double x = 0;
+        for (std::size_t r = 0; r < jt[a].size(); ++r)
+          if (std::isfinite(jt[a][r]) && std::isfinite(jt[b][r])) x += jt[a][r] * jt[b][r] / vt;
+        for (std::size_t r = 0; r < jm[a].size(); ++r)
+          if (std::isfinite(jm[a][r]) && std::isfinite(jm[b][r])) x += jm[a][r] * jm[b][r] / vm;
+        info[a * k + b] = x;
+      }
+    if (pb.weights.prior > 0)
+      for (std::size_t a = 0; a < k; ++a) {
+        const double sd = param_table()[u.free[a]].prior_sd;
+        info[a * k + a] += pb.weights.prior / (vt * sd * sd);
+      }
+    return invert(info, k);
+  };
+  // The parameters a kind's fit used up: the trace of that kind's hat matrix, Σ_r j_rᵀ Σ j_r / s², the effective
+  // number of parameters of a penalised fit (Hastie, Tibshirani & Friedman, The Elements of Statistical Learning,
+  // §3.4.1 and §7.6). A parameter the runs pin counts as one; one the prior holds, as nearly none.
+  auto hat_trace = [&](const std::vector<std::vector<double>>& j, double sd) {
+    double tr = 0;
+    const std::size_t rows = j.empty() ? 0 : j[0].size();
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t a = 0; a < k; ++a)
+        for (std::size_t b = 0; b < k; ++b)
+          if (std::isfinite(j[a][r]) && std::isfinite(j[b][r])) tr += j[a][r] * u.covariance[a * k + b] * j[b][r];
+    return tr / std::max(sd * sd, 1e-8);
+  };
+  // From the count of parameters that move each kind, let scale and trace settle: they change each other only
+  // through the prior's share, and a few rounds reach the fixed point.
   set_scale(k_time, k_memory);
-  const double vt = std::max(u.time_log_sd * u.time_log_sd, 1e-8),
-               vm = std::max(u.memory_log_sd * u.memory_log_sd, 1e-8);
-  for (std::size_t a = 0; a < k; ++a)
-    for (std::size_t b = 0; b < k; ++b) {
-      double x = 0;
-      for (std::size_t r = 0; r < jt[a].size(); ++r)
-        if (std::isfinite(jt[a][r]) && std::isfinite(jt[b][r])) x += jt[a][r] * jt[b][r] / vt;
-      for (std::size_t r = 0; r < jm[a].size(); ++r)
-        if (std::isfinite(jm[a][r]) && std::isfinite(jm[b][r])) x += jm[a][r] * jm[b][r] / vm;
-      info[a * k + b] = x;
+  u.covariance = covariance();
+  for (int round = 0; round < 4; ++round) {
+    set_scale(std::min(k_time, hat_trace(jt, u.time_log_sd)), std::min(k_memory, hat_trace(jm, u.memory_log_sd)));
+    u.covariance = covariance();
+  }
+  return u;
+}
+
+void set_unseen_scale(Uncertainty& u, const Problem& pb, CvKind kind, const CvResult& cv) {
+  if (kind != CvKind::leave_one_model_out && kind != CvKind::leave_one_source_out) return;
+  double st = 0, sm = 0;
+  std::size_t nt = 0, nm = 0;
+  for (const SamplePrediction& p : cv.out_of_sample) {
+    const Sample& s = pb.samples[p.index];
+    if (s.time_s > 0 && p.time_s > 0) {
+      st += std::pow(std::log(p.time_s / s.time_s), 2);
+      ++nt;
     }
-  if (pb.weights.prior > 0)
-    for (std::size_t a = 0; a < k; ++a) {
-      const double sd = param_table()[u.free[a]].prior_sd;
-      info[a * k + a] += pb.weights.prior / (vt * sd * sd);
+    if (s.mem_max_bytes > 0 && p.mem_max_bytes > 0) {
+      sm += std::pow(std::log(p.mem_max_bytes / s.mem_max_bytes), 2);
+      ++nm;
     }
-  u.covariance = invert(info, k);
+  }
+  u.unseen_time_log_sd = nt ? std::sqrt(st / static_cast<double>(nt)) : 0;
+  u.unseen_memory_log_sd = nm ? std::sqrt(sm / static_cast<double>(nm)) : 0;
+  u.unseen_n_time = nt;
+  u.unseen_n_memory = nm;
+}
+
+Uncertainty for_unseen_model(Uncertainty u) {
+  // Held-out errors are not fitted, so none of their degrees of freedom went to the parameters.
+  auto widen = [](double& sd, double& dof, double unseen_sd, std::size_t n) {
+    if (n == 0 || !(unseen_sd > sd)) return;
+    sd = unseen_sd;
+    dof = static_cast<double>(n);
+  };
+  widen(u.time_log_sd, u.time_dof, u.unseen_time_log_sd, u.unseen_n_time);
+  widen(u.memory_log_sd, u.memory_dof, u.unseen_memory_log_sd, u.unseen_n_memory);
   return u;
 }
 
@@ -256,33 +311,62 @@ std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, 
   return out;
 }
 
+namespace {
+// Counts the test runs whose measurements fall inside the intervals of θ `theta` with uncertainty `u`.
+void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
+                    const std::vector<std::size_t>& test, Coverage& c) {
+  const SimOptions so = sim_options(pb);
+  for (auto i : test) {
+    const Sample& s = pb.samples[i];
+    const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, theta, u, so);
+    if (!iv) continue;
+    auto in = [](const Interval& x, double v) { return v >= x.lower && v <= x.upper ? 1u : 0u; };
+    if (s.time_s > 0) {
+      ++c.n_time;
+      c.time_in_80 += in(iv->time_s_80, s.time_s);
+      c.time_in_90 += in(iv->time_s_90, s.time_s);
+    }
+    if (s.mem_max_bytes > 0 && u.memory_log_sd > 0) {
+      ++c.n_memory;
+      c.memory_in_80 += in(iv->memory_bytes_80, s.mem_max_bytes);
+      c.memory_in_90 += in(iv->memory_bytes_90, s.mem_max_bytes);
+    }
+  }
+}
+}  // namespace
+
 Coverage interval_coverage(const Problem& pb, const CvResult& cv) {
   Coverage c;
-  const SimOptions so = sim_options(pb);
-  for (std::size_t f = 0; f < cv.folds.size(); ++f) {
-    const Uncertainty u = laplace(pb, cv.folds[f].train, cv.folds[f].params);
-    for (auto i : cv.test_sets[f]) {
-      const Sample& s = pb.samples[i];
-      const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, cv.folds[f].params, u, so);
-      if (!iv) continue;
-      auto in = [](const Interval& x, double v) { return v >= x.lower && v <= x.upper ? 1u : 0u; };
-      if (s.time_s > 0) {
-        ++c.n_time;
-        c.time_in_80 += in(iv->time_s_80, s.time_s);
-        c.time_in_90 += in(iv->time_s_90, s.time_s);
-      }
-      if (s.mem_max_bytes > 0 && u.memory_log_sd > 0) {
-        ++c.n_memory;
-        c.memory_in_80 += in(iv->memory_bytes_80, s.mem_max_bytes);
-        c.memory_in_90 += in(iv->memory_bytes_90, s.mem_max_bytes);
-      }
-    }
+  for (std::size_t f = 0; f < cv.folds.size(); ++f)
+    count_coverage(pb, cv.folds[f].params, laplace(pb, cv.folds[f].train, cv.folds[f].params), cv.test_sets[f], c);
+  return c;
+}
+
+Coverage unseen_model_coverage(const Problem& pb, const std::vector<std::size_t>& idx, CvKind kind,
+                               const FitOptions& o) {
+  Coverage c;
+  const CvResult outer = cross_validate(pb, idx, {kind, 0}, o);
+  if (outer.folds.size() < 3) return c;  // an inner cross-validation by group needs two groups in every fold
+  for (std::size_t f = 0; f < outer.folds.size(); ++f) {
+    const FitResult& fold = outer.folds[f];
+    Uncertainty u = laplace(pb, fold.train, fold.params);
+    set_unseen_scale(u, pb, kind, cross_validate(pb, fold.train, {kind, 0}, o));
+    count_coverage(pb, fold.params, for_unseen_model(u), outer.test_sets[f], c);
   }
   return c;
 }
 
 UncertaintyJson to_json_form(const Uncertainty& u) {
-  UncertaintyJson j{{}, {}, u.time_log_sd, u.memory_log_sd, u.time_dof, u.memory_dof};
+  UncertaintyJson j{{},
+                    {},
+                    u.time_log_sd,
+                    u.memory_log_sd,
+                    u.time_dof,
+                    u.memory_dof,
+                    u.unseen_time_log_sd,
+                    u.unseen_memory_log_sd,
+                    u.unseen_n_time,
+                    u.unseen_n_memory};
   const std::size_t k = u.free.size();
   for (std::size_t a = 0; a < k; ++a) {
     j.free.push_back(param_table()[u.free[a]].name);
@@ -318,10 +402,17 @@ Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
     throw io::InputError(file, 0, "uncertainty", "log sds must be finite and non-negative");
   if (!(j.time_dof >= 0) || !(j.memory_dof >= 0) || !std::isfinite(j.time_dof) || !std::isfinite(j.memory_dof))
     throw io::InputError(file, 0, "uncertainty", "degrees of freedom must be finite and non-negative");
+  if (!(j.unseen_time_log_sd >= 0) || !(j.unseen_memory_log_sd >= 0) || !std::isfinite(j.unseen_time_log_sd) ||
+      !std::isfinite(j.unseen_memory_log_sd))
+    throw io::InputError(file, 0, "uncertainty.unseen_model", "log sds must be finite and non-negative");
   u.time_log_sd = j.time_log_sd;
   u.memory_log_sd = j.memory_log_sd;
   u.time_dof = j.time_dof;
   u.memory_dof = j.memory_dof;
+  u.unseen_time_log_sd = j.unseen_time_log_sd;
+  u.unseen_memory_log_sd = j.unseen_memory_log_sd;
+  u.unseen_n_time = j.unseen_n_time;
+  u.unseen_n_memory = j.unseen_n_memory;
   return u;
 }
 

@@ -24,10 +24,22 @@ struct Uncertainty {
   // Residual degrees of freedom per kind: runs of that kind less the free parameters that move it (0: unknown,
   // normal quantiles). Intervals take Student-t quantiles with them.
   double time_dof = 0, memory_dof = 0;
+  // The residual scale on runs of a model the fit never saw: the root-mean-square log error of the calibration's
+  // leave-one-model-out (or leave-one-source-out) predictions, each made by a fold fitted without that model
+  // (0: not measured). Such errors are systematic per model, which the fitted runs' residuals cannot show.
+  double unseen_time_log_sd = 0, unseen_memory_log_sd = 0;
+  std::size_t unseen_n_time = 0, unseen_n_memory = 0;
 };
 
 // θ's covariance at `theta` (the fit's optimum) over the training runs `train`.
 Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, const PlatformParams& theta);
+
+// Records the held-out scale of a leave-one-model-out or leave-one-source-out cross-validation `cv` of `pb` in `u`
+// (other kinds hold out configurations of fitted models and leave `u` as it is).
+void set_unseen_scale(Uncertainty& u, const Problem& pb, CvKind kind, const CvResult& cv);
+// `u` for a model outside the fitted runs: each kind's residual scale is the larger of the fitted runs' and the
+// held-out one, with the held-out runs as its degrees of freedom. Unchanged when no held-out scale was measured.
+Uncertainty for_unseen_model(Uncertainty u);
 
 struct Interval {
   double value = 0, lower = 0, upper = 0;  // lower/upper at the requested central coverage
@@ -76,6 +88,12 @@ struct Coverage {
   std::size_t n_memory = 0, memory_in_80 = 0, memory_in_90 = 0;
 };
 Coverage interval_coverage(const Problem& pb, const CvResult& cv);
+// Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation of
+// kind leave-one-model-out or leave-one-source-out over `idx`: each outer fold's θ and covariance come from its
+// training runs, its held-out scale from an inner cross-validation of the same kind on those runs alone, and its
+// intervals predict the held-out group. Empty with fewer than three groups (the inner one needs two).
+Coverage unseen_model_coverage(const Problem& pb, const std::vector<std::size_t>& idx, CvKind kind,
+                               const FitOptions& o);
 
 // JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
 struct UncertaintyJson {
@@ -83,6 +101,8 @@ struct UncertaintyJson {
   std::vector<std::vector<double>> covariance;
   double time_log_sd, memory_log_sd;
   double time_dof = 0, memory_dof = 0;
+  double unseen_time_log_sd = 0, unseen_memory_log_sd = 0;
+  std::size_t unseen_n_time = 0, unseen_n_memory = 0;
 };
 UncertaintyJson to_json_form(const Uncertainty& u);
 Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file);

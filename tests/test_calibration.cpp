@@ -176,7 +176,7 @@ TEST(Uncertainty, IntervalsContainThePredictionAndWidenWithLessData) {
 
 // Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
 // compute / communication terms that move time only; intervals use Student-t quantiles with them.
-TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
+TEST(Uncertainty, EachKindLosesTheEffectiveParametersOfItsFit) {
   EXPECT_NEAR(calib::central_quantile(0.9, 0), 1.6448536269514722, 1e-12);  // normal
   EXPECT_NEAR(calib::central_quantile(0.8, 0), 1.2815515655446004, 1e-12);
   EXPECT_NEAR(calib::central_quantile(0.99, 0), 2.5758293035489004, 1e-12);
@@ -207,10 +207,23 @@ TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
     memory_only += n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes";
   }
   ASSERT_EQ(memory_only, 3u);
-  // A free parameter no run's time depends on (dp_overlap on one node with nothing to overlap) costs none.
-  EXPECT_GE(u.time_dof, static_cast<double>(u.n_time - (u.free.size() - memory_only)));
-  EXPECT_LT(u.time_dof, static_cast<double>(u.n_time - 4));
-  EXPECT_DOUBLE_EQ(u.memory_dof, static_cast<double>(u.n_memory - memory_only));
+  // The runs' degrees of freedom less the effective number of parameters (the hat matrix's trace): never more
+  // than the free parameters that move a kind, and with the prior switched off exactly that many (a free
+  // parameter no run's time depends on, dp_overlap on one node with nothing to overlap, costs none) ...
+  const double time_params = static_cast<double>(u.free.size() - memory_only);
+  EXPECT_GE(u.time_dof, static_cast<double>(u.n_time) - time_params);
+  EXPECT_LT(u.time_dof, static_cast<double>(u.n_time - 2));
+  EXPECT_GE(u.memory_dof, static_cast<double>(u.n_memory - memory_only) - 1e-9);
+  calib::Problem flat = pb;
+  flat.weights.prior = 0;
+  const calib::Uncertainty uf = calib::laplace(pb, all, fr.params), u0 = calib::laplace(flat, all, fr.params);
+  EXPECT_NEAR(u0.memory_dof, static_cast<double>(u0.n_memory - memory_only), 1e-3);
+  EXPECT_LT(u0.time_dof, static_cast<double>(u0.n_time) - time_params + 1.5);
+  EXPECT_LE(u0.time_dof, uf.time_dof + 1e-9);
+  // ... while a prior that holds every parameter leaves nearly all of them to the residuals.
+  calib::Problem firm = pb;
+  firm.weights.prior = 1e4;
+  EXPECT_GT(calib::laplace(firm, all, fr.params).time_dof, static_cast<double>(u.n_time) - 0.5);
   const calib::Sample& s = pb.samples[0];
   const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, u, calib::sim_options(pb));
   ASSERT_TRUE(iv);
@@ -224,6 +237,44 @@ TEST(Uncertainty, EachKindLosesTheDegreesOfFreedomOfTheParametersThatMoveIt) {
   const calib::Uncertainty two = calib::laplace(pb, pair, exact.params);
   EXPECT_DOUBLE_EQ(two.time_dof, 1.0);
   EXPECT_GE(two.time_log_sd, std::sqrt(pb.weights.prior));
+}
+
+TEST(Uncertainty, AModelOutsideTheFitTakesTheHeldOutModelsScale) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const calib::Problem pb = calib::make_problem(d, "npu");
+  const auto all = calib::all_indices(pb);
+  const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
+  const calib::Uncertainty u = calib::laplace(pb, all, fr.params);
+  // Configurations held out of fitted models say nothing of a new model: told the folds held out configurations,
+  // it leaves the scale unmeasured.
+  calib::Uncertainty loo = u;
+  const calib::CvResult cv = calib::cross_validate(pb, all, {calib::CvKind::leave_one_model_out, 0}, {});
+  calib::set_unseen_scale(loo, pb, calib::CvKind::loo, cv);
+  EXPECT_EQ(loo.unseen_n_time, 0u);
+  EXPECT_DOUBLE_EQ(calib::for_unseen_model(loo).time_log_sd, u.time_log_sd);
+  // Leave-one-model-out: the root-mean-square log error of the held-out predictions, every run counted.
+  calib::Uncertainty lomo = u;
+  calib::set_unseen_scale(lomo, pb, calib::CvKind::leave_one_model_out, cv);
+  double ss = 0;
+  for (const auto& p : cv.out_of_sample) ss += std::pow(std::log(p.time_s / pb.samples[p.index].time_s), 2);
+  EXPECT_EQ(lomo.unseen_n_time, all.size());
+  EXPECT_NEAR(lomo.unseen_time_log_sd, std::sqrt(ss / static_cast<double>(all.size())), 1e-12);
+  // On the bundled NPU runs a held-out model misses by more than the fitted runs scatter: the unseen model's
+  // intervals are wider, with the held-out runs as degrees of freedom; the fitted models' stay as they were.
+  ASSERT_GT(lomo.unseen_time_log_sd, lomo.time_log_sd);
+  const calib::Uncertainty unseen = calib::for_unseen_model(lomo);
+  EXPECT_DOUBLE_EQ(unseen.time_log_sd, lomo.unseen_time_log_sd);
+  EXPECT_DOUBLE_EQ(unseen.time_dof, static_cast<double>(all.size()));
+  const calib::Sample& s = pb.samples[0];
+  const auto so = calib::sim_options(pb);
+  const auto seen_iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, lomo, so);
+  const auto new_iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, unseen, so);
+  ASSERT_TRUE(seen_iv && new_iv);
+  EXPECT_GT(new_iv->time_s_90.upper, seen_iv->time_s_90.upper);
+  // The θ file keeps it.
+  const calib::Uncertainty back = calib::from_json_form(calib::to_json_form(lomo), "theta.json");
+  EXPECT_DOUBLE_EQ(back.unseen_time_log_sd, lomo.unseen_time_log_sd);
+  EXPECT_EQ(back.unseen_n_memory, lomo.unseen_n_memory);
 }
 
 TEST(Uncertainty, JsonFormIsCheckedWhenRead) {
