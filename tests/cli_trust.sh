@@ -26,8 +26,24 @@ grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "n
 "$lmsim" predict --model Qwen3-8B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null
 grep -q "Qwen3-8B is not among the models θ was fitted on (Qwen3-0.6B, Qwen3-1.7B); on held-out runs" "$tmp/e" ||
   fail "no new-model note: $(cat "$tmp/e")"
+grep -q "the intervals take the larger of the fitted runs' residual scale and that of models held out" "$tmp/e" ||
+  fail "no held-out scale note: $(cat "$tmp/e")"
 "$lmsim" predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null
 ! grep -q "not among the models" "$tmp/e" || fail "new-model note for a fitted model"
+# ... and its intervals are the wider for it: the shipped NPU θ's held-out models missed by more than its fitted
+# runs scatter.
+for m in Qwen3-8B Qwen3-1.7B; do
+  "$lmsim" --log-level warn predict --model $m --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC \
+    --json > "$tmp/$m.json"
+done
+python3 - "$tmp/Qwen3-8B.json" "$tmp/Qwen3-1.7B.json" <<'PY' || fail "unseen-model intervals"
+import json, sys
+new, seen = (json.load(open(f)) for f in sys.argv[1:])
+assert new["interval_residual_scale"] == "held_out_models", new["interval_residual_scale"]
+assert seen["interval_residual_scale"] == "fitted_runs", seen["interval_residual_scale"]
+width = lambda j: j["iteration_time_s_p95"] / j["iteration_time_s_p05"]
+assert width(new) > 1.1 * width(seen), (width(new), width(seen))
+PY
 "$lmsim" --log-level warn predict --model Llama-2-70B --system h100_sxm_80g --strategy dp4-tp4-pp4-cp1-noRC-mbs1-vpp20 \
   --global-batch 128 --json > "$tmp/f.json"
 python3 - "$tmp/f.json" <<'PY' || fail "params_fitted_on"
