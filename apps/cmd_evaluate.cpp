@@ -16,8 +16,16 @@ namespace lmsim::app {
 
 namespace {
 
-std::map<std::string, PlatformParams> load_thetas(const std::vector<std::string>& files) {
-  std::map<std::string, PlatformParams> out;
+// A θ file as evaluate uses it: its values, covariance and fitted models.
+eval::Theta read_theta(const std::string& file, const io::Json& j, const PlatformParams& base, std::string source) {
+  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}};
+  if (const auto fit = theta_fit(j, "")) t.fitted_models = fit->models;
+  return t;
+}
+
+// θ per platform from --params files (keyed by the platform they were fitted for).
+std::map<std::string, eval::Theta> load_thetas(const std::vector<std::string>& files) {
+  std::map<std::string, eval::Theta> out;
   for (const auto& f : files) {
     const io::Json j = io::parse_json_file(f);
     std::string key;
@@ -28,7 +36,21 @@ std::map<std::string, PlatformParams> load_thetas(const std::vector<std::string>
     if (j["provenance"].contains("system"))
       if (const auto* sp = io::presets().find_system(j["provenance"]["system"].get<std::string>()))
         base = sp->default_params;
-    out[key] = io::load_params(f, base);
+    out[key] = read_theta(f, j, base, "");
+  }
+  return out;
+}
+
+// The given θ, and for every other system of the dataset with a shipped fitted θ file, that file (with its
+// covariance, so the evaluation carries intervals as predict does).
+std::map<std::string, eval::Theta> thetas_for(const io::Dataset& d, const std::vector<std::string>& files) {
+  std::map<std::string, eval::Theta> out = load_thetas(files);
+  for (const auto& c : d.collections) {
+    if (out.count(c.platform) || out.count(c.system)) continue;
+    const io::SystemPreset* sp = io::presets().find_system(c.system);
+    const std::string f = sp ? shipped_theta_file(*sp) : "";
+    if (f.empty()) continue;
+    out[c.system] = read_theta(f, io::parse_json_file(f), sp->default_params, sp->params_source());
   }
   return out;
 }
@@ -51,6 +73,19 @@ io::Json components_json(const eval::ComponentReport& c) {
              {"measured_comm_share_pct", c.measured_comm_share},
              {"predicted_comm_share_pct", c.predicted_comm_share}};
   return j;
+}
+
+// How many measurements the prediction intervals hold, and on what footing.
+io::Json coverage_json(const eval::CollectionEvaluation& e) {
+  const calib::Coverage& c = e.coverage;
+  return io::Json{{"in_sample", e.theta_fitted_on_model},
+                  {"residual_scale", e.held_out_model_scale ? "held_out_models" : "fitted_runs"},
+                  {"n_time", c.n_time},
+                  {"time_in_80", c.time_in_80},
+                  {"time_in_90", c.time_in_90},
+                  {"n_memory", c.n_memory},
+                  {"memory_in_80", c.memory_in_80},
+                  {"memory_in_90", c.memory_in_90}};
 }
 
 void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
@@ -79,8 +114,30 @@ void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
   w.write(g + "/errors/time_pct", te);
   w.write(g + "/errors/memory_pct", me);
   if (!e.simulation_wall_s.empty()) w.write(g + "/predicted/simulation_wall_s", e.simulation_wall_s);
+  if (!e.intervals.empty()) {  // central 80 % and 90 % intervals: percentiles 10/90 and 5/95
+    std::vector<double> t05, t10, t90, t95, m05, m10, m90, m95;
+    for (const auto& iv : e.intervals) {
+      t05.push_back(iv.time_s_90.lower);
+      t10.push_back(iv.time_s_80.lower);
+      t90.push_back(iv.time_s_80.upper);
+      t95.push_back(iv.time_s_90.upper);
+      m05.push_back(iv.memory_bytes_90.lower);
+      m10.push_back(iv.memory_bytes_80.lower);
+      m90.push_back(iv.memory_bytes_80.upper);
+      m95.push_back(iv.memory_bytes_90.upper);
+    }
+    w.write(g + "/predicted/iteration_time_s_p05", t05);
+    w.write(g + "/predicted/iteration_time_s_p10", t10);
+    w.write(g + "/predicted/iteration_time_s_p90", t90);
+    w.write(g + "/predicted/iteration_time_s_p95", t95);
+    w.write(g + "/predicted/max_peak_memory_bytes_p05", m05);
+    w.write(g + "/predicted/max_peak_memory_bytes_p10", m10);
+    w.write(g + "/predicted/max_peak_memory_bytes_p90", m90);
+    w.write(g + "/predicted/max_peak_memory_bytes_p95", m95);
+  }
   io::Json m = report_json(e.report);
   m["components"] = components_json(e.components);
+  if (!e.intervals.empty()) m["interval_coverage"] = coverage_json(e);
   m["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
   w.group(g + "/metrics");
   w.attr(g + "/metrics", "json", m.dump());
@@ -103,7 +160,8 @@ struct EvalCli {
 void run_evaluate(const EvalCli& ec, std::ostream& os) {
   const io::Dataset d = io::read_dataset(ec.dataset);
   std::vector<std::vector<eval::CollectionEvaluation>> sets;
-  if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, load_thetas(ec.params), ec.models));
+  if (ec.predictions.empty() || ec.compare)
+    sets.push_back(eval::evaluate_lmsim(d, thetas_for(d, ec.params), ec.models));
   for (std::size_t i = 0; i < ec.predictions.size(); ++i) {
     const std::string name =
         i < ec.names.size() ? ec.names[i] : std::filesystem::path(ec.predictions[i]).stem().string();
@@ -120,15 +178,20 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["components"] = components_json(e.components);
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
       if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
+      if (!e.intervals.empty()) x["interval_coverage"] = coverage_json(e);
       j.push_back(x);
       const auto& m = e.report.models.empty() ? calib::StratumReport{} : e.report.models[0];
-      rows.push_back({e.predictor, e.model_setting, e.platform, std::to_string(e.report.n_time),
-                      fmt(e.report.time_mape_pct, 2), fmt(e.report.time_smape_pct, 2), fmt(e.report.time_r2, 3),
-                      fmt(m.time_spearman, 3), fmt(m.time_kendall, 3), fmt(m.top1_regret_pct, 1),
-                      fmt(m.top3_regret_pct, 1), fmt(e.report.memory_mape_pct, 2), fmt(m.memory_spearman, 3),
-                      e.components.matrix_n ? fmt(e.components.matrix_smape_pct, 1) : "-",
-                      e.components.comm_share_jsd >= 0 ? fmt(e.components.comm_share_jsd, 3) : "-",
-                      e.median_simulation_wall_s >= 0 ? fmt(e.median_simulation_wall_s * 1e6, 3) : "-"});
+      rows.push_back(
+          {e.predictor, e.model_setting, e.platform, std::to_string(e.report.n_time), fmt(e.report.time_mape_pct, 2),
+           fmt(e.report.time_smape_pct, 2), fmt(e.report.time_r2, 3), fmt(m.time_spearman, 3), fmt(m.time_kendall, 3),
+           fmt(m.top1_regret_pct, 1), fmt(m.top3_regret_pct, 1), fmt(e.report.memory_mape_pct, 2),
+           fmt(m.memory_spearman, 3), e.components.matrix_n ? fmt(e.components.matrix_smape_pct, 1) : "-",
+           e.components.comm_share_jsd >= 0 ? fmt(e.components.comm_share_jsd, 3) : "-",
+           e.median_simulation_wall_s >= 0 ? fmt(e.median_simulation_wall_s * 1e6, 3) : "-",
+           e.intervals.empty()
+               ? "-"
+               : std::to_string(e.coverage.time_in_80) + "/" + std::to_string(e.coverage.time_in_90) + " of " +
+                     std::to_string(e.coverage.n_time) + (e.theta_fitted_on_model ? " (in-sample)" : "")});
     }
   if (!ec.out.empty()) {
     io::H5Writer w(ec.out);
@@ -143,9 +206,10 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
     os << j.dump(1) << "\n";
     return;
   }
-  os << table({"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b",
-               "top1 regret%", "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config"},
-              rows);
+  os << table(
+      {"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b", "top1 regret%",
+       "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config", "time in 80/90 %"},
+      rows);
   std::set<std::string> sources;  // say which θ predicted, plainly
   for (const auto& set : sets)
     for (const auto& e : set)
@@ -194,7 +258,7 @@ io::Json cross_json(const search::CrossPlatformReport& r) {
 // settings (leave-one-model-out), so the predictions are out of sample; or from a given θ file.
 std::map<std::string, double> predicted_times(const io::Dataset& d, const std::string& platform,
                                               const std::string& setting,
-                                              const std::map<std::string, PlatformParams>& given, std::string& how) {
+                                              const std::map<std::string, eval::Theta>& given, std::string& how) {
   std::map<std::string, double> out;
   calib::Problem all = calib::make_problem(d, platform);
   std::vector<std::size_t> train, test;
@@ -202,7 +266,7 @@ std::map<std::string, double> predicted_times(const io::Dataset& d, const std::s
     (all.samples[i].model_setting == setting ? test : train).push_back(i);
   PlatformParams p = all.start;
   if (auto it = given.find(platform); it != given.end()) {
-    p = it->second;
+    p = it->second.params;
     how = "θ from --params (in-sample if it was fitted on these configurations)";
   } else if (!train.empty()) {
     p = calib::fit(all, train, calib::FitOptions{}).params;

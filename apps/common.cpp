@@ -145,6 +145,11 @@ void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const
 }
 }  // namespace
 
+std::string shipped_theta_file(const io::SystemPreset& sp) {
+  if (sp.calibrated_file.empty()) return "";
+  return io::data_dir() + "/" + sp.calibrated_file.substr(5);  // "data/..." relative to the data dir
+}
+
 Resolved resolve(const RunOptions& o) {
   Resolved r;
   r.model = io::resolve_model(o.model);
@@ -172,8 +177,7 @@ Resolved resolve(const RunOptions& o) {
                              " throughput; choose another precision in --settings");
   std::string theta_file = o.params_file;
   if (theta_file.empty())
-    if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && !sp->calibrated_file.empty())
-      theta_file = io::data_dir() + "/" + sp->calibrated_file.substr(5);  // "data/..." relative to the data dir
+    if (const io::SystemPreset* sp = io::presets().find_system(o.system)) theta_file = shipped_theta_file(*sp);
   r.params_file = theta_file;
   const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
   if (!theta_file.empty()) {

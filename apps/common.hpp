@@ -49,6 +49,8 @@ std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& mode
 std::optional<calib::Uncertainty> load_uncertainty(const io::Json& theta, const std::string& theta_file);
 io::Json uncertainty_json(const calib::Uncertainty& u);
 Resolved resolve(const RunOptions& o);
+// The path of a system preset's shipped fitted θ file in the data folder (empty when it has none).
+std::string shipped_theta_file(const io::SystemPreset& sp);
 
 // A command-line number that must be finite (CLI11's ranges let NaN through: NaN compares false).
 const CLI::Validator& finite_number();

@@ -151,30 +151,49 @@ bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
 
 }  // namespace
 
-std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
-                                                 const std::map<std::string, PlatformParams>& theta,
+std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, Theta>& theta,
                                                  const std::vector<std::string>& models) {
   std::vector<CollectionEvaluation> out;
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
     CollectionEvaluation e = start(d, c, "lmsim");
-    PlatformParams p = e.problem.start;
+    Theta t{e.problem.start, "", std::nullopt, {}};
     if (auto it = theta.find(c.platform); it != theta.end()) {
-      p = it->second;
-      e.theta_source = "given θ for platform " + c.platform;
+      t = it->second;
+      if (t.source.empty()) t.source = "given θ for platform " + c.platform;
     } else if (auto jt = theta.find(c.system); jt != theta.end()) {
-      p = jt->second;
-      e.theta_source = "given θ for system " + c.system;
+      t = jt->second;
+      if (t.source.empty()) t.source = "given θ for system " + c.system;
     } else if (const io::SystemPreset* sp = io::presets().find_system(c.system)) {
-      p = sp->params();
-      e.theta_source = sp->params_source();
+      t.params = sp->params();
+      t.source = sp->params_source();
     }
+    const PlatformParams& p = t.params;
+    e.theta_source = t.source;
     const auto idx = calib::all_indices(e.problem);
     e.predictions = calib::predict(e.problem, idx, p);
     e.report = calib::score(e.problem, e.predictions);
     for (auto i : idx) e.simulation_wall_s.push_back(time_simulation(e.problem, e.problem.samples[i], p));
     e.median_simulation_wall_s = metrics::median(e.simulation_wall_s);
     components(d, c, e.problem, p, true, e.components);
+    if (t.uncertainty) {
+      e.theta_fitted_on_model =
+          std::find(t.fitted_models.begin(), t.fitted_models.end(), c.model) != t.fitted_models.end();
+      calib::Uncertainty u = *t.uncertainty;
+      if (!t.fitted_models.empty() && !e.theta_fitted_on_model && u.unseen_n_time > 0) {
+        u = calib::for_unseen_model(u);
+        e.held_out_model_scale = true;
+      }
+      const SimOptions so = calib::sim_options(e.problem);
+      const double nan = std::nan("");
+      for (const auto& pr : e.predictions) {
+        const calib::Sample& s = e.problem.samples[pr.index];
+        const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, p, u, so);
+        const calib::Interval none{nan, nan, nan};
+        e.intervals.push_back(iv ? *iv : calib::PredictionIntervals{none, none, none, none, nan, nan});
+        if (iv) calib::tally(e.coverage, *iv, s.time_s, s.mem_max_bytes);
+      }
+    }
     out.push_back(std::move(e));
   }
   if (out.empty()) throw io::InputError(d.root, 0, "models", "no measured collection matches the requested models");

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "calibration/calibrate.hpp"
+#include "calibration/uncertainty.hpp"
 #include "io/dataset.hpp"
 
 namespace lmsim::eval {
@@ -26,6 +28,14 @@ struct ComponentReport {
   double comm_share_jsd = -1;                                               // -1: no measured shares
 };
 
+// A θ to predict with and what is known of how far to trust it (from a θ file written by `lmsim calibrate`).
+struct Theta {
+  PlatformParams params;
+  std::string source;                             // said in reports
+  std::optional<calib::Uncertainty> uncertainty;  // prediction intervals when present
+  std::vector<std::string> fitted_models;         // model presets of the runs θ was fitted on (empty: not recorded)
+};
+
 struct CollectionEvaluation {
   std::string model_setting, platform, system, predictor;
   calib::Problem problem;
@@ -35,12 +45,17 @@ struct CollectionEvaluation {
   std::vector<double> simulation_wall_s;  // per configuration (empty when unknown)
   double median_simulation_wall_s = -1;
   std::string theta_source;  // lmsim: which θ predicted (a given file's platform, or the system preset's)
+  // lmsim with a θ covariance: every prediction's 80 / 90 % intervals (parallel to `predictions`; NaN where the
+  // strategy is rejected) and how many measurements they hold. When θ was fitted on this collection's model the
+  // coverage is in-sample; for another model the intervals take θ's held-out-model scale where it has one.
+  std::vector<calib::PredictionIntervals> intervals;
+  calib::Coverage coverage;
+  bool theta_fitted_on_model = false, held_out_model_scale = false;
 };
 
-// θ per platform name (gpu/npu) or system name; a collection without one uses its system preset's θ: the shipped
-// fitted θ where there is one (fitted on the bundled runs: in-sample there), else the uncalibrated defaults.
-std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d,
-                                                 const std::map<std::string, PlatformParams>& theta,
+// θ per platform name (gpu/npu) or system name; a collection without one uses its system preset's θ values (the
+// shipped fitted θ where there is one, else the uncalibrated defaults) with no intervals.
+std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, Theta>& theta,
                                                  const std::vector<std::string>& models);
 
 // Another simulator's predictions, CSV columns: model_setting, platform, optimization_config, iteration_time_s,

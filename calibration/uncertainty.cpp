@@ -311,6 +311,20 @@ std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, 
   return out;
 }
 
+void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem_max_bytes) {
+  auto in = [](const Interval& x, double v) { return v >= x.lower && v <= x.upper ? std::size_t{1} : 0; };
+  if (time_s > 0) {
+    ++c.n_time;
+    c.time_in_80 += in(iv.time_s_80, time_s);
+    c.time_in_90 += in(iv.time_s_90, time_s);
+  }
+  if (mem_max_bytes > 0 && iv.memory_log_sd > 0) {
+    ++c.n_memory;
+    c.memory_in_80 += in(iv.memory_bytes_80, mem_max_bytes);
+    c.memory_in_90 += in(iv.memory_bytes_90, mem_max_bytes);
+  }
+}
+
 namespace {
 // Counts the test runs whose measurements fall inside the intervals of θ `theta` with uncertainty `u`.
 void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
@@ -320,17 +334,7 @@ void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncert
     const Sample& s = pb.samples[i];
     const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, theta, u, so);
     if (!iv) continue;
-    auto in = [](const Interval& x, double v) { return v >= x.lower && v <= x.upper ? 1u : 0u; };
-    if (s.time_s > 0) {
-      ++c.n_time;
-      c.time_in_80 += in(iv->time_s_80, s.time_s);
-      c.time_in_90 += in(iv->time_s_90, s.time_s);
-    }
-    if (s.mem_max_bytes > 0 && u.memory_log_sd > 0) {
-      ++c.n_memory;
-      c.memory_in_80 += in(iv->memory_bytes_80, s.mem_max_bytes);
-      c.memory_in_90 += in(iv->memory_bytes_90, s.mem_max_bytes);
-    }
+    tally(c, *iv, s.time_s, s.mem_max_bytes);
   }
 }
 }  // namespace

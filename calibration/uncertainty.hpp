@@ -87,6 +87,8 @@ struct Coverage {
   std::size_t n_time = 0, time_in_80 = 0, time_in_90 = 0;
   std::size_t n_memory = 0, memory_in_80 = 0, memory_in_90 = 0;
 };
+// Counts one run's measurements (those > 0; memory only when the intervals have a memory scale) into `c`.
+void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem_max_bytes);
 Coverage interval_coverage(const Problem& pb, const CvResult& cv);
 // Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation of
 // kind leave-one-model-out or leave-one-source-out over `idx`: each outer fold's θ and covariance come from its

@@ -88,4 +88,21 @@ r = json.load(open(sys.argv[1]))["ranking"]
 groups = [0 if c["p_fits"] >= 0.9 else 1 for c in r]
 assert groups == sorted(groups), groups
 PY
+# Evaluate carries the intervals of the shipped θ: per configuration in HDF5, their coverage in JSON (in-sample for
+# the bundled models, which the shipped θ was fitted on).
+"$lmsim" --log-level warn evaluate --json --out "$tmp/ev.h5" > "$tmp/ev.json"
+/usr/bin/python3 - "$tmp/ev.json" "$tmp/ev.h5" <<'PY' || fail "evaluate intervals"
+import json, sys, h5py
+ev = json.load(open(sys.argv[1]))
+assert len(ev) == 4, len(ev)
+for e in ev:
+    c = e["interval_coverage"]
+    assert c["in_sample"] and c["residual_scale"] == "fitted_runs", c
+    assert c["n_time"] == e["n_time"] and 0 < c["time_in_80"] <= c["time_in_90"] <= c["n_time"], c
+f = h5py.File(sys.argv[2], "r")
+g = f["qwen3_1.7b_4k/npu/lmsim/predicted"]
+t, lo, hi = g["iteration_time_s"][:], g["iteration_time_s_p05"][:], g["iteration_time_s_p95"][:]
+assert (lo < t).all() and (t < hi).all() and (g["iteration_time_s_p10"][:] > lo).all(), (lo, t, hi)
+assert (g["max_peak_memory_bytes_p90"][:] > g["max_peak_memory_bytes"][:]).all()
+PY
 echo "cli_trust: all checks passed"

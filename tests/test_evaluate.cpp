@@ -73,6 +73,43 @@ TEST(Evaluate, FixtureWithEveryViewAndPerRankMemory) {
   EXPECT_EQ(e.simulation_wall_s.size(), 2u);
 }
 
+// With a θ covariance every prediction carries intervals, and the evaluation counts the measurements inside them:
+// in-sample for a model θ was fitted on; for another, at the held-out models' scale when θ has one.
+TEST(Evaluate, IntervalsAndTheirCoverage) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const calib::Problem pb = calib::make_problem(d, "npu");
+  const auto all = calib::all_indices(pb);
+  const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
+  calib::Uncertainty u = calib::laplace(pb, all, fr.params);
+  u.unseen_time_log_sd = 10 * u.time_log_sd;  // a held-out scale far wider than the fitted runs'
+  u.unseen_n_time = 26;
+  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}};
+  const auto fitted = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
+  const auto& f = fitted[fitted[0].platform == "npu" ? 0 : 1];
+  ASSERT_EQ(f.platform, "npu");
+  ASSERT_EQ(f.intervals.size(), f.predictions.size());
+  EXPECT_TRUE(f.theta_fitted_on_model);
+  EXPECT_FALSE(f.held_out_model_scale);
+  EXPECT_EQ(f.coverage.n_time, f.report.n_time);
+  EXPECT_LE(f.coverage.time_in_80, f.coverage.time_in_90);
+  EXPECT_LT(f.coverage.time_in_80, f.coverage.n_time);  // the fitted runs' scale misses a few in-sample
+  for (std::size_t i = 0; i < f.predictions.size(); ++i) {
+    EXPECT_LT(f.intervals[i].time_s_90.lower, f.predictions[i].time_s);
+    EXPECT_GT(f.intervals[i].time_s_90.upper, f.predictions[i].time_s);
+  }
+  // The same θ said to be fitted on another model: the collection's model is unseen, the intervals widen.
+  t.fitted_models = {"Qwen3-8B"};
+  const auto unseen = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
+  const auto& n = unseen[unseen[0].platform == "npu" ? 0 : 1];
+  EXPECT_FALSE(n.theta_fitted_on_model);
+  EXPECT_TRUE(n.held_out_model_scale);
+  EXPECT_EQ(n.coverage.time_in_80, n.coverage.n_time);
+  EXPECT_GT(n.intervals[0].time_s_80.upper, f.intervals[0].time_s_80.upper);
+  // Without a covariance there are none.
+  EXPECT_TRUE(eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}}}}, {"qwen3_1.7b_4k"})[0]
+                  .intervals.empty());
+}
+
 TEST(Evaluate, AnotherToolsCsvIsScoredExactlyLikeLmsim) {
   const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
   const auto mine = eval::evaluate_lmsim(d, {}, {"qwen3_0.6b_4k"});
