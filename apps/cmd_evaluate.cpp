@@ -2,6 +2,7 @@
 // shortlists and the cross-platform report).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -114,26 +115,18 @@ void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
   w.write(g + "/errors/time_pct", te);
   w.write(g + "/errors/memory_pct", me);
   if (!e.simulation_wall_s.empty()) w.write(g + "/predicted/simulation_wall_s", e.simulation_wall_s);
-  if (!e.intervals.empty()) {  // central 80 % and 90 % intervals: percentiles 10/90 and 5/95
-    std::vector<double> t05, t10, t90, t95, m05, m10, m90, m95;
+  // Central 80 % and 90 % intervals when θ has a covariance (memory ones when it was fitted with memory data).
+  const bool memory_iv = std::any_of(e.intervals.begin(), e.intervals.end(),
+                                     [](const calib::PredictionIntervals& iv) { return iv.memory_log_sd > 0; });
+  for (const auto& end : calib::kIntervalEnds) {
+    if (e.intervals.empty()) break;
+    std::vector<double> t, m;
     for (const auto& iv : e.intervals) {
-      t05.push_back(iv.time_s_90.lower);
-      t10.push_back(iv.time_s_80.lower);
-      t90.push_back(iv.time_s_80.upper);
-      t95.push_back(iv.time_s_90.upper);
-      m05.push_back(iv.memory_bytes_90.lower);
-      m10.push_back(iv.memory_bytes_80.lower);
-      m90.push_back(iv.memory_bytes_80.upper);
-      m95.push_back(iv.memory_bytes_90.upper);
+      t.push_back(end.of(iv.*end.time));
+      m.push_back(end.of(iv.*end.memory));
     }
-    w.write(g + "/predicted/iteration_time_s_p05", t05);
-    w.write(g + "/predicted/iteration_time_s_p10", t10);
-    w.write(g + "/predicted/iteration_time_s_p90", t90);
-    w.write(g + "/predicted/iteration_time_s_p95", t95);
-    w.write(g + "/predicted/max_peak_memory_bytes_p05", m05);
-    w.write(g + "/predicted/max_peak_memory_bytes_p10", m10);
-    w.write(g + "/predicted/max_peak_memory_bytes_p90", m90);
-    w.write(g + "/predicted/max_peak_memory_bytes_p95", m95);
+    w.write(g + "/predicted/iteration_time_s_" + end.percentile, t);
+    if (memory_iv) w.write(g + "/predicted/max_peak_memory_bytes_" + end.percentile, m);
   }
   io::Json m = report_json(e.report);
   m["components"] = components_json(e.components);

@@ -73,18 +73,11 @@ io::Json PredictResult::json() const {
   j["model_tflops_per_device"] = tp.model_tflops_per_device;
   j["mfu"] = tp.mfu;
   j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;
-  if (has_iv) {  // central 80 % and 90 % prediction intervals: percentiles 10/90 and 5/95
-    j["iteration_time_s_p05"] = iv.time_s_90.lower;
-    j["iteration_time_s_p10"] = iv.time_s_80.lower;
-    j["iteration_time_s_p90"] = iv.time_s_80.upper;
-    j["iteration_time_s_p95"] = iv.time_s_90.upper;
-    if (iv.memory_log_sd > 0) {
-      j["max_peak_memory_bytes_p05"] = iv.memory_bytes_90.lower;
-      j["max_peak_memory_bytes_p10"] = iv.memory_bytes_80.lower;
-      j["max_peak_memory_bytes_p90"] = iv.memory_bytes_80.upper;
-      j["max_peak_memory_bytes_p95"] = iv.memory_bytes_90.upper;
+  if (has_iv)  // central 80 % and 90 % prediction intervals
+    for (const auto& end : calib::kIntervalEnds) {
+      j[std::string("iteration_time_s_") + end.percentile] = end.of(iv.*end.time);
+      if (iv.memory_log_sd > 0) j[std::string("max_peak_memory_bytes_") + end.percentile] = end.of(iv.*end.memory);
     }
-  }
   j["num_micro_batches"] = p.num_micro_batches;
   j["breakdown"] = terms_json(p.breakdown, breakdown_terms());
   j["pipeline_split"] = to_string(p.pipeline_split);

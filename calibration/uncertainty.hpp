@@ -49,6 +49,21 @@ struct PredictionIntervals {
   Interval memory_bytes_80, memory_bytes_90;  // max over ranks; zero width when memory_log_sd is 0
   double time_log_sd = 0, memory_log_sd = 0;  // total (parameter + residual) sd of the logs
 };
+// The intervals' ends as percentiles, one table for every writer (`iteration_time_s_p05`, ...,
+// `max_peak_memory_bytes_p95`): the 90 % interval spans p05-p95, the 80 % one p10-p90.
+struct IntervalEnd {
+  const char* percentile;  // "p05", "p10", "p90", "p95"
+  Interval PredictionIntervals::*time;
+  Interval PredictionIntervals::*memory;
+  bool upper;
+  double of(const Interval& x) const { return upper ? x.upper : x.lower; }
+};
+inline constexpr IntervalEnd kIntervalEnds[] = {
+    {"p05", &PredictionIntervals::time_s_90, &PredictionIntervals::memory_bytes_90, false},
+    {"p10", &PredictionIntervals::time_s_80, &PredictionIntervals::memory_bytes_80, false},
+    {"p90", &PredictionIntervals::time_s_80, &PredictionIntervals::memory_bytes_80, true},
+    {"p95", &PredictionIntervals::time_s_90, &PredictionIntervals::memory_bytes_90, true}};
+
 // A prediction and the gradient of its logs with respect to the free parameters (central differences).
 struct LogSensitivity {
   double time_s = 0, memory_bytes = 0;
