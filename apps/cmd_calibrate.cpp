@@ -224,6 +224,16 @@ void run(const CalOpts& co, std::ostream& os) {
     train = kept;
   }
   const calib::CvSpec cv = calib::parse_cv(co.cv);
+  // Predictions of models outside the fit take the held-out models' error only when it was measured.
+  if (cv.kind != calib::CvKind::leave_one_model_out && cv.kind != calib::CvKind::leave_one_source_out) {
+    std::set<std::string> models;
+    for (auto i : train) models.insert(pb.samples[i].model_setting);
+    if (models.size() >= 2)
+      spdlog::info(
+          "θ's intervals for models outside these runs need their held-out error: add --cv leave-one-model-out "
+          "(the runs cover {} models)",
+          models.size());
+  }
   spdlog::info("calibrating {} ({}) on {} configurations, {} free parameters", pb.platform, pb.system.name,
                train.size(), pb.free.size());
   if (2 * pb.free.size() > train.size())

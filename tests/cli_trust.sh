@@ -53,6 +53,12 @@ assert f["includes_this_model"] and "Llama-2-70B" in f["models"] and "Llama-3-8B
 assert 0 < f["in_sample_time_mape_pct"] < f["held_out_time_mape_pct"] < 20, f
 PY
 
+# A calibration over several models that does not hold models out says how to measure their error.
+"$lmsim" calibrate --platform npu --cv loo --json 2> "$tmp/e" > /dev/null
+grep -q "add --cv leave-one-model-out (the runs cover 2 models)" "$tmp/e" || fail "no held-out-model hint: $(cat "$tmp/e")"
+"$lmsim" calibrate --platform npu --cv leave-one-model-out --json 2> "$tmp/e" > /dev/null
+! grep -q "add --cv leave-one-model-out" "$tmp/e" || fail "held-out-model hint with leave-one-model-out"
+
 # Intervals bracket the point prediction, 90 % outside 80 %.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \
   --strategy dp2-tp4-pp1-cp1-RC --json > "$tmp/p.json"
