@@ -98,6 +98,17 @@ models += [
      "activation": "gelu", "norm": "layernorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
      "card_total_params": 341e9,
      "source": "Nemotron-4 340B technical report (2024), Table 1: squared-ReLU MLP (non-gated, modelled as the gelu class), GQA 8, untied"},
+    # Korthikanti et al. 2022 (Reducing Activation Recomputation in Large Transformer Models), Table 3: the GPT
+    # models of its experiments besides GPT-3 175B and MT-NLG 530B (GPT-2 BPE vocabulary, learned positions).
+    {"name": "GPT-22B", "hidden_size": 6144, "num_layers": 48, "num_attention_heads": 64, "num_kv_heads": 64,
+     "head_dim": 96, "ffn_hidden_size": 24576, "vocab_size": 50257, "tied_embeddings": True,
+     "activation": "gelu", "norm": "layernorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
+     "card_total_params": 22e9, "source": "Korthikanti et al. 2022, Table 3 (22B: 64 heads, hidden 6144, 48 layers)"},
+    {"name": "GPT-1T", "hidden_size": 25600, "num_layers": 128, "num_attention_heads": 160, "num_kv_heads": 160,
+     "head_dim": 160, "ffn_hidden_size": 102400, "vocab_size": 50257, "tied_embeddings": True,
+     "activation": "gelu", "norm": "layernorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
+     "card_total_params": 1e12,
+     "source": "Korthikanti et al. 2022, Table 3 (1T: 160 heads, hidden 25600, 128 layers)"},
     {"name": "Turing-NLG-530B", "hidden_size": 20480, "num_layers": 105, "num_attention_heads": 128,
      "num_kv_heads": 128, "head_dim": 160, "ffn_hidden_size": 81920, "vocab_size": 51200, "tied_embeddings": True,
      "activation": "gelu", "norm": "layernorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
