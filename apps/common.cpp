@@ -203,7 +203,7 @@ Resolved resolve(const RunOptions& o) {
     spdlog::warn(
         "{} is a mixture of experts: the MoE layer's host-side work (router bookkeeping, the dropless dispatcher's "
         "device-to-host synchronisation) is not modelled; the published Qwen3 MoE runs are under-predicted by 6-59 %, "
-        "DeepSeek-V3 is within 9 % (data/public/NOTE.md)",
+        "DeepSeek-V3 is within 9 % (data/public/NOTE.md); the intervals, from dense runs, do not cover it",
         r.model.name);
   if (r.params_source.rfind("uncalibrated", 0) == 0)
     spdlog::warn("using {}: no θ was fitted for this system; predictions are uncalibrated", r.params_source);
