@@ -3,8 +3,9 @@
 // Owns: the Laplace approximation of θ's posterior at the MAP fit (Gauss-Newton: the Jacobian of every fitted
 // run's log prediction with respect to the free parameters, by central differences, plus the prior's precision),
 // the residual log-error scale of time and peak memory, and turning both into prediction intervals for any
-// configuration: var(log T) = gᵀ Σ g + s², g = ∂ log T / ∂θ. Intervals are log-normal, so they are asymmetric in
-// seconds and bytes.
+// configuration: var(log T) = gᵀ Σ g + s², g = ∂ log T / ∂θ; s is the fitted runs' residual scale, or for a model
+// outside them the held-out models' one. Intervals are log-normal, so they are asymmetric in seconds and bytes.
+// Also their measured coverage: per cross-validation fold, and nested for models outside the fit.
 #pragma once
 
 #include <optional>
@@ -21,8 +22,9 @@ struct Uncertainty {
   double time_log_sd = 0;          // residual sd of log(predicted / measured) time over the fitted runs
   double memory_log_sd = 0;        // the same for peak memory; 0 when no memory was measured
   std::size_t n_time = 0, n_memory = 0;
-  // Residual degrees of freedom per kind: runs of that kind less the free parameters that move it (0: unknown,
-  // normal quantiles). Intervals take Student-t quantiles with them.
+  // Residual degrees of freedom per kind: runs of that kind less the effective number of parameters its fit used
+  // (the hat matrix's trace: at most the free parameters that move that kind; 0: unknown, normal quantiles).
+  // Intervals take Student-t quantiles with them.
   double time_dof = 0, memory_dof = 0;
   // The residual scale on runs of a model the fit never saw: the root-mean-square log error of the calibration's
   // leave-one-model-out (or leave-one-source-out) predictions, each made by a fold fitted without that model
