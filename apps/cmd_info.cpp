@@ -95,6 +95,7 @@ io::Json dataset_json(const io::Dataset& d, const io::DatasetSummary& sum) {
                     {"devices", c.devices},
                     {"settings", io::to_json(c.settings)},
                     {"settings_recorded", c.settings_recorded},
+                    {"settings_inferred", c.settings_inferred},
                     {"configurations", cs.configurations},
                     {"with_iteration_time", cs.with_time},
                     {"with_peak_memory", cs.with_memory},
@@ -272,12 +273,17 @@ void register_dataset(CLI::App& app) {
       rows.push_back({c.model_setting, c.platform, c.system, c.model, std::to_string(cs.configurations),
                       std::to_string(cs.with_time),
                       std::to_string(cs.with_memory) + (cs.with_per_rank_memory ? " (per rank)" : " (max only)"),
-                      c.settings_recorded ? "recorded" : "assumed"});
+                      c.settings_recorded           ? "recorded"
+                      : c.settings_inferred.empty() ? "assumed"
+                                                    : "assumed*"});
     }
     std::cout << "dataset " << d.root << ": " << d.collections.size() << " collections\n"
               << table({"model_setting", "platform", "system", "model", "configs", "time", "memory", "settings"}, rows);
     for (const auto& [ms, s] : sum.model_settings)
       std::cout << ms << ": " << s.both_platforms << " configurations measured on both platforms\n";
+    for (const auto& cs : sum.collections)
+      if (!cs.collection->settings_inferred.empty())
+        std::cout << "* " << cs.collection->directory << ": " << cs.collection->settings_inferred << "\n";
   });
   register_dataset_import(*ds);
 }

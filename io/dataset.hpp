@@ -80,6 +80,7 @@ struct Collection {
   int devices = 0;
   TrainingSettings settings;
   bool settings_recorded = false;  // false: platform defaults were assumed (no training_settings.json)
+  std::string settings_inferred;   // what the runs themselves showed beyond those defaults (empty: nothing)
   std::vector<Run> runs;
   std::vector<CommSummaryRow> comm_summary;
   std::vector<MatrixSummaryRow> matrix_summary;

@@ -136,14 +136,45 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
   const io::Collection& c = d.collections[0];
   EXPECT_FALSE(c.settings_recorded);
   ASSERT_EQ(c.platform, "npu");
-  // The paper's run choices ...
+  // What the bundled MindSpeed-LLM collections show of the stack: BF16, SP not in effect, 16-bit gradient
+  // buffers, the fp32 master copy reused, PyTorch's RMSNorm ...
   EXPECT_EQ(c.settings.precision, Precision::bf16);
-  EXPECT_TRUE(c.settings.flash_attention);
-  EXPECT_TRUE(c.settings.sequence_parallel);
-  // ... and what the bundled MindSpeed-LLM collections show of the stack itself.
+  EXPECT_FALSE(c.settings.sequence_parallel);
   EXPECT_FALSE(c.settings.fp32_gradients);
   EXPECT_TRUE(c.settings.reuse_fp32_param);
   EXPECT_FALSE(c.settings.fused_norm);
+  // ... and the scores stored, but this collection has a context-parallel run, which only flash attention runs.
+  EXPECT_TRUE(c.settings.flash_attention);
+  EXPECT_NE(c.settings_inferred.find("context parallelism"), std::string::npos) << c.settings_inferred;
+}
+
+// Without recorded settings the scores are stored unless the runs themselves rule it out: a run that ran could
+// not have needed more memory than the device has.
+TEST(Dataset, FlashAttentionIsInferredOnlyWhereStoredScoresCannotFit) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_infer_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "qwen3_0.6b_4k");
+  spit(root / "qwen3_0.6b_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp4-tp2-pp1-cp1-noRC,3930\n");
+  auto read = [&](const std::string& manifest) {
+    if (!manifest.empty()) spit(root / "data_manifest.csv", manifest);
+    return io::read_dataset(root.string()).collections.at(0);
+  };
+  const io::Collection at_4k = read("");  // 4K tokens: the bundled layout, scores fit
+  EXPECT_FALSE(at_4k.settings.flash_attention);
+  EXPECT_TRUE(at_4k.settings_inferred.empty()) << at_4k.settings_inferred;
+  // The same layout at 64K tokens would need terabytes for its scores: it ran, so flash attention was on.
+  const io::Collection at_64k = read("directory,seq_length\nqwen3_0.6b_4k,65536\n");
+  EXPECT_TRUE(at_64k.settings.flash_attention);
+  EXPECT_NE(at_64k.settings_inferred.find("'dp4-tp2-pp1-cp1-noRC' ran, yet with the attention scores stored"),
+            std::string::npos)
+      << at_64k.settings_inferred;
+  // Recorded settings are taken as they are.
+  spit(root / "qwen3_0.6b_4k" / "training_settings.json", "{\"flash_attention\": false, \"seq_length\": 4096}");
+  const io::Collection recorded = read("directory\nqwen3_0.6b_4k\n");
+  EXPECT_FALSE(recorded.settings.flash_attention);
+  EXPECT_TRUE(recorded.settings_inferred.empty());
+  fs::remove_all(root);
 }
 
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
