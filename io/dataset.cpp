@@ -67,8 +67,8 @@ bool is_collection_dir(const fs::path& p) {
 // with fused kernels but, whatever the paper's Table 27 lists, without SP in effect and with the s x s scores
 // stored (the bundled runs' communication mix and memory show both: taking the paper's flash attention and SP
 // instead puts those runs 18-30 % off in memory and 18-26 % in time); it keeps 16-bit gradient buffers, reuses the
-// fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. Where a collection's own runs rule the
-// stored scores out, infer_flash_attention() turns flash attention on.
+// fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. What a collection's own runs show
+// otherwise (stored scores ruled out, SP's collectives measured) infer_settings() reads.
 TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq) {
   TrainingSettings t;
   t.seq_length = seq;
@@ -300,11 +300,26 @@ struct ManifestRow {
   int devices = 0;
 };
 
-// A collection without training_settings.json whose default stores the s x s attention scores: its runs ran, so
-// where storing them is impossible flash attention was on — a context-parallel run (ring attention needs flash),
-// or a measured run that the system's θ puts over the device's memory with the scores stored. Says which.
-void infer_flash_attention(Collection& c) {
-  if (c.settings_recorded || c.settings.flash_attention) return;
+// A collection without training_settings.json: what its own runs show beyond its platform's defaults, said in
+// `settings_inferred`. Sequence parallelism shows in the tensor-parallel group's measured collectives
+// (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without. And the runs ran, so where
+// storing the s x s scores is impossible flash attention was on: a context-parallel run (ring attention needs
+// flash), or a measured run that the system's θ puts over the device's memory with the scores stored.
+void infer_settings(Collection& c) {
+  if (c.settings_recorded) return;
+  auto say = [&](const std::string& what) { c.settings_inferred += (c.settings_inferred.empty() ? "" : "; ") + what; };
+  double all_reduce_s = 0, gather_scatter_s = 0;
+  for (const auto& row : c.comm_summary) {
+    if (row.comm_group != "tp") continue;
+    if (row.comm_type == "all_reduce") all_reduce_s += row.elapsed_time_sum_s;
+    if (row.comm_type == "all_gather" || row.comm_type == "reduce_scatter") gather_scatter_s += row.elapsed_time_sum_s;
+  }
+  if (!c.settings.sequence_parallel && gather_scatter_s > all_reduce_s) {
+    c.settings.sequence_parallel = true;
+    say("sequence_parallel true: the tp group's measured collectives are all-gathers and reduce-scatters, not "
+        "all-reduces (comm_summary.csv)");
+  }
+  if (c.settings.flash_attention) return;
   const ModelPreset& mp = *presets().find_model(c.model);
   const SystemPreset& sp = *presets().find_system(c.system);
   SimOptions so;
@@ -323,7 +338,7 @@ void infer_flash_attention(Collection& c) {
     }
     if (why.empty()) continue;
     c.settings.flash_attention = true;
-    c.settings_inferred = "flash_attention true: " + why;
+    say("flash_attention true: " + why);
     return;
   }
 }
@@ -367,7 +382,7 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
     throw InputError((dir / "training_settings.json").string(), 0, "precision",
                      std::string("system ") + c.system + " has no " + to_string(c.settings.precision) + " throughput");
   read_views(c, dir);
-  infer_flash_attention(c);
+  infer_settings(c);
   for (const auto& r : c.runs)
     if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true, true}) !=
         Rejection::ok)

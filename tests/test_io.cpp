@@ -150,7 +150,7 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
 
 // Without recorded settings the scores are stored unless the runs themselves rule it out: a run that ran could
 // not have needed more memory than the device has.
-TEST(Dataset, FlashAttentionIsInferredOnlyWhereStoredScoresCannotFit) {
+TEST(Dataset, UnrecordedSettingsAreReadFromTheRunsThemselves) {
   const fs::path root = fs::temp_directory_path() / ("lmsim_infer_" + std::to_string(::getpid()));
   fs::remove_all(root);
   fs::create_directories(root / "qwen3_0.6b_4k");
@@ -169,6 +169,18 @@ TEST(Dataset, FlashAttentionIsInferredOnlyWhereStoredScoresCannotFit) {
   EXPECT_NE(at_64k.settings_inferred.find("'dp4-tp2-pp1-cp1-noRC' ran, yet with the attention scores stored"),
             std::string::npos)
       << at_64k.settings_inferred;
+  // Sequence parallelism shows in the tp group's measured collectives: all-reduces without it ...
+  spit(root / "qwen3_0.6b_4k" / "comm_summary.csv",
+       "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
+       "intra,all_reduce,tp,448,1500,10,120\nintra,reduce_scatter,dp,4,30,1,120\n");
+  EXPECT_FALSE(read("directory\nqwen3_0.6b_4k\n").settings.sequence_parallel);
+  // ... all-gathers and reduce-scatters with it.
+  spit(root / "qwen3_0.6b_4k" / "comm_summary.csv",
+       "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
+       "intra,all_gather,tp,448,800,10,120\nintra,reduce_scatter,tp,448,800,10,120\nintra,all_reduce,dp,4,30,1,120\n");
+  const io::Collection sp = read("");
+  EXPECT_TRUE(sp.settings.sequence_parallel);
+  EXPECT_NE(sp.settings_inferred.find("sequence_parallel true"), std::string::npos) << sp.settings_inferred;
   // Recorded settings are taken as they are.
   spit(root / "qwen3_0.6b_4k" / "training_settings.json", "{\"flash_attention\": false, \"seq_length\": 4096}");
   const io::Collection recorded = read("directory\nqwen3_0.6b_4k\n");
