@@ -304,7 +304,8 @@ struct ManifestRow {
 // `settings_inferred`. Sequence parallelism shows in the tensor-parallel group's measured collectives
 // (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without. And the runs ran, so where
 // storing the s x s scores is impossible flash attention was on: a context-parallel run (ring attention needs
-// flash), or a measured run that the system's θ puts over the device's memory with the scores stored.
+// flash), or a measured run that the system's θ puts over the device's memory with the scores stored and within it
+// with flash attention (a run over it either way says nothing of the scores).
 void infer_settings(Collection& c) {
   if (c.settings_recorded) return;
   auto say = [&](const std::string& what) { c.settings_inferred += (c.settings_inferred.empty() ? "" : "; ") + what; };
@@ -330,11 +331,15 @@ void infer_settings(Collection& c) {
     if (r.strategy.context_parallel > 1) {
       why = "'" + r.config + "' uses context parallelism, which needs flash attention";
     } else {
-      const Prediction p = simulate(mp.model, r.strategy, sp.system, c.settings, sp.params(), so);
-      if (p.ok() && p.max_peak_memory_bytes > sp.system.hbm_capacity_bytes)
+      TrainingSettings flash = c.settings;
+      flash.flash_attention = true;
+      const Prediction stored = simulate(mp.model, r.strategy, sp.system, c.settings, sp.params(), so),
+                       fused = simulate(mp.model, r.strategy, sp.system, flash, sp.params(), so);
+      const double cap = sp.system.hbm_capacity_bytes;
+      if (stored.ok() && fused.ok() && stored.max_peak_memory_bytes > cap && fused.max_peak_memory_bytes <= cap)
         why = "'" + r.config + "' ran, yet with the attention scores stored it would need " +
-              std::to_string(static_cast<int>(p.max_peak_memory_bytes / 1073741824.0)) + " GiB of " +
-              std::to_string(static_cast<int>(sp.system.hbm_capacity_bytes / 1073741824.0));
+              std::to_string(static_cast<int>(stored.max_peak_memory_bytes / 1073741824.0)) + " GiB of " +
+              std::to_string(static_cast<int>(cap / 1073741824.0));
     }
     if (why.empty()) continue;
     c.settings.flash_attention = true;

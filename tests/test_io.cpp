@@ -163,12 +163,15 @@ TEST(Dataset, UnrecordedSettingsAreReadFromTheRunsThemselves) {
   const io::Collection at_4k = read("");  // 4K tokens: the bundled layout, scores fit
   EXPECT_FALSE(at_4k.settings.flash_attention);
   EXPECT_TRUE(at_4k.settings_inferred.empty()) << at_4k.settings_inferred;
-  // The same layout at 64K tokens would need terabytes for its scores: it ran, so flash attention was on.
-  const io::Collection at_64k = read("directory,seq_length\nqwen3_0.6b_4k,65536\n");
-  EXPECT_TRUE(at_64k.settings.flash_attention);
-  EXPECT_NE(at_64k.settings_inferred.find("'dp4-tp2-pp1-cp1-noRC' ran, yet with the attention scores stored"),
+  // The same layout at 16K tokens would need over 200 GB for its scores and fits with flash attention: it ran, so
+  // flash attention was on.
+  const io::Collection at_16k = read("directory,seq_length\nqwen3_0.6b_4k,16384\n");
+  EXPECT_TRUE(at_16k.settings.flash_attention);
+  EXPECT_NE(at_16k.settings_inferred.find("'dp4-tp2-pp1-cp1-noRC' ran, yet with the attention scores stored"),
             std::string::npos)
-      << at_64k.settings_inferred;
+      << at_16k.settings_inferred;
+  // At 64K it would not fit either way (its logits alone take 20 GB a rank): that says nothing of the scores.
+  EXPECT_FALSE(read("directory,seq_length\nqwen3_0.6b_4k,65536\n").settings.flash_attention);
   // Sequence parallelism shows in the tp group's measured collectives: all-reduces without it ...
   spit(root / "qwen3_0.6b_4k" / "comm_summary.csv",
        "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
