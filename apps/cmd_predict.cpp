@@ -75,7 +75,8 @@ void run(const PredictCli& o, std::ostream& os) {
      << " tokens/s per device, " << fmt(throughput(p, s, r.system, r.settings).model_tflops_per_device, 0)
      << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"
      << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
-     << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT") << "\n\n";
+     << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT")
+     << (std::isfinite(res.p_fits) ? " (P(fits) " + fmt(res.p_fits, 2) + ")" : "") << "\n\n";
   std::vector<std::vector<std::string>> terms;
   for (const auto& t : breakdown_terms())
     terms.push_back({t.name, to_string(t.kind), fmt(p.breakdown.*(t.field)), t.doc});

@@ -76,10 +76,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     cr.time_p90_s = ranking[i].time_s * std::exp(q80[si] * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     // A θ fitted without memory measurements knows nothing of memory error: P(fits) is unknown (NaN), not 1.
-    cr.p_fits =
-        u.memory_log_sd > 0
-            ? calib::student_t_cdf((std::log(cap) - std::log(ranking[i].peak_bytes)) / std::sqrt(vm), u.memory_dof)
-            : std::nan("");
+    cr.p_fits = calib::p_fits(ranking[i].peak_bytes, cap, u.memory_log_sd > 0 ? std::sqrt(vm) : 0.0, u.memory_dof);
     if (i == 0) {
       cr.p_within_5pct = 1;
     } else {

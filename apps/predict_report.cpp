@@ -36,6 +36,8 @@ PredictResult predict(const PredictRequest& q) {
     if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so)) {
       res.iv = *x;
       res.has_iv = true;
+      res.p_fits =
+          calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, x->memory_log_sd, r.uncertainty->memory_dof);
     }
   return res;
 }
@@ -69,6 +71,7 @@ io::Json PredictResult::json() const {
   j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;
   j["capacity_bytes"] = p.capacity_bytes;
   j["feasible"] = p.feasible;
+  j["p_fits"] = std::isfinite(p_fits) ? io::Json(p_fits) : io::Json(nullptr);
   const Throughput tp = throughput(p, s, r.system, r.settings);
   j["model_tflops_per_device"] = tp.model_tflops_per_device;
   j["mfu"] = tp.mfu;

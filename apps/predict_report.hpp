@@ -2,6 +2,7 @@
 // the Python module, so both give the same figures.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct PredictResult {
   std::vector<double> mem;  // per rank
   bool has_iv = false;
   calib::PredictionIntervals iv{};
+  double p_fits = std::nan("");  // P(max peak ≤ capacity) when θ's intervals cover memory
   std::string emit;
   bool allow_uneven = false;
   io::Json json() const;  // the `predict --json` document

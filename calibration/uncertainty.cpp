@@ -271,6 +271,11 @@ double student_t_cdf(double t, double dof) {
   return t > 0 ? 1 - tail : tail;
 }
 
+double p_fits(double peak_bytes, double capacity_bytes, double memory_log_sd, double dof) {
+  if (!(memory_log_sd > 0)) return std::nan("");
+  return student_t_cdf((std::log(capacity_bytes) - std::log(peak_bytes)) / memory_log_sd, dof);
+}
+
 double central_quantile(double p, double dof) {
   // The normal quantile of (1 + p) / 2 by Newton's method on the normal CDF from z = 1: Φ is concave above 0, so
   // the iterates rise monotonically to the root; ten steps reach 1e-12 for central coverages up to 99 %.

@@ -89,6 +89,9 @@ double normal_cdf(double z);
 // Student's t distribution function with `dof` degrees of freedom; dof <= 0 means the normal one. The
 // probabilities a search reports (P(fits), P(within 5 %)) use it with the same degrees of freedom as the intervals.
 double student_t_cdf(double t, double dof);
+// P(peak ≤ capacity) for a predicted peak whose log has sd `memory_log_sd` (parameter and residual) and `dof`
+// degrees of freedom; NaN when the sd is 0 (a θ fitted without memory measurements knows nothing of memory error).
+double p_fits(double peak_bytes, double capacity_bytes, double memory_log_sd, double dof);
 // The central-interval quantile of Student's t with `dof` degrees of freedom for coverage `p` (0.8 → 1.2816 as
 // dof → ∞); dof <= 0 means the normal quantile.
 double central_quantile(double p, double dof);

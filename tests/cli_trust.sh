@@ -69,6 +69,19 @@ t = j["iteration_time_s"]
 assert j["iteration_time_s_p05"] < j["iteration_time_s_p10"] < t < j["iteration_time_s_p90"] < j["iteration_time_s_p95"], j
 m = j["max_peak_memory_bytes"]
 assert j["max_peak_memory_bytes_p10"] < m < j["max_peak_memory_bytes_p90"]
+assert 0.5 < j["p_fits"] <= 1 and j["feasible"], j["p_fits"]  # well inside 32 GiB
+PY
+# P(fits) of one prediction: small for a layout predicted over the capacity, unknown (null) for a θ fitted without
+# memory measurements.
+"$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \
+  --strategy dp4-tp2-pp1-cp1-noRC --json > "$tmp/over.json"
+"$lmsim" --log-level warn predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
+  --json > "$tmp/h100.json"
+python3 - "$tmp/over.json" "$tmp/h100.json" <<'PY' || fail "predict p_fits"
+import json, sys
+over, h100 = (json.load(open(f)) for f in sys.argv[1:])
+assert not over["feasible"] and over["p_fits"] < 0.05, over["p_fits"]
+assert h100["p_fits"] is None, h100["p_fits"]
 PY
 
 # Search: every ranked candidate carries P(fits) in [0, 1] and P(within 5 %); the first is 1 by definition;
