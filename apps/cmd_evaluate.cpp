@@ -119,7 +119,7 @@ void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
   const bool memory_iv = std::any_of(e.intervals.begin(), e.intervals.end(),
                                      [](const calib::PredictionIntervals& iv) { return iv.memory_log_sd > 0; });
   for (const auto& end : calib::kIntervalEnds) {
-    if (e.intervals.empty()) break;
+    if (e.intervals.empty()) break;  // no covariance, no intervals
     std::vector<double> t, m;
     for (const auto& iv : e.intervals) {
       t.push_back(end.of(iv.*end.time));

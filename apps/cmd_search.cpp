@@ -70,13 +70,11 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     const std::size_t si = space.at(ranking[i].index).scenario;
     const calib::Uncertainty& u = *unc[si];
     calib::CandidateRisk cr;
-    const double vt = u.time_log_sd * u.time_log_sd + calib::quad(u, sens[i]->g_time, sens[i]->g_time);
-    const double vm = u.memory_log_sd * u.memory_log_sd + calib::quad(u, sens[i]->g_memory, sens[i]->g_memory);
-    cr.time_log_sd = std::sqrt(std::max(0.0, vt));
+    const calib::LogSds sd = calib::total_log_sds(u, *sens[i]);
+    cr.time_log_sd = sd.time;
     cr.time_p90_s = ranking[i].time_s * std::exp(q80[si] * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
-    // A θ fitted without memory measurements knows nothing of memory error: P(fits) is unknown (NaN), not 1.
-    cr.p_fits = calib::p_fits(ranking[i].peak_bytes, cap, u.memory_log_sd > 0 ? std::sqrt(vm) : 0.0, u.memory_dof);
+    cr.p_fits = calib::p_fits(ranking[i].peak_bytes, cap, sd.memory, u.memory_dof);  // NaN without a memory scale
     if (i == 0) {
       cr.p_within_5pct = 1;
     } else {
@@ -87,7 +85,8 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
         v = calib::quad(u, d, d) + 2 * u.time_log_sd * u.time_log_sd;
       } else {
         const calib::Uncertainty& u0 = *unc[s0];
-        v = vt + u0.time_log_sd * u0.time_log_sd + calib::quad(u0, sens[0]->g_time, sens[0]->g_time);
+        const double sd0 = calib::total_log_sds(u0, *sens[0]).time;
+        v = sd.time * sd.time + sd0 * sd0;
         if (u0.time_dof > 0) dof = dof > 0 ? std::min(dof, u0.time_dof) : u0.time_dof;  // the less certain of the two
       }
       const double gap = std::log(ranking[i].objective / ranking[0].objective) - std::log(1.05);

@@ -222,6 +222,7 @@ Resolved resolve(const RunOptions& o) {
     std::string scale = "the intervals come from the fitted runs' residuals, so a new model's error can exceed them";
     if (r.uncertainty && r.uncertainty->unseen_n_time > 0) {
       r.uncertainty = calib::for_unseen_model(*r.uncertainty);
+      r.held_out_scale = true;
       scale = fmt::format(
           "the intervals take the larger of the fitted runs' residual scale and that of models held out of the fit "
           "({:.1f} % log-sd, {} held-out runs)",

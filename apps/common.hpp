@@ -42,6 +42,7 @@ struct Resolved {
   std::string params_file;    // the θ file read (empty: uncalibrated preset defaults)
   std::optional<calib::Uncertainty> uncertainty;  // θ's covariance when the θ file carries one
   std::optional<ThetaFit> fit;                    // when the θ file records its fitted runs
+  bool held_out_scale = false;  // the model is outside the fitted runs: the intervals take θ's held-out-model scale
 };
 // The fitted-runs record of a θ file for a prediction of `model` (nullopt when the file has none).
 std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& model);

@@ -62,8 +62,7 @@ io::Json PredictResult::json() const {
                              {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};
   }
   if (r.uncertainty)  // which residual scale the intervals carry (see resolve())
-    j["interval_residual_scale"] =
-        r.fit && !r.fit->includes_model && r.uncertainty->unseen_n_time > 0 ? "held_out_models" : "fitted_runs";
+    j["interval_residual_scale"] = r.held_out_scale ? "held_out_models" : "fitted_runs";
   if (!emit.empty())
     j["emit"] = {{"framework", emit}, {"flags", emit_flags(emit, r.model, s, r.settings, allow_uneven)}};
   j["iteration_time_s"] = p.iteration_time_s;

@@ -293,19 +293,24 @@ double central_quantile(double p, double dof) {
   return z + g1 / n + g2 / (n * n) + g3 / (n * n * n) + g4 / (n * n * n * n);
 }
 
+LogSds total_log_sds(const Uncertainty& u, const LogSensitivity& ls) {
+  const double vt = u.time_log_sd * u.time_log_sd + quad(u, ls.g_time, ls.g_time);
+  const double vm = u.memory_log_sd * u.memory_log_sd + quad(u, ls.g_memory, ls.g_memory);
+  return {std::sqrt(std::max(0.0, vt)), u.memory_log_sd > 0 ? std::sqrt(std::max(0.0, vm)) : 0.0};
+}
+
 std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
                                              const TrainingSettings& t, const PlatformParams& theta,
                                              const Uncertainty& u, const SimOptions& o) {
   const auto ls = log_sensitivity(m, s, sys, t, theta, u, o);
   if (!ls) return std::nullopt;
-  const double vt = u.time_log_sd * u.time_log_sd + quad(u, ls->g_time, ls->g_time);
-  const double vm = u.memory_log_sd * u.memory_log_sd + quad(u, ls->g_memory, ls->g_memory);
   struct {
     double iteration_time_s, max_peak_memory_bytes;
   } p{ls->time_s, ls->memory_bytes};
   PredictionIntervals out;
-  out.time_log_sd = std::sqrt(std::max(0.0, vt));
-  out.memory_log_sd = u.memory_log_sd > 0 ? std::sqrt(std::max(0.0, vm)) : 0;
+  const LogSds sd = total_log_sds(u, *ls);
+  out.time_log_sd = sd.time;
+  out.memory_log_sd = sd.memory;
   // Central Student-t quantiles with each kind's residual degrees of freedom (normal: 80 % -> 1.2816, 90 % ->
   // 1.6449).
   auto band = [](double v, double sd, double z) { return Interval{v, v * std::exp(-z * sd), v * std::exp(z * sd)}; };

@@ -76,6 +76,12 @@ std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s,
                                               const Uncertainty& u, const SimOptions& o = {});
 // gᵀ Σ h.
 double quad(const Uncertainty& u, const std::vector<double>& g, const std::vector<double>& h);
+// The sd of a prediction's log, parameter and residual together: sqrt(s² + gᵀ Σ g). Memory's is 0 when θ has no
+// memory scale (fitted without memory measurements: nothing is known of its error).
+struct LogSds {
+  double time = 0, memory = 0;
+};
+LogSds total_log_sds(const Uncertainty& u, const LogSensitivity& ls);
 
 // Risk of ranked candidates that share one θ: P(peak ≤ capacity) and P(objective within 5 % of the first
 // candidate's). Parameter uncertainty is shared (so the difference of two candidates' logs has variance

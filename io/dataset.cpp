@@ -300,6 +300,10 @@ struct ManifestRow {
   int devices = 0;
 };
 
+// Validity rules for a collection's measured runs, which evidently ran: the whole job counts as one node (its TP
+// groups may span it), stages may differ by a layer and heads may be padded.
+ValidityOptions measured_validity(const Collection& c) { return {c.devices, true, true, true}; }
+
 // A collection without training_settings.json: what its own runs show beyond its platform's defaults, said in
 // `settings_inferred`. Sequence parallelism shows in the tensor-parallel group's measured collectives
 // (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without. And the runs ran, so where
@@ -324,7 +328,7 @@ void infer_settings(Collection& c) {
   const ModelPreset& mp = *presets().find_model(c.model);
   const SystemPreset& sp = *presets().find_system(c.system);
   SimOptions so;
-  so.validity = {c.devices, true, true, true};
+  so.validity = measured_validity(c);
   for (const Run& r : c.runs) {
     if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
     std::string why;
@@ -389,12 +393,10 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   read_views(c, dir);
   infer_settings(c);
   for (const auto& r : c.runs)
-    if (check(presets().find_model(c.model)->model, r.strategy, c.settings, {c.devices, true, true, true}) !=
-        Rejection::ok)
+    if (const Rejection why = check(presets().find_model(c.model)->model, r.strategy, c.settings, measured_validity(c));
+        why != Rejection::ok)
       throw InputError((dir / "step_time_summary.csv").string(), 0, "optimization_config",
-                       "'" + r.config + "' is impossible for " + c.model + ": " +
-                           describe(check(presets().find_model(c.model)->model, r.strategy, c.settings,
-                                          {c.devices, true, true, true})));
+                       "'" + r.config + "' is impossible for " + c.model + ": " + describe(why));
   return c;
 }
 
