@@ -32,6 +32,12 @@ void line(const char* label, const calib::Problem& pb, const std::vector<calib::
 }
 // Every published run ran, so every one should be predicted to fit its devices' memory: the feasibility the
 // search filters on. Prints the share that does and the predicted peak of those that do not.
+// How many held-out times the 80 % and 90 % intervals hold.
+void coverage_line(const char* label, const calib::Coverage& c) {
+  std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", label, c.time_in_80, c.n_time,
+              c.time_in_90, c.n_time);
+}
+
 void feasibility(const calib::Problem& pb, const std::vector<calib::SamplePrediction>& preds) {
   std::size_t fit = 0;
   for (const auto& p : preds) fit += p.feasible ? 1 : 0;
@@ -86,15 +92,11 @@ int main(int argc, char** argv) {
     if (models.size() > 1) {
       const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
       line("leave-one-model-out", pb, cv.out_of_sample, residuals);
-      const calib::Coverage c = calib::interval_coverage(pb, cv);
-      std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  interval coverage",
-                  c.time_in_80, c.n_time, c.time_in_90, c.n_time);
+      coverage_line("  interval coverage", calib::interval_coverage(pb, cv));
       // What predict and search give a model outside the fit: the residual scale of held-out models, measured by
       // an inner leave-one-model-out inside each fold.
-      const calib::Coverage u = calib::unseen_model_coverage(pb, idx, calib::CvKind::leave_one_model_out, fo);
-      if (u.n_time)
-        std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  unseen-model intervals",
-                    u.time_in_80, u.n_time, u.time_in_90, u.n_time);
+      const calib::Coverage u = calib::unseen_model_coverage(pb, cv, calib::CvKind::leave_one_model_out, fo);
+      if (u.n_time) coverage_line("  unseen-model intervals", u);
     }
     if (sources.size() > 1) {
       const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_source_out, 0}, fo);
@@ -115,9 +117,7 @@ int main(int argc, char** argv) {
       held.folds.push_back(fr);
       held.folds.back().train = idx;
       held.test_sets.push_back(val);
-      const calib::Coverage c = calib::interval_coverage(pb, held);
-      std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", "  interval coverage",
-                  c.time_in_80, c.n_time, c.time_in_90, c.n_time);
+      coverage_line("  interval coverage", calib::interval_coverage(pb, held));
     }
     every.insert(every.end(), val_all.begin(), val_all.end());
     feasibility(pb, calib::predict(pb, every, fr.params));

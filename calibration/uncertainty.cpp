@@ -356,10 +356,8 @@ Coverage interval_coverage(const Problem& pb, const CvResult& cv) {
   return c;
 }
 
-Coverage unseen_model_coverage(const Problem& pb, const std::vector<std::size_t>& idx, CvKind kind,
-                               const FitOptions& o) {
+Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind kind, const FitOptions& o) {
   Coverage c;
-  const CvResult outer = cross_validate(pb, idx, {kind, 0}, o);
   if (outer.folds.size() < 3) return c;  // an inner cross-validation by group needs two groups in every fold
   for (std::size_t f = 0; f < outer.folds.size(); ++f) {
     const FitResult& fold = outer.folds[f];

@@ -116,12 +116,12 @@ struct Coverage {
 // Counts one run's measurements (those > 0; memory only when the intervals have a memory scale) into `c`.
 void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem_max_bytes);
 Coverage interval_coverage(const Problem& pb, const CvResult& cv);
-// Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation of
-// kind leave-one-model-out or leave-one-source-out over `idx`: each outer fold's θ and covariance come from its
-// training runs, its held-out scale from an inner cross-validation of the same kind on those runs alone, and its
-// intervals predict the held-out group. Empty with fewer than three groups (the inner one needs two).
-Coverage unseen_model_coverage(const Problem& pb, const std::vector<std::size_t>& idx, CvKind kind,
-                               const FitOptions& o);
+// Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation:
+// `outer` is a leave-one-model-out or leave-one-source-out cross-validation (`kind`); each of its folds' θ and
+// covariance come from its training runs, its held-out scale from an inner cross-validation of the same kind on
+// those runs alone, and its intervals predict the held-out group. Empty with fewer than three groups (the inner
+// one needs two).
+Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind kind, const FitOptions& o);
 
 // JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
 struct UncertaintyJson {
