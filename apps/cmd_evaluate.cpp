@@ -115,7 +115,8 @@ void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
   w.write(g + "/errors/time_pct", te);
   w.write(g + "/errors/memory_pct", me);
   if (!e.simulation_wall_s.empty()) w.write(g + "/predicted/simulation_wall_s", e.simulation_wall_s);
-  // Central 80 % and 90 % intervals when θ has a covariance (memory ones when it was fitted with memory data).
+  // Central 80 % and 90 % intervals when θ has a covariance (memory ones when θ has a memory scale: measured, or
+  // from the priors when it was fitted without memory data).
   const bool memory_iv = std::any_of(e.intervals.begin(), e.intervals.end(),
                                      [](const calib::PredictionIntervals& iv) { return iv.memory_log_sd > 0; });
   for (const auto& end : calib::kIntervalEnds) {

@@ -76,7 +76,13 @@ void run(const PredictCli& o, std::ostream& os) {
      << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"
      << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
      << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT")
-     << (std::isfinite(res.p_fits) ? " (P(fits) " + fmt(res.p_fits, 2) + ")" : "") << "\n\n";
+     << (std::isfinite(res.p_fits) ? " (P(fits) " + fmt(res.p_fits, 2) + ")" : "") << "\n";
+  if (has_iv && iv.memory_log_sd > 0)
+    os << "                80 %: " << gib(iv.memory_bytes_80.lower) << " - " << gib(iv.memory_bytes_80.upper)
+       << ", 90 %: " << gib(iv.memory_bytes_90.lower) << " - " << gib(iv.memory_bytes_90.upper) << " GiB"
+       << (calib::memory_from_priors(*r.uncertainty) ? " (from priors: θ was fitted without memory measurements)" : "")
+       << "\n";
+  os << "\n";
   std::vector<std::vector<std::string>> terms;
   for (const auto& t : breakdown_terms())
     terms.push_back({t.name, to_string(t.kind), fmt(p.breakdown.*(t.field)), t.doc});

@@ -347,7 +347,10 @@ void run(SearchCli sc, std::ostream& out) {
   const search::Space space(model, scen, f);
   if (space.size() == 0) throw io::InputError("command line", 0, "", "the restricted strategy space is empty");
   search::SweepOptions o;
-  o.top_k = sc.top;
+  // The risk-aware order prefers candidates that fit with P >= 0.9, which may lie past the point objective's top:
+  // the sweep keeps a wider pool, re-ranked and cut to --top below.
+  const std::size_t risk_pool = std::max<std::size_t>(20 * sc.top, 1000);
+  o.top_k = sc.rank_by == "risk" ? risk_pool : sc.top;
   o.objective = sc.objective == "time"     ? search::Objective::time
                 : sc.objective == "tokens" ? search::Objective::tokens_per_device
                                            : search::Objective::device_hours;
@@ -403,7 +406,7 @@ void run(SearchCli sc, std::ostream& out) {
   if (r.feasible == 0) why = search::explain_nothing_fits(space, f, o);
   io::Json prov{{"model", model.name},
                 {"objective", search::to_string(o.objective)},
-                {"top_k", o.top_k},
+                {"top_k", sc.top},
                 {"memory_margin_gib", sc.memory_margin_gib},
                 {"scenarios", io::Json::array()}};
   for (std::size_t si = 0; si < scen.size(); ++si) {
@@ -429,8 +432,17 @@ void run(SearchCli sc, std::ostream& out) {
                             r.ranking[i].objective * (risk[i]->time_p90_s / r.ranking[i].time_s));
     };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    std::size_t sure = 0;
+    for (auto i : order) sure += key(i).first == 0;
+    prov["risk_pool"] = {{"candidates", r.ranking.size()}, {"fit_with_p_0_9", sure}};
+    if (sure < sc.top && r.ranking.size() == o.top_k)
+      spdlog::warn(
+          "search: only {} of the {} best candidates by the point objective fit with P(fits) >= 0.9; candidates "
+          "further down were not weighed (the pool is 20 x --top, at least 1000: a larger --top weighs more)",
+          sure, r.ranking.size());
     std::vector<search::Entry> ranked;
-    for (auto i : order) ranked.push_back(r.ranking[i]);
+    for (auto i : order)
+      if (ranked.size() < sc.top) ranked.push_back(r.ranking[i]);
     r.ranking = ranked;
     risk = ranking_risk(model, space, r.ranking, unc, o);  // P(within 5 %) is relative to the new first
   }
@@ -511,13 +523,14 @@ void run(SearchCli sc, std::ostream& out) {
     return;
   }
   std::vector<std::vector<std::string>> rows;
-  bool fits_unknown = false;
+  bool fits_unknown = false, fits_from_priors = false;
   // The objective's own column only when it is not the iteration time (p90_s: the 80 % interval's upper end).
   const bool show_objective = o.objective != search::Objective::time;
   for (std::size_t i = 0; i < r.ranking.size(); ++i) {
     const auto& e = r.ranking[i];
     fits_unknown = fits_unknown || !risk[i] || std::isnan(risk[i]->p_fits);
     const auto c = space.at(e.index);
+    fits_from_priors = fits_from_priors || (unc[c.scenario] && calib::memory_from_priors(*unc[c.scenario]));
     const Throughput tp = throughput_of(model, space, e, o);
     std::vector<std::string> row{std::to_string(i + 1),
                                  config_name(c.strategy),
@@ -539,8 +552,11 @@ void run(SearchCli sc, std::ostream& out) {
       << " fit in memory, Pareto front " << r.pareto.size() << "\n"
       << table(header, rows);
   if (fits_unknown)
-    out << "P(fits) n/a: the θ in use was fitted without memory measurements, so its memory prediction has no "
-           "interval; candidates are kept by the point prediction and --memory-margin\n";
+    out << "P(fits) n/a: the θ in use carries no memory error scale, so its memory prediction has no interval; "
+           "candidates are kept by the point prediction and --memory-margin\n";
+  if (fits_from_priors)
+    out << "P(fits) from priors: the θ in use was fitted without memory measurements; its memory interval is what "
+           "the priors state (runtime memory, allocator share) and a ~3 % per-run error, not a measured one\n";
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
@@ -592,7 +608,7 @@ void register_search(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--rank-by", sc.rank_by,
                   "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
-                  "P(fits) is n/a when the θ was fitted without memory measurements)")
+                  "P(fits) comes from the priors when the θ was fitted without memory measurements)")
       ->check(CLI::IsMember({"objective", "risk"}));
   cmd->add_option("--emit", sc.emit, "print the best candidate as megatron, nemo or mindspeed flags")
       ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));

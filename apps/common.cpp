@@ -60,6 +60,9 @@ std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std:
     f.covariance = u.at("covariance").get<std::vector<std::vector<double>>>();
     f.time_log_sd = u.at("time_log_sd").get<double>();
     f.memory_log_sd = u.at("memory_log_sd").get<double>();
+    f.prior_only = u.value("prior_only", std::vector<std::string>{});  // absent before 2026-11-30
+    f.n_time = u.value("n_time", std::size_t{0});
+    f.n_memory = u.value("n_memory", std::size_t{0});
     // Absent in θ files written before the degrees of freedom were recorded: normal quantiles.
     f.time_dof = u.value("time_dof", 0.0);
     f.memory_dof = u.value("memory_dof", 0.0);
@@ -87,6 +90,12 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
              {"n_memory", u.n_memory},
              {"time_dof", u.time_dof},
              {"memory_dof", u.memory_dof}};
+  if (!f.prior_only.empty()) {
+    j["prior_only"] = f.prior_only;
+    j["prior_only_what"] =
+        "memory parameters the fit never saw (no memory measurements), held at their prior centre with the prior's "
+        "variance; memory_log_sd is then the objective's stated per-run error, not a measured one";
+  }
   if (f.unseen_n_time + f.unseen_n_memory > 0)
     j["unseen_model"] = {
         {"what",

@@ -61,8 +61,11 @@ io::Json PredictResult::json() const {
                              {"held_out_kind", r.fit->held_out_kind},
                              {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};
   }
-  if (r.uncertainty)  // which residual scale the intervals carry (see resolve())
+  if (r.uncertainty) {  // which residual scale the intervals carry (see resolve())
     j["interval_residual_scale"] = r.held_out_scale ? "held_out_models" : "fitted_runs";
+    // Without memory measurements in θ's fit, memory's interval is the priors' (calib::memory_from_priors).
+    j["memory_interval_from_priors"] = calib::memory_from_priors(*r.uncertainty);
+  }
   if (!emit.empty())
     j["emit"] = {{"framework", emit}, {"flags", emit_flags(emit, r.model, s, r.settings, allow_uneven)}};
   j["iteration_time_s"] = p.iteration_time_s;

@@ -3,6 +3,7 @@
 // leave-one-source-out time errors with every run's residual.
 //   public_bench [--data DIR] [--residuals] [--fix NAME=VALUE ...]   (--fix: hold a θ parameter, e.g. to see what
 //   a parameter on its bound absorbs)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -30,19 +31,37 @@ void line(const char* label, const calib::Problem& pb, const std::vector<calib::
                 100 * (p.time_s / s.time_s - 1));
   }
 }
-// Every published run ran, so every one should be predicted to fit its devices' memory: the feasibility the
-// search filters on. Prints the share that does and the predicted peak of those that do not.
 // How many held-out times the 80 % and 90 % intervals hold.
 void coverage_line(const char* label, const calib::Coverage& c) {
   std::printf("  %-24s time in 80 %% interval %zu/%zu, in 90 %% interval %zu/%zu\n", label, c.time_in_80, c.n_time,
               c.time_in_90, c.n_time);
 }
 
-void feasibility(const calib::Problem& pb, const std::vector<calib::SamplePrediction>& preds) {
+// Every published run ran, so every one should be predicted to fit its devices' memory: the feasibility the
+// search filters on. Prints the share that does, the predicted peak of those that do not, and the P(fits) the
+// search would give them: with no memory measured, from the priors of θ's memory parameters (`u`).
+void feasibility(const calib::Problem& pb, const std::vector<calib::SamplePrediction>& preds,
+                 const calib::Uncertainty& u, const PlatformParams& theta) {
   std::size_t fit = 0;
   for (const auto& p : preds) fit += p.feasible ? 1 : 0;
-  std::printf("  %-24s %zu/%zu published layouts predicted to fit in %.0f GiB\n", "feasibility retention", fit,
+  std::printf("  %-24s %zu/%zu published layouts predicted to fit in %.0f GiB", "feasibility retention", fit,
               preds.size(), pb.system.hbm_capacity_bytes / 1073741824.0);
+  std::vector<double> pf;
+  for (const auto& p : preds) {
+    const calib::Sample& s = pb.samples[p.index];
+    const auto ls =
+        calib::log_sensitivity(s.model, s.strategy, pb.system, s.settings, theta, u, calib::sim_options(pb));
+    if (!ls) continue;
+    const double x = calib::p_fits(ls->memory_bytes, pb.system.hbm_capacity_bytes, calib::total_log_sds(u, *ls).memory,
+                                   u.memory_dof);
+    if (std::isfinite(x)) pf.push_back(x);
+  }
+  std::sort(pf.begin(), pf.end());
+  if (!pf.empty())
+    std::printf("; P(fits)%s: min %.2f, median %.2f, %zu below 0.9", calib::memory_from_priors(u) ? " from priors" : "",
+                pf.front(), pf[pf.size() / 2],
+                static_cast<std::size_t>(std::count_if(pf.begin(), pf.end(), [](double x) { return x < 0.9; })));
+  std::printf("\n");
   for (const auto& p : preds)
     if (!p.feasible)
       std::printf("      does not fit: %-18s %-40s %6.1f GiB\n",
@@ -120,7 +139,7 @@ int main(int argc, char** argv) {
       coverage_line("  interval coverage", calib::interval_coverage(pb, held));
     }
     every.insert(every.end(), val_all.begin(), val_all.end());
-    feasibility(pb, calib::predict(pb, every, fr.params));
+    feasibility(pb, calib::predict(pb, every, fr.params), calib::laplace(pb, idx, fr.params), fr.params);
   }
   return 0;
 }

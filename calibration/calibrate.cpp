@@ -152,6 +152,7 @@ void restrict_free(Problem& problem, const std::vector<std::string>& free, const
       throw io::InputError("--fix", 0, name, "is also given to --free");
     set(pb.start, i, v);
     pb.free.erase(std::remove(pb.free.begin(), pb.free.end(), i), pb.free.end());
+    if (std::find(pb.fixed.begin(), pb.fixed.end(), i) == pb.fixed.end()) pb.fixed.push_back(i);
   }
   problem = std::move(pb);
 }
@@ -244,13 +245,10 @@ double objective(const Problem& pb, const std::vector<std::size_t>& idx, const P
   return j;
 }
 
-namespace {
-// Parameters that change only the memory prediction (all others change only the time prediction).
 bool memory_param(std::size_t i) {
   const std::string n = param_table()[i].name;
   return n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes";
 }
-}  // namespace
 
 FitResult fit(const Problem& pb, const std::vector<std::size_t>& train, const FitOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();

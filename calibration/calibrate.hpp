@@ -54,8 +54,13 @@ struct Problem {
   std::vector<Sample> samples;
   std::vector<MatrixSample> matrix;
   Weights weights;
-  std::vector<std::size_t> free;  // indices into param_table() that are fitted; the rest stay at `start`
+  std::vector<std::size_t> free;   // indices into param_table() that are fitted; the rest stay at `start`
+  std::vector<std::size_t> fixed;  // held at a value the user gave (`--fix`): known, not merely unfitted
 };
+
+// Parameters that change only the memory prediction (runtime memory, stored score bytes); all others change only
+// the time prediction.
+bool memory_param(std::size_t i);
 
 // Samples of one platform (`gpu`/`npu`) or system name, restricted to `models` (model settings or model names;
 // empty = all). Throws io::InputError when nothing matches.

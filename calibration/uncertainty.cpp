@@ -57,6 +57,32 @@ std::vector<double> invert(std::vector<double> a, std::size_t k) {
 
 double log_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log(v) : std::nan(""); }
 
+// Without memory measurements nothing constrains memory's parameters, so their posterior is their prior: each one
+// the user did not fix joins `free` at the end with the prior's variance (σ from param_table(), uncorrelated), and
+// the residual scale is the per-run error the objective states (its prior weight, ~3 %) at normal quantiles.
+void keep_memory_priors(Uncertainty& u, const Problem& pb, double stated_sd) {
+  if (u.n_memory > 0) return;
+  const std::size_t k = u.free.size();
+  std::vector<std::size_t> add;
+  for (std::size_t i = 0; i < kNumParams; ++i)
+    if (memory_param(i) && std::find(u.free.begin(), u.free.end(), i) == u.free.end() &&
+        std::find(pb.fixed.begin(), pb.fixed.end(), i) == pb.fixed.end())
+      add.push_back(i);
+  const std::size_t n = k + add.size();
+  std::vector<double> cov(n * n, 0.0);
+  for (std::size_t a = 0; a < k; ++a)
+    for (std::size_t b = 0; b < k; ++b) cov[a * n + b] = u.covariance[a * k + b];
+  for (std::size_t a = 0; a < add.size(); ++a) {
+    const double sd = param_table()[add[a]].prior_sd;
+    cov[(k + a) * n + k + a] = sd * sd;
+    u.free.push_back(add[a]);
+  }
+  u.covariance = std::move(cov);
+  u.n_prior_only = add.size();
+  u.memory_log_sd = stated_sd;
+  u.memory_dof = 0;
+}
+
 }  // namespace
 
 Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, const PlatformParams& theta) {
@@ -96,6 +122,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
   };
   if (k == 0) {
     set_scale(0, 0);
+    keep_memory_priors(u, pb, stated_sd);
     return u;
   }
   // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision.
@@ -166,6 +193,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
     set_scale(std::min(k_time, hat_trace(jt, u.time_log_sd)), std::min(k_memory, hat_trace(jm, u.memory_log_sd)));
     u.covariance = covariance();
   }
+  keep_memory_priors(u, pb, stated_sd);
   return u;
 }
 
@@ -371,8 +399,11 @@ Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind 
 UncertaintyJson to_json_form(const Uncertainty& u) {
   UncertaintyJson j{{},
                     {},
+                    {},
                     u.time_log_sd,
                     u.memory_log_sd,
+                    u.n_time,
+                    u.n_memory,
                     u.time_dof,
                     u.memory_dof,
                     u.unseen_time_log_sd,
@@ -381,7 +412,7 @@ UncertaintyJson to_json_form(const Uncertainty& u) {
                     u.unseen_n_memory};
   const std::size_t k = u.free.size();
   for (std::size_t a = 0; a < k; ++a) {
-    j.free.push_back(param_table()[u.free[a]].name);
+    (a + u.n_prior_only < k ? j.free : j.prior_only).push_back(param_table()[u.free[a]].name);
     j.covariance.emplace_back(u.covariance.begin() + static_cast<long>(a * k),
                               u.covariance.begin() + static_cast<long>((a + 1) * k));
   }
@@ -390,14 +421,19 @@ UncertaintyJson to_json_form(const Uncertainty& u) {
 
 Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
   Uncertainty u;
-  const std::size_t k = j.free.size();
-  for (const auto& name : j.free) {
-    std::size_t i = kNumParams;
-    for (std::size_t p = 0; p < kNumParams; ++p)
-      if (name == param_table()[p].name) i = p;
-    if (i == kNumParams) throw io::InputError(file, 0, "uncertainty.free", "unknown parameter '" + name + "'");
-    u.free.push_back(i);
-  }
+  const std::size_t k = j.free.size() + j.prior_only.size();
+  for (const auto* names : {&j.free, &j.prior_only})
+    for (const auto& name : *names) {
+      const std::string field = names == &j.free ? "uncertainty.free" : "uncertainty.prior_only";
+      std::size_t i = kNumParams;
+      for (std::size_t p = 0; p < kNumParams; ++p)
+        if (name == param_table()[p].name) i = p;
+      if (i == kNumParams) throw io::InputError(file, 0, field, "unknown parameter '" + name + "'");
+      if (std::find(u.free.begin(), u.free.end(), i) != u.free.end())
+        throw io::InputError(file, 0, field, "parameter '" + name + "' is listed twice");
+      u.free.push_back(i);
+    }
+  u.n_prior_only = j.prior_only.size();
   if (j.covariance.size() != k) throw io::InputError(file, 0, "uncertainty.covariance", "expected a square matrix");
   for (const auto& row : j.covariance) {
     if (row.size() != k) throw io::InputError(file, 0, "uncertainty.covariance", "expected a square matrix");
@@ -419,6 +455,8 @@ Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
     throw io::InputError(file, 0, "uncertainty.unseen_model", "log sds must be finite and non-negative");
   u.time_log_sd = j.time_log_sd;
   u.memory_log_sd = j.memory_log_sd;
+  u.n_time = j.n_time;
+  u.n_memory = j.n_memory;
   u.time_dof = j.time_dof;
   u.memory_dof = j.memory_dof;
   u.unseen_time_log_sd = j.unseen_time_log_sd;

@@ -17,10 +17,14 @@
 namespace lmsim::calib {
 
 struct Uncertainty {
-  std::vector<std::size_t> free;   // indices into param_table()
+  std::vector<std::size_t> free;   // indices into param_table(): the fitted ones, then `n_prior_only` below
   std::vector<double> covariance;  // free.size()² row-major, in the parameters' units
-  double time_log_sd = 0;          // residual sd of log(predicted / measured) time over the fitted runs
-  double memory_log_sd = 0;        // the same for peak memory; 0 when no memory was measured
+  // A θ fitted without memory measurements never saw its memory parameters (runtime memory, stored score bytes):
+  // the last `n_prior_only` entries of `free` are those the user did not fix, held at their prior centre with the
+  // prior's variance, uncorrelated with the rest. Memory then has an interval from what the priors state.
+  std::size_t n_prior_only = 0;
+  double time_log_sd = 0;    // residual sd of log(predicted / measured) time over the fitted runs
+  double memory_log_sd = 0;  // the same for peak memory; without memory runs, the objective's stated per-run scale
   std::size_t n_time = 0, n_memory = 0;
   // Residual degrees of freedom per kind: runs of that kind less the effective number of parameters its fit used
   // (the hat matrix's trace: at most the free parameters that move that kind; 0: unknown, normal quantiles).
@@ -39,6 +43,9 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
 // Records the held-out scale of a leave-one-model-out or leave-one-source-out cross-validation `cv` of `pb` in `u`
 // (other kinds hold out configurations of fitted models and leave `u` as it is).
 void set_unseen_scale(Uncertainty& u, const Problem& pb, CvKind kind, const CvResult& cv);
+// True when memory's interval comes from the priors alone (θ fitted without memory measurements).
+inline bool memory_from_priors(const Uncertainty& u) { return u.n_memory == 0 && u.memory_log_sd > 0; }
+
 // `u` for a model outside the fitted runs: each kind's residual scale is the larger of the fitted runs' and the
 // held-out one, with the held-out runs as its degrees of freedom. Unchanged when no held-out scale was measured.
 Uncertainty for_unseen_model(Uncertainty u);
@@ -77,7 +84,7 @@ std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s,
 // gᵀ Σ h.
 double quad(const Uncertainty& u, const std::vector<double>& g, const std::vector<double>& h);
 // The sd of a prediction's log, parameter and residual together: sqrt(s² + gᵀ Σ g). Memory's is 0 when θ has no
-// memory scale (fitted without memory measurements: nothing is known of its error).
+// memory scale (an uncertainty written before memory priors were kept: nothing is known of its error).
 struct LogSds {
   double time = 0, memory = 0;
 };
@@ -96,7 +103,7 @@ double normal_cdf(double z);
 // probabilities a search reports (P(fits), P(within 5 %)) use it with the same degrees of freedom as the intervals.
 double student_t_cdf(double t, double dof);
 // P(peak ≤ capacity) for a predicted peak whose log has sd `memory_log_sd` (parameter and residual) and `dof`
-// degrees of freedom; NaN when the sd is 0 (a θ fitted without memory measurements knows nothing of memory error).
+// degrees of freedom; NaN when the sd is 0 (no memory scale: nothing is known of memory error).
 double p_fits(double peak_bytes, double capacity_bytes, double memory_log_sd, double dof);
 // The central-interval quantile of Student's t with `dof` degrees of freedom for coverage `p` (0.8 → 1.2816 as
 // dof → ∞); dof <= 0 means the normal quantile.
@@ -125,9 +132,10 @@ Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind 
 
 // JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
 struct UncertaintyJson {
-  std::vector<std::string> free;
+  std::vector<std::string> free, prior_only;  // the covariance spans both, in that order
   std::vector<std::vector<double>> covariance;
   double time_log_sd, memory_log_sd;
+  std::size_t n_time = 0, n_memory = 0;
   double time_dof = 0, memory_dof = 0;
   double unseen_time_log_sd = 0, unseen_memory_log_sd = 0;
   std::size_t unseen_n_time = 0, unseen_n_memory = 0;

@@ -174,6 +174,42 @@ TEST(Uncertainty, IntervalsContainThePredictionAndWidenWithLessData) {
   EXPECT_GT(ivf->time_log_sd, iv->time_log_sd);
 }
 
+// A θ fitted without memory measurements (the published GPU sets give times only) still gets a memory interval:
+// the memory parameters it never saw keep their prior, and the residual scale is the objective's stated one.
+TEST(Uncertainty, WithoutMemoryRunsMemoryIntervalsComeFromThePriors) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "gpu");
+  for (auto& s : pb.samples) s.mem_max_bytes = 0;
+  pb.free.erase(std::remove_if(pb.free.begin(), pb.free.end(), calib::memory_param), pb.free.end());
+  const auto all = calib::all_indices(pb);
+  const calib::Uncertainty u = calib::laplace(pb, all, pb.start);
+  EXPECT_EQ(u.n_memory, 0u);
+  ASSERT_TRUE(calib::memory_from_priors(u));
+  ASSERT_EQ(u.n_prior_only, 3u);  // runtime memory, its allocator share, stored score bytes
+  const std::size_t k = u.free.size();
+  for (std::size_t a = k - u.n_prior_only; a < k; ++a) {
+    EXPECT_TRUE(calib::memory_param(u.free[a]));
+    const double sd = param_table()[u.free[a]].prior_sd;
+    EXPECT_DOUBLE_EQ(u.covariance[a * k + a], sd * sd);
+    for (std::size_t b = 0; b < k; ++b) EXPECT_TRUE(b == a || u.covariance[a * k + b] == 0.0);
+  }
+  EXPECT_NEAR(u.memory_log_sd, std::sqrt(pb.weights.prior), 1e-12);
+  const calib::Sample& s = pb.samples[0];
+  const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, pb.start, u, calib::sim_options(pb));
+  ASSERT_TRUE(iv);
+  EXPECT_GT(iv->memory_log_sd, u.memory_log_sd);  // the runtime terms' prior adds to the stated error
+  EXPECT_LT(iv->memory_bytes_80.lower, iv->memory_bytes_80.value);
+  EXPECT_TRUE(std::isfinite(calib::p_fits(iv->memory_bytes_80.value, 32.0 * (1 << 30), iv->memory_log_sd, 0)));
+  // A parameter the user fixed is known, not merely unfitted: it gets no prior variance.
+  calib::restrict_free(pb, {}, {"runtime_memory_gib=2"});
+  const calib::Uncertainty uf = calib::laplace(pb, all, pb.start);
+  EXPECT_EQ(uf.n_prior_only, 2u);
+  for (auto i : uf.free) EXPECT_STRNE(param_table()[i].name, "runtime_memory_gib");
+  // With memory measurements the residuals say how far memory is off: nothing is taken from the priors.
+  const calib::Problem measured = calib::make_problem(d, "gpu");
+  EXPECT_FALSE(calib::memory_from_priors(calib::laplace(measured, all, measured.start)));
+}
+
 // Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
 // compute / communication terms that move time only; intervals use Student-t quantiles with them.
 TEST(Uncertainty, EachKindLosesTheEffectiveParametersOfItsFit) {
@@ -278,13 +314,26 @@ TEST(Uncertainty, AModelOutsideTheFitTakesTheHeldOutModelsScale) {
 }
 
 TEST(Uncertainty, JsonFormIsCheckedWhenRead) {
-  calib::UncertaintyJson j{{"matmul_efficiency", "kernel_launch_us"}, {{0.01, 0.0}, {0.0, 4.0}}, 0.03, 0.0};
+  calib::UncertaintyJson j;
+  j.free = {"matmul_efficiency", "kernel_launch_us"};
+  j.prior_only = {"runtime_memory_gib"};
+  j.covariance = {{0.01, 0.0, 0.0}, {0.0, 4.0, 0.0}, {0.0, 0.0, 1.0}};
+  j.time_log_sd = 0.03;
+  j.memory_log_sd = 0.03;
+  j.n_time = 12;
   const calib::Uncertainty u = calib::from_json_form(j, "theta.json");
-  EXPECT_EQ(u.free.size(), 2u);
+  EXPECT_EQ(u.free.size(), 3u);
+  EXPECT_EQ(u.n_prior_only, 1u);
+  EXPECT_TRUE(calib::memory_from_priors(u));
   const auto back = calib::to_json_form(u);
   EXPECT_EQ(back.free, j.free);
+  EXPECT_EQ(back.prior_only, j.prior_only);
   EXPECT_EQ(back.covariance, j.covariance);
+  EXPECT_EQ(back.n_time, 12u);
   auto bad = j;
+  bad.prior_only = {"kernel_launch_us"};  // listed twice
+  EXPECT_THROW(calib::from_json_form(bad, "theta.json"), io::InputError);
+  bad = j;
   bad.free = {"no_such", "kernel_launch_us"};
   EXPECT_THROW(calib::from_json_form(bad, "theta.json"), io::InputError);
   bad = j;
