@@ -71,8 +71,8 @@ m = j["max_peak_memory_bytes"]
 assert j["max_peak_memory_bytes_p10"] < m < j["max_peak_memory_bytes_p90"]
 assert 0.5 < j["p_fits"] <= 1 and j["feasible"], j["p_fits"]  # well inside 32 GiB
 PY
-# P(fits) of one prediction: small for a layout predicted over the capacity, unknown (null) for a θ fitted without
-# memory measurements.
+# P(fits) of one prediction: small for a layout predicted over the capacity; for a θ fitted without memory
+# measurements (H100: published times only), from the priors of its memory parameters, and said so.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \
   --strategy dp4-tp2-pp1-cp1-noRC --json > "$tmp/over.json"
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
@@ -81,7 +81,8 @@ python3 - "$tmp/over.json" "$tmp/h100.json" <<'PY' || fail "predict p_fits"
 import json, sys
 over, h100 = (json.load(open(f)) for f in sys.argv[1:])
 assert not over["feasible"] and over["p_fits"] < 0.05, over["p_fits"]
-assert h100["p_fits"] is None, h100["p_fits"]
+assert h100["memory_interval_from_priors"] and not over["memory_interval_from_priors"], h100
+assert 0.9 < h100["p_fits"] <= 1 and h100["max_peak_memory_bytes_p10"] < h100["max_peak_memory_bytes"], h100
 PY
 
 # Search: every ranked candidate carries P(fits) in [0, 1] and P(within 5 %); the first is 1 by definition;
@@ -114,6 +115,22 @@ r = json.load(open(sys.argv[1]))["ranking"]
 groups = [0 if c["p_fits"] >= 0.9 else 1 for c in r]
 assert groups == sorted(groups), groups
 PY
+# Risk ranking weighs candidates past the point objective's top: Llama-3-70B's fastest layouts on 512 H100s sit near
+# 80 GiB, so the safe ones it ranks first come from further down the pool.
+for by in objective risk; do
+  mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3-70B --system h100_sxm_80g --devices 512 --seq 8192 \
+    --global-batch 512 --top 3 --rank-by $by --json > "$tmp/$by.json"
+done
+python3 - "$tmp/objective.json" "$tmp/risk.json" <<'PY' || fail "risk ranking pool"
+import json, sys
+point, risk = (json.load(open(f)) for f in sys.argv[1:])
+assert any(c["p_fits"] < 0.9 for c in point["ranking"]), point["ranking"]
+assert len(risk["ranking"]) == 3 and all(c["p_fits"] >= 0.9 for c in risk["ranking"]), risk["ranking"]
+assert {c["config_name"] for c in risk["ranking"]} != {c["config_name"] for c in point["ranking"]}
+PY
+mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3-70B --system h100_sxm_80g --devices 512 --seq 8192 \
+  --global-batch 512 --top 3 > "$tmp/t.txt"
+grep -q "^P(fits) from priors" "$tmp/t.txt" || fail "search: P(fits) from priors note: $(cat "$tmp/t.txt")"
 # Evaluate carries the intervals of the shipped θ: per configuration in HDF5, their coverage in JSON (in-sample for
 # the bundled models, which the shipped θ was fitted on).
 "$lmsim" --log-level warn evaluate --json --out "$tmp/ev.h5" > "$tmp/ev.json"
