@@ -232,10 +232,22 @@ double objective(const Problem& pb, const std::vector<std::size_t>& idx, const P
   if (t_n > 0) j += pb.weights.time * t_err / t_n;
   if (m_n > 0) j += pb.weights.memory * m_err / m_n;
   if (pb.weights.matrix > 0 && !pb.matrix.empty()) {
-    double x = 0;
-    for (const auto& m : pb.matrix)
+    // Kernel latencies are profiled in a model's training runs: only those of model settings with a run in `idx`
+    // are fitted on, so a held-out model (leave-one-model-out) lends none of its measurements to the fit.
+    std::vector<const std::string*> fitted;
+    for (auto i : idx) {
+      const std::string& ms = pb.samples[i].model_setting;
+      if (std::none_of(fitted.begin(), fitted.end(), [&](const std::string* f) { return *f == ms; }))
+        fitted.push_back(&ms);
+    }
+    double x = 0, n_matrix = 0;
+    for (const auto& m : pb.matrix) {
+      if (std::none_of(fitted.begin(), fitted.end(), [&](const std::string* f) { return *f == m.model_setting; }))
+        continue;
       x += sq_log(predict_gemm_us(pb.system, m.dtype, p, m.batch, m.m, m.n, m.k), m.median_us);
-    j += pb.weights.matrix * x / static_cast<double>(pb.matrix.size());
+      n_matrix += 1;
+    }
+    if (n_matrix > 0) j += pb.weights.matrix * x / n_matrix;
   }
   if (pb.weights.prior > 0 && !idx.empty())
     for (auto i : pb.free) {
