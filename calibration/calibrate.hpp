@@ -44,6 +44,7 @@ struct Weights {
   // Gaussian prior on every fitted parameter around the start value (the preset's θ), σ from param_table():
   // adds prior / n · Σ ((θ - θ0)/σ)² to the objective, n the runs fitted — the MAP estimate when every run's log
   // error has variance `prior` (the data term is a mean over runs, the prior is not). 0.001: a ~3 % error.
+  // Time errors beyond that assumed error count linearly (pseudo-Huber, see objective()); 0: plain least squares.
   double prior = 0.001;
 };
 

@@ -54,6 +54,51 @@ TEST(Calibration, RecoversKnownParametersFromSimulatedData) {
   EXPECT_NEAR(r.params.matmul_efficiency, 0.55, 0.15);
 }
 
+// The time term is pseudo-Huber at the assumed per-run error (the prior weight): a small error counts as its
+// square, a run off by a factor e counts about 2·sqrt(prior) per unit of log error, not 1; no prior, plain squares.
+TEST(Calibration, TimeErrorsBeyondTheAssumedRunErrorCountLinearly) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "gpu");
+  pb.matrix.clear();
+  pb.samples.resize(1);
+  calib::Sample& s = pb.samples[0];
+  s.mem_max_bytes = 0;
+  s.mem_rank_bytes.clear();
+  const double predicted = calib::predict(pb, {0}, pb.start)[0].time_s;
+  auto objective_at = [&](double log_error, double prior) {
+    s.time_s = predicted * std::exp(-log_error);
+    pb.weights.prior = prior;
+    return calib::objective(pb, {0}, pb.start);  // θ at the prior centre: no prior term
+  };
+  EXPECT_NEAR(objective_at(0.005, 0.001), 0.005 * 0.005, 0.01 * 0.005 * 0.005);
+  const double far = objective_at(1.0, 0.001);
+  EXPECT_NEAR(far, 2 * 0.001 * (std::sqrt(1 + 1 / 0.001) - 1), 1e-9);
+  EXPECT_LT(far, 0.07);
+  EXPECT_NEAR(objective_at(1.0, 0.0), 1.0, 1e-9);
+}
+
+// Kernel latencies are measurements of a model's training runs: a fit on one model's runs (a leave-one-model-out
+// fold) uses that model's kernels only, never the held-out model's.
+TEST(Calibration, AFitUsesOnlyTheKernelLatenciesOfTheModelsItFits) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "npu");
+  std::vector<std::size_t> small;
+  for (auto i : calib::all_indices(pb))
+    if (pb.samples[i].model_setting == "qwen3_0.6b_4k") small.push_back(i);
+  ASSERT_FALSE(small.empty());
+  const double before = calib::objective(pb, small, pb.start),
+               all = calib::objective(pb, calib::all_indices(pb), pb.start);
+  bool other = false;
+  for (auto& m : pb.matrix)
+    if (m.model_setting != "qwen3_0.6b_4k") {
+      m.median_us *= 10;
+      other = true;
+    }
+  ASSERT_TRUE(other);
+  EXPECT_DOUBLE_EQ(calib::objective(pb, small, pb.start), before);
+  EXPECT_GT(calib::objective(pb, calib::all_indices(pb), pb.start), all);  // the joint fit does use them
+}
+
 TEST(Calibration, SameSeedSameTheta) {
   const calib::Problem pb = synthetic(truth(), 0.02, 3);
   calib::FitOptions o;

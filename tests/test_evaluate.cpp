@@ -92,7 +92,12 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   EXPECT_FALSE(f.held_out_model_scale);
   EXPECT_EQ(f.coverage.n_time, f.report.n_time);
   EXPECT_LE(f.coverage.time_in_80, f.coverage.time_in_90);
-  EXPECT_LT(f.coverage.time_in_80, f.coverage.n_time);  // the fitted runs' scale misses a few in-sample
+  // The fitted runs' scale is no blanket: in-sample, the 80 % band misses some of the runs (the 0.6B's TP-heavy
+  // ones, which no θ reaches).
+  const auto small = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_0.6b_4k"});
+  const auto& sm = small[small[0].platform == "npu" ? 0 : 1];
+  EXPECT_LT(sm.coverage.time_in_80, sm.coverage.n_time);
+  EXPECT_GT(sm.coverage.time_in_80, sm.coverage.n_time / 2);
   for (std::size_t i = 0; i < f.predictions.size(); ++i) {
     EXPECT_LT(f.intervals[i].time_s_90.lower, f.predictions[i].time_s);
     EXPECT_GT(f.intervals[i].time_s_90.upper, f.predictions[i].time_s);
