@@ -136,8 +136,9 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
         {"ftol_rel", co.fit.ftol_rel}}},
       {"objective",
        {{"form",
-         "weighted mean squared log-ratio of time, peak memory (per rank where "
-         "available, else the maximum) and matrix-kernel latency"},
+         "weighted mean squared log-ratio of time (pseudo-Huber beyond the prior's assumed per-run error "
+         "sqrt(prior)), peak memory (per rank where available, else the maximum) and the fitted models' "
+         "matrix-kernel latency"},
         {"weights",
          {{"time", pb.weights.time},
           {"memory", pb.weights.memory},
@@ -360,8 +361,10 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--global-algorithm", co.fit.global_algorithm, "GN_CRS2_LM, GN_ISRES, GN_DIRECT_L, GN_ESCH");
   cmd->add_option("--local-algorithm", co.fit.local_algorithm, "LN_BOBYQA, LN_SBPLX, LN_NELDERMEAD, LN_COBYLA");
   cmd->add_option("--weight-time", co.weights.time, "objective weight of iteration time")->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--weight-prior", co.weights.prior,
-                  "prior strength: assumed per-run squared log error (0 = no prior, maximum likelihood)")
+  cmd->add_option(
+         "--weight-prior", co.weights.prior,
+         "prior strength: assumed per-run squared log error; time errors beyond its square root count linearly "
+         "(0 = no prior, plain least squares)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--weight-memory", co.weights.memory, "objective weight of peak memory")->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--weight-matrix", co.weights.matrix, "objective weight of matrix-kernel latency")
