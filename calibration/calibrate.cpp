@@ -264,6 +264,17 @@ double objective(const Problem& pb, const std::vector<std::size_t>& idx, const P
   return j;
 }
 
+std::vector<SamplePrediction> time_outliers(const Problem& pb, const std::vector<SamplePrediction>& preds) {
+  std::vector<SamplePrediction> out;
+  if (!(pb.weights.prior > 0)) return out;
+  const double limit = 3 * std::sqrt(pb.weights.prior);
+  for (const auto& p : preds) {
+    const double measured = pb.samples[p.index].time_s;
+    if (measured > 0 && p.time_s > 0 && std::fabs(std::log(p.time_s / measured)) > limit) out.push_back(p);
+  }
+  return out;
+}
+
 bool memory_param(std::size_t i) {
   const std::string n = param_table()[i].name;
   return n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes";

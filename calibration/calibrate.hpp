@@ -104,6 +104,10 @@ struct SamplePrediction {
   bool feasible;
 };
 std::vector<SamplePrediction> predict(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p);
+// The predictions whose time misses its measurement by more than three times the objective's assumed per-run error
+// (3·sqrt(prior), ~10 %): runs the robust time loss counts as outliers, where an effect the model lacks, or a
+// measurement to repeat, is to be looked for. Empty without a prior (plain least squares).
+std::vector<SamplePrediction> time_outliers(const Problem& pb, const std::vector<SamplePrediction>& preds);
 
 struct StratumReport {
   std::string name;  // <model_setting>, or <model_setting>/<RC|noRC>

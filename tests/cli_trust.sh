@@ -58,6 +58,13 @@ PY
 grep -q "add --cv leave-one-model-out (the runs cover 2 models)" "$tmp/e" || fail "no held-out-model hint: $(cat "$tmp/e")"
 "$lmsim" calibrate --platform npu --cv leave-one-model-out --json 2> "$tmp/e" > /dev/null
 ! grep -q "add --cv leave-one-model-out" "$tmp/e" || fail "held-out-model hint with leave-one-model-out"
+# Runs the robust time loss treats as outliers are named (the 910B3's 0.6B TP 4 / TP 8 full-recompute runs); the
+# V100 runs all lie within three times the assumed per-run error.
+grep -q "pull the fit as outliers: .*qwen3_0.6b_4k:dp1-tp8-pp1-cp1-RC" "$tmp/e" || fail "no outlier warning: $(cat "$tmp/e")"
+"$lmsim" calibrate --platform gpu --json 2> "$tmp/e" > "$tmp/c.json"
+! grep -q "outliers" "$tmp/e" || fail "outlier warning on V100: $(cat "$tmp/e")"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['report']['time_outliers'] == []" "$tmp/c.json" ||
+  fail "V100 time_outliers"
 
 # Intervals bracket the point prediction, 90 % outside 80 %.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu \

@@ -99,6 +99,22 @@ TEST(Calibration, AFitUsesOnlyTheKernelLatenciesOfTheModelsItFits) {
   EXPECT_GT(calib::objective(pb, calib::all_indices(pb), pb.start), all);  // the joint fit does use them
 }
 
+// Outliers are runs beyond three times the assumed per-run error; without a prior nothing is assumed.
+TEST(Calibration, TimeOutliersLieBeyondThreeTimesTheAssumedRunError) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "gpu");
+  auto preds = calib::predict(pb, {0, 1, 2}, pb.start);
+  preds[0].time_s = pb.samples[0].time_s * 1.05;  // inside 3 x 3.2 %
+  preds[1].time_s = pb.samples[1].time_s * 0.85;  // beyond
+  preds[2].time_s = pb.samples[2].time_s * 1.12;  // beyond
+  const auto out = calib::time_outliers(pb, preds);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].index, 1u);
+  EXPECT_EQ(out[1].index, 2u);
+  pb.weights.prior = 0;
+  EXPECT_TRUE(calib::time_outliers(pb, preds).empty());
+}
+
 TEST(Calibration, SameSeedSameTheta) {
   const calib::Problem pb = synthetic(truth(), 0.02, 3);
   calib::FitOptions o;
