@@ -99,6 +99,12 @@ int main(int argc, char** argv) {
       std::printf(" %s %.2f %%", m.c_str(), calib::score(pb, calib::predict(pb, own, f1.params)).time_mape_pct);
     }
     std::printf(" (jointly %.2f %%)\n", rin.time_mape_pct);
+    std::printf("  time outliers (beyond 3x the assumed per-run error, counted linearly by the fit):");
+    const auto outliers = calib::time_outliers(pb, in);
+    for (const auto& p : outliers)
+      std::printf(" %s:%s %+.1f %%", pb.samples[p.index].model_setting.c_str(), pb.samples[p.index].config.c_str(),
+                  100 * (p.time_s / pb.samples[p.index].time_s - 1));
+    std::printf("%s\n", outliers.empty() ? " none" : "");
     if (residuals) {
       for (const auto& p : in) {
         const auto& s = pb.samples[p.index];
