@@ -198,14 +198,10 @@ double sq_log(double pred, double meas) {
   return l * l;
 }
 
-// The pseudo-Huber loss of a squared log error `e2` at scale² `d2` (Charbonnier; Hartley & Zisserman, Multiple View
-// Geometry, 2nd ed., App. 6.8): e2 for errors well inside the scale, 2·d·|e| beyond it, so one run that no
-// setting of θ can reach (a measured time off by a run-to-run effect the model has no term for) pulls the fit
-// linearly, not quadratically. The scale is the objective's assumed per-run error (its prior weight, ~3 %); with
-// no prior the loss is the plain square. Iteration times only: peak memory is measured without such scatter.
-double robust_sq(double e2, double d2) { return d2 > 0 && e2 < 100.0 ? 2 * d2 * (std::sqrt(1 + e2 / d2) - 1) : e2; }
-
 }  // namespace
+
+double robust_sq(double e2, double d2) { return d2 > 0 && e2 < 100.0 ? 2 * d2 * (std::sqrt(1 + e2 / d2) - 1) : e2; }
+double robust_curvature(double e2, double d2) { return d2 > 0 ? std::pow(1 + e2 / d2, -1.5) : 1.0; }
 
 double objective(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p) {
   const SimOptions so = sim_options(pb);

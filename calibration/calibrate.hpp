@@ -91,6 +91,15 @@ struct FitResult {
 };
 
 double objective(const Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& p);
+// The time term's loss: pseudo-Huber of a squared log error `e2` at scale² `d2` (Charbonnier; Hartley & Zisserman,
+// Multiple View Geometry, 2nd ed., App. 6.8): e2 for errors well inside the scale, 2·d·|e| beyond it, so a run no
+// setting of θ reaches (off by a run-to-run effect the model has no term for) pulls the fit linearly, not
+// quadratically. `objective` takes the assumed per-run error (the prior weight, ~3 %) as d2; with no prior the
+// loss is the plain square. Iteration times only: peak memory is measured without such scatter.
+double robust_sq(double e2, double d2);
+// Its curvature relative to the square's, (1 + e2/d2)^(-3/2): the weight a run's Jacobian carries in the
+// Gauss-Newton Hessian of the objective (uncertainty.hpp's Laplace approximation). 1 with no prior.
+double robust_curvature(double e2, double d2);
 // How measured runs are simulated: they evidently ran, so validity is relaxed (padded heads, uneven layers,
 // cross-node TP).
 SimOptions sim_options(const Problem& pb);

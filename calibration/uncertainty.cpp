@@ -141,6 +141,21 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
                            : 0);
     }
   }
+  // The objective counts time errors by the pseudo-Huber loss, whose curvature falls off beyond the assumed per-run
+  // error: each time run's Jacobian row carries the square root of that curvature, so the Hessian is the one of
+  // the objective actually minimised (a run the fit treats as an outlier tells little about θ).
+  {
+    std::size_t r = 0;
+    for (auto i : train) {
+      const Sample& s = pb.samples[i];
+      if (!(s.time_s > 0)) continue;
+      const Prediction p = simulate(s.model, s.strategy, pb.system, s.settings, theta, so);
+      const double e = p.ok() ? std::log(p.iteration_time_s / s.time_s) : 0;
+      const double w = std::sqrt(robust_curvature(e * e, pb.weights.prior));
+      for (std::size_t a = 0; a < k; ++a) jt[a][r] *= w;
+      ++r;
+    }
+  }
   auto moves = [](const std::vector<double>& g) {
     for (double v : g)
       if (std::isfinite(v) && std::fabs(v) > 1e-12) return 1.0;

@@ -75,6 +75,16 @@ TEST(Calibration, TimeErrorsBeyondTheAssumedRunErrorCountLinearly) {
   EXPECT_NEAR(far, 2 * 0.001 * (std::sqrt(1 + 1 / 0.001) - 1), 1e-9);
   EXPECT_LT(far, 0.07);
   EXPECT_NEAR(objective_at(1.0, 0.0), 1.0, 1e-9);
+  // The Laplace approximation weights each time run by the loss's curvature: its second derivative in the log error,
+  // relative to the square's 2, so the Hessian is that of the objective minimised.
+  for (double e : {0.0, 0.02, 0.1, 0.3}) {
+    const double h = 1e-4, d2 = 0.001;
+    const double second = (calib::robust_sq((e + h) * (e + h), d2) - 2 * calib::robust_sq(e * e, d2) +
+                           calib::robust_sq((e - h) * (e - h), d2)) /
+                          (h * h);
+    EXPECT_NEAR(calib::robust_curvature(e * e, d2), second / 2, 1e-4) << e;
+  }
+  EXPECT_DOUBLE_EQ(calib::robust_curvature(0.09, 0.0), 1.0);
 }
 
 // Kernel latencies are measurements of a model's training runs: a fit on one model's runs (a leave-one-model-out
