@@ -91,10 +91,18 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
   const std::size_t k = u.free.size();
   const SimOptions so = sim_options(pb);
   // Residuals at the optimum, per kind (their scale is set below, once the parameters that move each kind are known).
+  // Each time run's weight in the Gauss-Newton Hessian (below), in the order of the Jacobian's rows: the pseudo-Huber
+  // loss's curvature at its residual, so the Hessian is the one of the objective actually minimised (a run the fit
+  // treats as an outlier tells little about θ).
   double st = 0, sm = 0;
+  std::vector<double> time_weight;
   for (auto i : train) {
     const Sample& s = pb.samples[i];
     const Prediction p = simulate(s.model, s.strategy, pb.system, s.settings, theta, so);
+    if (s.time_s > 0) {
+      const double e = p.ok() ? std::log(p.iteration_time_s / s.time_s) : 0;
+      time_weight.push_back(std::sqrt(robust_curvature(e * e, pb.weights.prior)));
+    }
     if (!p.ok()) continue;
     if (s.time_s > 0) {
       st += std::pow(std::log(p.iteration_time_s / s.time_s), 2);
@@ -141,21 +149,8 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
                            : 0);
     }
   }
-  // The objective counts time errors by the pseudo-Huber loss, whose curvature falls off beyond the assumed per-run
-  // error: each time run's Jacobian row carries the square root of that curvature, so the Hessian is the one of
-  // the objective actually minimised (a run the fit treats as an outlier tells little about θ).
-  {
-    std::size_t r = 0;
-    for (auto i : train) {
-      const Sample& s = pb.samples[i];
-      if (!(s.time_s > 0)) continue;
-      const Prediction p = simulate(s.model, s.strategy, pb.system, s.settings, theta, so);
-      const double e = p.ok() ? std::log(p.iteration_time_s / s.time_s) : 0;
-      const double w = std::sqrt(robust_curvature(e * e, pb.weights.prior));
-      for (std::size_t a = 0; a < k; ++a) jt[a][r] *= w;
-      ++r;
-    }
-  }
+  for (std::size_t a = 0; a < k; ++a)
+    for (std::size_t r = 0; r < jt[a].size(); ++r) jt[a][r] *= time_weight[r];
   auto moves = [](const std::vector<double>& g) {
     for (double v : g)
       if (std::isfinite(v) && std::fabs(v) > 1e-12) return 1.0;
