@@ -85,7 +85,15 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
             if (stage_ranks % expert_tp != 0) continue;
             for (int ep : m.is_moe() ? divisors(stage_ranks / expert_tp) : std::vector<int>{1}) {
               if (!allowed(f.ep, ep)) continue;
-              Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0};
+              Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0, static_cast<std::uint32_t>(sharding_.size()), 0};
+              // Nothing to shard over a one-rank data-parallel group (Megatron's dp·cp; for an MoE model also the
+              // expert one): every (distributed optimizer, FSDP) variant is the same run, so one is swept, not FSDP
+              // where another is allowed.
+              if (dp * cp == 1 && (!m.is_moe() || stage_ranks / (expert_tp * ep) == 1)) {
+                t.n_shard = 1;
+                for (std::size_t v = sharding_.size(); v-- > 0;)
+                  if (sharding_[v].second != true) t.shard0 = static_cast<std::uint32_t>(v);
+              }
               if (gbs % dp == 0)
                 for (int mb : divisors(gbs / dp))
                   if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
@@ -97,8 +105,8 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
               }
               if (t.vpp.empty()) t.vpp.push_back(1);
               t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
-              const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
-                                      t.n_sp * sharding_.size();
+              const std::uint64_t n =
+                  static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() * t.n_sp * t.n_shard;
               if (n == 0) continue;
               total_ += n;
               tuples_.push_back(std::move(t));
@@ -124,10 +132,10 @@ Candidate Space::at(std::uint64_t index) const {
   s.context_parallel = t.cp;
   s.expert_parallel = t.ep;
   s.expert_tensor_parallel = t.etp;
-  const auto& [dist, fsdp] = sharding_[r % sharding_.size()];
+  const auto& [dist, fsdp] = sharding_[t.shard0 + r % t.n_shard];
   s.distributed_optimizer = dist;
   s.fsdp = fsdp;
-  r /= sharding_.size();
+  r /= t.n_shard;
   if (t.tp > 1) s.sequence_parallel = filter_.sequence_parallel[r % t.n_sp];
   r /= t.n_sp;
   s.virtual_pipeline = t.vpp[r % t.vpp.size()];
@@ -147,7 +155,7 @@ std::string Space::signature() const {
   o << '\n';
   for (const Tuple& t : tuples_) {
     o << t.scenario << ' ' << t.dp << ' ' << t.tp << ' ' << t.pp << ' ' << t.cp << ' ' << t.ep << ' ' << t.etp << ' '
-      << t.first << ' ' << t.n_sp << ':';
+      << t.first << ' ' << t.n_sp << ' ' << t.n_shard << ' ' << t.shard0 << ':';
     for (auto mb : t.mbs) o << ' ' << mb;
     o << ':';
     for (int v : t.vpp) o << ' ' << v;

@@ -96,6 +96,9 @@ class Space {
     std::vector<std::int64_t> mbs;
     std::vector<int> vpp;
     std::uint32_t n_sp;
+    // Sharding variants swept: all of `sharding_` from `shard0`, or only `shard0` where the data-parallel groups
+    // (dp·cp, and the expert one) are single ranks and every variant is the same run.
+    std::uint32_t n_shard, shard0;
   };
   Model model_;
   std::vector<Scenario> scenarios_;

@@ -25,7 +25,8 @@ TEST(Space, EnumerationMatchesBruteForce) {
   SpaceFilter f;
   const Space space(m, {scenario(8), scenario(16, 64)}, f);
   // Brute force: every (tp, pp, cp) dividing the devices, dp the rest; micro-batch | gbs/dp; vpp | L/pp when pp > 1
-  // and L % pp == 0; sp only when tp > 1; three recompute modes and two optimizer modes.
+  // and L % pp == 0; sp only when tp > 1; three recompute modes and two optimizer modes, one where dp·cp is 1 (nothing
+  // to shard: both would be the same run).
   std::uint64_t expect = 0;
   for (auto [dev, gbs] : {std::pair{8, 32}, std::pair{16, 64}})
     for (int tp = 1; tp <= dev; ++tp)
@@ -37,7 +38,8 @@ TEST(Space, EnumerationMatchesBruteForce) {
           for (int b = 1; b <= gbs; ++b) mbs += (gbs % dp == 0 && (gbs / dp) % b == 0) ? 1 : 0;
           if (pp > 1 && 28 % pp == 0)
             for (int v = 1; v <= 28 / pp; ++v) vpp += ((28 / pp) % v == 0) ? 1 : 0;
-          expect += 3 * std::max<std::uint64_t>(mbs, 1) * std::max<std::uint64_t>(vpp, 1) * (tp > 1 ? 2 : 1) * 2;
+          expect += 3 * std::max<std::uint64_t>(mbs, 1) * std::max<std::uint64_t>(vpp, 1) * (tp > 1 ? 2 : 1) *
+                    (dp * cp > 1 ? 2 : 1);
         }
   EXPECT_EQ(space.size(), expect);
   std::set<std::string> names;
@@ -141,6 +143,39 @@ TEST(Space, FsdpVariantsPairOnlyWithTheShardedOptimizer) {
     }
   }
   EXPECT_EQ(static_cast<std::uint64_t>(fsdp), space.size() / 3);
+}
+
+// With a one-rank data-parallel group there is nothing to shard: the distributed-optimizer and FSDP variants are
+// the same run, so one is swept (not FSDP while another variant is allowed), and it predicts as the others would.
+TEST(Space, OneRankDataParallelGroupsSweepOneShardingVariant) {
+  const Model m = io::presets().find_model("Llama-3-8B")->model;
+  SpaceFilter f;
+  f.tp = {8};
+  f.recompute = {Recompute::none};
+  f.micro_batch = {1};
+  f.sequence_parallel = {true};
+  f.fsdp = {true, false};
+  const Space space(m, {scenario(8)}, f);
+  ASSERT_EQ(space.size(), 1u);  // tp 8 on 8 devices: dp = pp = cp = 1
+  const Strategy s = space.at(0).strategy;
+  EXPECT_EQ(s.fsdp, std::optional<bool>(false));
+  Strategy other = s;
+  other.distributed_optimizer = !s.distributed_optimizer.value_or(false);
+  const TrainingSettings t = scenario(8).settings;
+  const Prediction a = simulate(m, s, scenario(8).system, t, PlatformParams{});
+  const Prediction b = simulate(m, other, scenario(8).system, t, PlatformParams{});
+  EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s);
+  EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
+  // An MoE model whose expert group still has ranks keeps every variant: the experts' optimizer shards over it.
+  const Model moe = io::presets().find_model("Qwen3-30B-A3B")->model;
+  SpaceFilter g;
+  g.tp = {8};
+  g.ep = {1};
+  g.recompute = {Recompute::none};
+  g.micro_batch = {1};
+  g.sequence_parallel = {true};
+  g.etp = {1};
+  EXPECT_EQ(Space(moe, {scenario(8)}, g).size(), 2u);  // etp 1, ep 1: eight expert-data-parallel ranks
 }
 
 TEST(Ranking, TopKAndParetoMergesAreOrderIndependent) {
