@@ -125,6 +125,7 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
       {"training_settings", settings_summary(pb, fr)},
       {"files", files},
       {"configurations", used},
+      {"fitted_range", fitted_range_json(pb, fr.train)},
       {"free_parameters", free},
       {"algorithm",
        {{"global", co.fit.global_algorithm},

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "apps/common.hpp"
 #include "apps/emit.hpp"
@@ -287,11 +288,27 @@ void run(SearchCli sc, std::ostream& out) {
     ro.settings_file = sc.settings_file;
     ro.platform_stack = sc.stack;
     const Resolved base = resolve(ro);
+    const std::size_t first = scen.size();
     try {
       for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs))
         scen.push_back(std::move(s));
     } catch (const std::invalid_argument& e) {
       throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
+    }
+    // Scenarios beyond the runs θ was fitted on (sequence length, device count): said once per system, on rank 0.
+    if (base.fit && rank == 0) {
+      std::set<std::string> outside;
+      for (std::size_t i = first; i < scen.size(); ++i)
+        for (const auto& x : outside_fitted_range(*base.fit, {{"seq_length", double(scen[i].settings.seq_length)},
+                                                              {"devices", double(scen[i].devices)}}))
+          outside.insert(x);
+      std::string list;
+      for (const auto& x : outside) list += (list.empty() ? "" : ", ") + x;
+      if (!list.empty())
+        spdlog::warn(
+            "{}: scenarios outside the runs θ was fitted on: {}; predictions there extrapolate, and the "
+            "intervals do not widen for it",
+            base.system.name, list);
     }
     unc.resize(scen.size(), base.uncertainty);
     theta_file.resize(scen.size(), base.params_file);

@@ -127,6 +127,13 @@ std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
                ? r["time_mape_pct"].get<double>()
                : std::nan("");
   };
+  if (p.contains("fitted_range") && p["fitted_range"].is_object())
+    for (const auto& d : kRangeDims) {
+      const io::Json& r = p["fitted_range"];
+      if (r.contains(d.name) && r[d.name].is_array() && r[d.name].size() == 2 && r[d.name][0].is_number() &&
+          r[d.name][1].is_number())
+        f.range.push_back({d.name, {r[d.name][0].get<double>(), r[d.name][1].get<double>()}});
+    }
   if (j.contains("report") && j["report"].is_object()) {
     const io::Json& rep = j["report"];
     if (rep.contains("in_sample")) f.in_sample_time_mape_pct = mape(rep["in_sample"]);
@@ -136,6 +143,36 @@ std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
     }
   }
   return f;
+}
+
+io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size_t>& idx) {
+  io::Json out = io::Json::object();
+  for (const auto& d : kRangeDims) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (auto i : idx) {
+      const double v = d.of(pb.samples[i].strategy, pb.samples[i].settings);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (lo <= hi) out[d.name] = {lo, hi};
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> range_values(const Strategy& s, const TrainingSettings& t) {
+  std::vector<std::pair<std::string, double>> v;
+  for (const auto& d : kRangeDims) v.push_back({d.name, d.of(s, t)});
+  return v;
+}
+
+std::vector<std::string> outside_fitted_range(const ThetaFit& f,
+                                              const std::vector<std::pair<std::string, double>>& values) {
+  std::vector<std::string> out;
+  for (const auto& [name, v] : values)
+    for (const auto& [dim, r] : f.range)
+      if (dim == name && (v < r[0] || v > r[1]))
+        out.push_back(fmt::format("{} {:.0f} (fitted {:.0f}-{:.0f})", name, v, r[0], r[1]));
+  return out;
 }
 
 namespace {

@@ -1,5 +1,7 @@
 #include "apps/predict_report.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "apps/emit.hpp"
 
 namespace lmsim::app {
@@ -32,6 +34,17 @@ PredictResult predict(const PredictRequest& q) {
     throw io::InputError("--strategy", 0, "optimization_config",
                          "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection));
   res.mem = per_rank_peak_memory(res.p, s);
+  if (r.fit) {
+    res.outside_fitted_range = outside_fitted_range(*r.fit, range_values(s, r.settings));
+    if (!res.outside_fitted_range.empty()) {
+      std::string list;
+      for (const auto& x : res.outside_fitted_range) list += (list.empty() ? "" : ", ") + x;
+      spdlog::warn(
+          "outside the runs θ was fitted on: {}; the terms that scale with these extrapolate, and the intervals do "
+          "not widen for it",
+          list);
+    }
+  }
   if (r.uncertainty)
     if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so)) {
       res.iv = *x;
@@ -61,6 +74,7 @@ io::Json PredictResult::json() const {
                              {"held_out_kind", r.fit->held_out_kind},
                              {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};
   }
+  if (r.fit) j["outside_fitted_range"] = outside_fitted_range;
   if (r.uncertainty) {  // which residual scale the intervals carry (see resolve())
     j["interval_residual_scale"] = r.held_out_scale ? "held_out_models" : "fitted_runs";
     // Without memory measurements in θ's fit, memory's interval is the priors' (calib::memory_from_priors).

@@ -24,7 +24,8 @@ struct PredictResult {
   std::vector<double> mem;  // per rank
   bool has_iv = false;
   calib::PredictionIntervals iv{};
-  double p_fits = std::nan("");  // P(max peak ≤ capacity) when θ's intervals cover memory
+  double p_fits = std::nan("");                   // P(max peak ≤ capacity) when θ's intervals cover memory
+  std::vector<std::string> outside_fitted_range;  // dimensions beyond θ's fitted runs (an extrapolation)
   std::string emit;
   bool allow_uneven = false;
   io::Json json() const;  // the `predict --json` document

@@ -30,6 +30,17 @@ grep -q "the intervals take the larger of the fitted runs' residual scale and th
   fail "no held-out scale note: $(cat "$tmp/e")"
 "$lmsim" predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null
 ! grep -q "not among the models" "$tmp/e" || fail "new-model note for a fitted model"
+# Beyond the fitted runs' range (the H100 θ saw 2K-8K tokens and CP up to 2) a prediction says so, by dimension;
+# inside it, nothing is said.
+"$lmsim" predict --model Llama-2-7B --system h100_sxm_80g --strategy dp4-tp8-pp1-cp32-noRC --seq 1048576 \
+  --global-batch 4 --json 2> "$tmp/e" > "$tmp/o.json"
+grep -q "outside the runs θ was fitted on: seq_length 1048576 (fitted 2048-8192), context_parallel 32 (fitted 1-2)" \
+  "$tmp/e" || fail "no fitted-range warning: $(cat "$tmp/e")"
+python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['outside_fitted_range']) == 2" "$tmp/o.json" ||
+  fail "outside_fitted_range"
+"$lmsim" predict --model Llama-3-70B --system h100_sxm_80g --strategy dp2-tp4-pp8-cp1-noRC-vpp5-sp --seq 8192 \
+  --global-batch 128 2> "$tmp/e" > /dev/null
+! grep -q "outside the runs" "$tmp/e" || fail "fitted-range warning inside the range: $(cat "$tmp/e")"
 # ... and its intervals are the wider for it: the shipped NPU θ's held-out models missed by more than its fitted
 # runs scatter.
 for m in Qwen3-8B Qwen3-1.7B; do
