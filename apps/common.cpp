@@ -38,7 +38,10 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--global-batch", o.global_batch, "global batch size in sequences (default 32)")
       ->check(positive_size());
   cmd.add_option("--micro-batch", o.micro_batch, "micro-batch size (default 1)")->check(positive_size());
-  cmd.add_option("--params", o.params_file, "θ file written by `lmsim calibrate` (default: the system's defaults)");
+  cmd.add_option(
+      "--params", o.params_file,
+      "θ file written by `lmsim calibrate` (default: the fitted θ shipped for the system, else its uncalibrated "
+      "preset defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   cmd.add_option("--stack", o.platform_stack,
                  "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels, stored scores, no SP, "
