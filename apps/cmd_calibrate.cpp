@@ -212,12 +212,14 @@ void run(const CalOpts& co, std::ostream& os) {
   std::vector<std::size_t> train =
       co.calibrate_on.empty() ? calib::all_indices(pb) : calib::select(pb, co.calibrate_on);
   std::vector<std::size_t> test = calib::select(pb, co.test_on);
-  if (!co.calibrate_on.empty() && train.size() != co.calibrate_on.size())
-    throw io::InputError("--calibrate-on", 0, "optimization_config",
-                         "some names match no measured configuration of this platform (use exact names, or "
-                         "model_setting:config)");
-  if (!co.test_on.empty() && test.size() != co.test_on.size())
-    throw io::InputError("--test-on", 0, "optimization_config", "some names match no measured configuration");
+  // Every name must match a measured run: a bare configuration name matches it in every model, `model:config` one.
+  for (const auto& [flag, names] : {std::pair{"--calibrate-on", &co.calibrate_on}, std::pair{"--test-on", &co.test_on}})
+    for (const auto& name : *names)
+      if (calib::select(pb, {name}).empty())
+        throw io::InputError(flag, 0, "optimization_config",
+                             "'" + name +
+                                 "' matches no measured configuration of this platform (use exact names, or "
+                                 "model_setting:config)");
   if (!test.empty()) {  // never fit on a test configuration
     std::set<std::size_t> ts(test.begin(), test.end());
     std::vector<std::size_t> kept;

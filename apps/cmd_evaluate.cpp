@@ -19,8 +19,11 @@ namespace {
 
 // A θ file as evaluate uses it: its values, covariance and fitted models.
 eval::Theta read_theta(const std::string& file, const io::Json& j, const PlatformParams& base, std::string source) {
-  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}};
-  if (const auto fit = theta_fit(j, "")) t.fitted_models = fit->models;
+  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}};
+  if (const auto fit = theta_fit(j, "")) {
+    t.fitted_models = fit->models;
+    t.fitted_range = fit->range;
+  }
   return t;
 }
 
@@ -154,8 +157,21 @@ struct EvalCli {
 void run_evaluate(const EvalCli& ec, std::ostream& os) {
   const io::Dataset d = io::read_dataset(ec.dataset);
   std::vector<std::vector<eval::CollectionEvaluation>> sets;
-  if (ec.predictions.empty() || ec.compare)
-    sets.push_back(eval::evaluate_lmsim(d, thetas_for(d, ec.params), ec.models));
+  const std::map<std::string, eval::Theta> thetas = thetas_for(d, ec.params);
+  if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, thetas, ec.models));
+  // lmsim's predictions of runs beyond the range θ was fitted on (sequence length, devices, degrees): extrapolations.
+  auto outside = [&](const eval::CollectionEvaluation& e) {
+    std::set<std::string> out;
+    const auto it = thetas.count(e.platform) ? thetas.find(e.platform) : thetas.find(e.system);
+    if (e.predictor != "lmsim" || it == thetas.end() || it->second.fitted_range.empty()) return out;
+    ThetaFit f;
+    f.range = it->second.fitted_range;
+    for (const auto& p : e.predictions) {
+      const calib::Sample& s = e.problem.samples[p.index];
+      for (const auto& x : outside_fitted_range(f, range_values(s.strategy, s.settings))) out.insert(x);
+    }
+    return out;
+  };
   for (std::size_t i = 0; i < ec.predictions.size(); ++i) {
     const std::string name =
         i < ec.names.size() ? ec.names[i] : std::filesystem::path(ec.predictions[i]).stem().string();
@@ -173,6 +189,14 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
       if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
       if (!e.intervals.empty()) x["interval_coverage"] = coverage_json(e);
+      if (const auto o = outside(e); e.predictor == "lmsim") {
+        x["outside_fitted_range"] = o;
+        std::string list;
+        for (const auto& v : o) list += (list.empty() ? "" : ", ") + v;
+        if (!list.empty())
+          spdlog::warn("{} on {}: runs beyond the range θ was fitted on: {}; their predictions extrapolate",
+                       e.model_setting, e.platform, list);
+      }
       j.push_back(x);
       const auto& m = e.report.models.empty() ? calib::StratumReport{} : e.report.models[0];
       rows.push_back(

@@ -157,7 +157,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
     CollectionEvaluation e = start(d, c, "lmsim");
-    Theta t{e.problem.start, "", std::nullopt, {}};
+    Theta t{e.problem.start, "", std::nullopt, {}, {}};
     if (auto it = theta.find(c.platform); it != theta.end()) {
       t = it->second;
       if (t.source.empty()) t.source = "given θ for platform " + c.platform;

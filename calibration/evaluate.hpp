@@ -7,6 +7,7 @@
 // platform) or from any other tool's CSV, scored identically.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ struct Theta {
   std::string source;                             // said in reports
   std::optional<calib::Uncertainty> uncertainty;  // prediction intervals when present
   std::vector<std::string> fitted_models;         // model presets of the runs θ was fitted on (empty: not recorded)
+  // The fitted runs' range per dimension, (name, [min, max]), as the θ file's provenance records it (empty: not
+  // recorded); the CLI flags the runs beyond it.
+  std::vector<std::pair<std::string, std::array<double, 2>>> fitted_range;
 };
 
 struct CollectionEvaluation {

@@ -86,7 +86,7 @@ expect 2 "seq" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-
 expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq 0
 expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --global-batch 2.5
 expect 2 "no measured runs" calibrate --platform gpu --models NoSuch --out "$tmp/p.json"
-expect 2 "match no measured" calibrate --platform gpu --test-on dp9-tp1-pp1-cp1-RC --out "$tmp/p.json"
+expect 2 "matches no measured" calibrate --platform gpu --test-on dp9-tp1-pp1-cp1-RC --out "$tmp/p.json"
 expect 2 "exactly one" calibrate --out "$tmp/p.json"
 [ -e "$tmp/p.json" ] && { echo "FAIL: a failed calibrate left $tmp/p.json"; fail=1; }
 ls "$tmp" | grep -q tmp && { echo "FAIL: temporary files left behind"; fail=1; }

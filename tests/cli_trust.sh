@@ -41,6 +41,19 @@ python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['outside_fi
 "$lmsim" predict --model Llama-3-70B --system h100_sxm_80g --strategy dp2-tp4-pp8-cp1-noRC-vpp5-sp --seq 8192 \
   --global-batch 128 2> "$tmp/e" > /dev/null
 ! grep -q "outside the runs" "$tmp/e" || fail "fitted-range warning inside the range: $(cat "$tmp/e")"
+# A bare configuration name picks it in every model (here both Qwen3 models), and evaluate flags the runs beyond the
+# range such a θ was fitted on (TP 1-2 only).
+"$lmsim" --log-level warn calibrate --platform npu --out "$tmp/narrow.json" \
+  --calibrate-on dp8-tp1-pp1-cp1-RC,dp4-tp2-pp1-cp1-RC,dp2-tp1-pp4-cp1-RC,dp1-tp2-pp4-cp1-RC,dp2-tp2-pp2-cp1-RC \
+  > /dev/null 2>&1 || fail "calibrate-on with bare names"
+python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['provenance']['configurations']) == 10" \
+  "$tmp/narrow.json" || fail "bare names: both models' runs"
+"$lmsim" evaluate --params "$tmp/narrow.json" --models qwen3_1.7b_4k --json 2> "$tmp/e" > "$tmp/ev_narrow.json"
+grep -q "qwen3_1.7b_4k on npu: runs beyond the range θ was fitted on: tensor_parallel 4 (fitted 1-2)" "$tmp/e" ||
+  fail "evaluate: no fitted-range warning: $(cat "$tmp/e")"
+! "$lmsim" calibrate --platform npu --calibrate-on dp8-tp1-pp1-cp1-XX --out "$tmp/n.json" 2> "$tmp/e" ||
+  fail "an unmatched --calibrate-on name is accepted"
+grep -q "'dp8-tp1-pp1-cp1-XX' matches no measured configuration" "$tmp/e" || fail "unmatched name: $(cat "$tmp/e")"
 # ... and its intervals are the wider for it: the shipped NPU θ's held-out models missed by more than its fitted
 # runs scatter.
 for m in Qwen3-8B Qwen3-1.7B; do

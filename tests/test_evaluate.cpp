@@ -83,7 +83,7 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   calib::Uncertainty u = calib::laplace(pb, all, fr.params);
   u.unseen_time_log_sd = 10 * u.time_log_sd;  // a held-out scale far wider than the fitted runs'
   u.unseen_n_time = 26;
-  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}};
+  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}};
   const auto fitted = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
   const auto& f = fitted[fitted[0].platform == "npu" ? 0 : 1];
   ASSERT_EQ(f.platform, "npu");
@@ -111,7 +111,7 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   EXPECT_EQ(n.coverage.time_in_80, n.coverage.n_time);
   EXPECT_GT(n.intervals[0].time_s_80.upper, f.intervals[0].time_s_80.upper);
   // Without a covariance there are none.
-  EXPECT_TRUE(eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}}}}, {"qwen3_1.7b_4k"})[0]
+  EXPECT_TRUE(eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
                   .intervals.empty());
 }
 
