@@ -253,19 +253,18 @@ void run(const CalOpts& co, std::ostream& os) {
   const calib::Report rin = calib::score(pb, in);
   // Runs the robust time loss treated as outliers: named, so the user looks for the effect or repeats the run.
   io::Json outliers = io::Json::array();
-  std::string outlier_list;
+  std::vector<std::string> named;
   for (const auto& p : calib::time_outliers(pb, in)) {
     const calib::Sample& s = pb.samples[p.index];
     const double err_pct = 100 * (p.time_s / s.time_s - 1);
     outliers.push_back({{"run", s.model_setting + ":" + s.config}, {"time_error_pct", err_pct}});
-    outlier_list += (outlier_list.empty() ? "" : ", ") + s.model_setting + ":" + s.config + " (" +
-                    (err_pct > 0 ? "+" : "") + fmt(err_pct, 1) + " %)";
+    named.push_back(fmt::format("{}:{} ({:+.1f} %)", s.model_setting, s.config, err_pct));
   }
-  if (!outliers.empty())
+  if (!named.empty())
     spdlog::warn(
         "{} of {} runs miss by more than 3x the assumed per-run error ({:.1f} %) and pull the fit as outliers: {}; "
         "the model may lack an effect they share, or the measurements are worth repeating",
-        outliers.size(), in.size(), 300 * std::sqrt(pb.weights.prior), outlier_list);
+        named.size(), in.size(), 300 * std::sqrt(pb.weights.prior), join(named));
   std::vector<std::pair<std::string, std::vector<calib::SamplePrediction>>> sets = {{"in_sample", in}};
   io::Json out;
   out["params"] = io::to_json(fr.params);

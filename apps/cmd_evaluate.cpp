@@ -163,12 +163,11 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
   auto outside = [&](const eval::CollectionEvaluation& e) {
     std::set<std::string> out;
     const auto it = thetas.count(e.platform) ? thetas.find(e.platform) : thetas.find(e.system);
-    if (e.predictor != "lmsim" || it == thetas.end() || it->second.fitted_range.empty()) return out;
-    ThetaFit f;
-    f.range = it->second.fitted_range;
+    if (it == thetas.end()) return out;
     for (const auto& p : e.predictions) {
       const calib::Sample& s = e.problem.samples[p.index];
-      for (const auto& x : outside_fitted_range(f, range_values(s.strategy, s.settings))) out.insert(x);
+      for (const auto& x : outside_fitted_range(it->second.fitted_range, range_values(s.strategy, s.settings)))
+        out.insert(x);
     }
     return out;
   };
@@ -189,13 +188,12 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
       if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
       if (!e.intervals.empty()) x["interval_coverage"] = coverage_json(e);
-      if (const auto o = outside(e); e.predictor == "lmsim") {
+      if (e.predictor == "lmsim") {
+        const auto o = outside(e);
         x["outside_fitted_range"] = o;
-        std::string list;
-        for (const auto& v : o) list += (list.empty() ? "" : ", ") + v;
-        if (!list.empty())
+        if (!o.empty())
           spdlog::warn("{} on {}: runs beyond the range θ was fitted on: {}; their predictions extrapolate",
-                       e.model_setting, e.platform, list);
+                       e.model_setting, e.platform, join(o));
       }
       j.push_back(x);
       const auto& m = e.report.models.empty() ? calib::StratumReport{} : e.report.models[0];
@@ -396,10 +394,8 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
        << r.target_optimum << "\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto& rule : r.rules) {
-      std::string list;
-      for (const auto& n : rule.shortlist) list += (list.empty() ? "" : ", ") + n;
-      rows.push_back({rule.name, list, rule.contains_target_optimum ? "yes" : "no", cell(rule.top1_regret_pct, 1),
-                      cell(rule.topk_regret_pct, 1)});
+      rows.push_back({rule.name, join(rule.shortlist), rule.contains_target_optimum ? "yes" : "no",
+                      cell(rule.top1_regret_pct, 1), cell(rule.topk_regret_pct, 1)});
     }
     os << table({"rule", "shortlist", "optimum inside", "top-1 regret %", "top-k regret %"}, rows) << "  (" << sc.to
        << " predictions: " << how << ")\n";

@@ -299,16 +299,14 @@ void run(SearchCli sc, std::ostream& out) {
     if (base.fit && rank == 0) {
       std::set<std::string> outside;
       for (std::size_t i = first; i < scen.size(); ++i)
-        for (const auto& x : outside_fitted_range(*base.fit, {{"seq_length", double(scen[i].settings.seq_length)},
-                                                              {"devices", double(scen[i].devices)}}))
+        for (const auto& x : outside_fitted_range(base.fit->range, {{"seq_length", double(scen[i].settings.seq_length)},
+                                                                    {"devices", double(scen[i].devices)}}))
           outside.insert(x);
-      std::string list;
-      for (const auto& x : outside) list += (list.empty() ? "" : ", ") + x;
-      if (!list.empty())
+      if (!outside.empty())
         spdlog::warn(
             "{}: scenarios outside the runs θ was fitted on: {}; predictions there extrapolate, and the "
             "intervals do not widen for it",
-            base.system.name, list);
+            base.system.name, join(outside));
     }
     unc.resize(scen.size(), base.uncertainty);
     theta_file.resize(scen.size(), base.params_file);

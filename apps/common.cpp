@@ -168,11 +168,11 @@ std::vector<std::pair<std::string, double>> range_values(const Strategy& s, cons
   return v;
 }
 
-std::vector<std::string> outside_fitted_range(const ThetaFit& f,
+std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
                                               const std::vector<std::pair<std::string, double>>& values) {
   std::vector<std::string> out;
   for (const auto& [name, v] : values)
-    for (const auto& [dim, r] : f.range)
+    for (const auto& [dim, r] : range)
       if (dim == name && (v < r[0] || v > r[1]))
         out.push_back(fmt::format("{} {:.0f} (fitted {:.0f}-{:.0f})", name, v, r[0], r[1]));
   return out;
@@ -261,8 +261,7 @@ Resolved resolve(const RunOptions& o) {
   // Predicting a model θ never saw is the common case and an extrapolation: say how far held-out runs missed, and
   // let the intervals take the held-out runs' residual scale when the calibration measured one.
   if (r.fit && !r.fit->includes_model) {
-    std::string models;
-    for (const auto& m : r.fit->models) models += (models.empty() ? "" : ", ") + m;
+    const std::string models = join(r.fit->models);
     std::string held_out;
     if (std::isfinite(r.fit->held_out_time_mape_pct))
       held_out = fmt::format("; on held-out runs ({}) its time MAPE was {:.1f} %",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "calibration/calibrate.hpp"
+#include "calibration/evaluate.hpp"
 #include "calibration/uncertainty.hpp"
 #include "io/io.hpp"
 
@@ -34,7 +35,7 @@ struct ThetaFit {
   std::string held_out_kind;  // the cross-validation: loo, leave-one-model-out, ...
   double held_out_time_mape_pct = std::nan("");
   // The fitted runs' range per dimension of kRangeDims (`provenance.fitted_range`; absent in older θ files).
-  std::vector<std::pair<std::string, std::array<double, 2>>> range;
+  eval::FittedRange range;
 };
 // The dimensions along which a θ file records the range of its fitted runs, and predictions are checked against
 // it: outside, the terms that scale with them extrapolate, which no interval covers.
@@ -51,8 +52,8 @@ inline constexpr RangeDim kRangeDims[] = {
     {"expert_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.expert_parallel); }}};
 // `provenance.fitted_range` of the runs `idx` of `pb`: {name: [min, max]} per dimension.
 io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size_t>& idx);
-// The values (name, value) outside `f`'s fitted range, as "seq_length 131072 (fitted 2048-8192)".
-std::vector<std::string> outside_fitted_range(const ThetaFit& f,
+// The values (name, value) outside a fitted range, as "seq_length 131072 (fitted 2048-8192)".
+std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
                                               const std::vector<std::pair<std::string, double>>& values);
 std::vector<std::pair<std::string, double>> range_values(const Strategy& s, const TrainingSettings& t);
 struct Resolved {
@@ -83,6 +84,13 @@ const CLI::Validator& positive_size();
 // Prints rows as an aligned text table.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string fmt(double v, int prec = 3);
+// The items of a list or set of strings, comma-separated.
+template <class Strings>
+std::string join(const Strings& items) {
+  std::string out;
+  for (const auto& x : items) out += (out.empty() ? "" : ", ") + std::string(x);
+  return out;
+}
 std::string gib(double bytes);
 
 #define LMSIM_VERSION_STRING LMSIM_VERSION

@@ -35,15 +35,12 @@ PredictResult predict(const PredictRequest& q) {
                          "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection));
   res.mem = per_rank_peak_memory(res.p, s);
   if (r.fit) {
-    res.outside_fitted_range = outside_fitted_range(*r.fit, range_values(s, r.settings));
-    if (!res.outside_fitted_range.empty()) {
-      std::string list;
-      for (const auto& x : res.outside_fitted_range) list += (list.empty() ? "" : ", ") + x;
+    res.outside_fitted_range = outside_fitted_range(r.fit->range, range_values(s, r.settings));
+    if (!res.outside_fitted_range.empty())
       spdlog::warn(
           "outside the runs θ was fitted on: {}; the terms that scale with these extrapolate, and the intervals do "
           "not widen for it",
-          list);
-    }
+          join(res.outside_fitted_range));
   }
   if (r.uncertainty)
     if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so)) {

@@ -29,6 +29,9 @@ struct ComponentReport {
   double comm_share_jsd = -1;                                               // -1: no measured shares
 };
 
+// The range of θ's fitted runs per dimension, (name, [min, max]), as a θ file's provenance records it.
+using FittedRange = std::vector<std::pair<std::string, std::array<double, 2>>>;
+
 // A θ to predict with and what is known of how far to trust it (from a θ file written by `lmsim calibrate`).
 struct Theta {
   PlatformParams params;
@@ -37,7 +40,7 @@ struct Theta {
   std::vector<std::string> fitted_models;         // model presets of the runs θ was fitted on (empty: not recorded)
   // The fitted runs' range per dimension, (name, [min, max]), as the θ file's provenance records it (empty: not
   // recorded); the CLI flags the runs beyond it.
-  std::vector<std::pair<std::string, std::array<double, 2>>> fitted_range;
+  FittedRange fitted_range;
 };
 
 struct CollectionEvaluation {
