@@ -199,6 +199,13 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
 
 bool is_hf_config(const Json& j) { return j.is_object() && (j.contains("architectures") || j.contains("model_type")); }
 
+// The name of a HuggingFace config without _name_or_path: a checkpoint folder's name for its config.json
+// (Mixtral-8x7B/config.json), else the file's own stem (mixtral.json).
+static std::string hf_config_name(const std::string& file) {
+  const auto path = std::filesystem::absolute(file).lexically_normal();
+  return path.filename() == "config.json" ? path.parent_path().filename().string() : path.stem().string();
+}
+
 Model model_from_hf_config(const Json& j, const std::string& file) {
   std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
                              j["architectures"][0].is_string()
@@ -246,7 +253,7 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   m.name =
       j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty()
           ? j["_name_or_path"].get<std::string>()
-          : std::filesystem::path(file).parent_path().filename().string();
+          : hf_config_name(file);
   if (m.name.empty()) m.name = family;
   m.hidden_size = integer("hidden_size", 1, 1 << 20);
   m.num_layers = integer("num_hidden_layers", 1, 4096);

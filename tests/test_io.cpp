@@ -595,6 +595,16 @@ TEST(HuggingFace, ConfigPredictsExactlyLikeThePreset) {
   }
 }
 
+TEST(HuggingFace, AConfigWithoutItsNameIsNamedByItsFolderOrItsFile) {
+  const io::Json j = io::Json::parse(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 128256})");
+  EXPECT_EQ(io::model_from_hf_config(j, "ckpt/Llama-3-8B/config.json").name, "Llama-3-8B");
+  EXPECT_EQ(io::model_from_hf_config(j, "/tmp/my_llama.json").name, "my_llama");
+  io::Json named = j;
+  named["_name_or_path"] = "meta-llama/Meta-Llama-3-8B";
+  EXPECT_EQ(io::model_from_hf_config(named, "/tmp/my_llama.json").name, "meta-llama/Meta-Llama-3-8B");
+}
+
 TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
   const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
   try {
