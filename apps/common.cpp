@@ -209,11 +209,17 @@ Resolved resolve(const RunOptions& o) {
         (o.platform_stack == "gpu" ? "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu" : "qwen3_0.6b_4k") +
         "/training_settings.json";
     r.settings = io::settings_from_json(io::parse_json_file(f), f);
-  } else if (r.system.peak_flops_bf16 <= 0) {
-    r.settings.precision = Precision::fp16;
+  } else {
+    if (r.system.peak_flops_bf16 <= 0) r.settings.precision = Precision::fp16;
+    if (!r.system.fused_attention) r.settings.flash_attention = false;
   }
   if (!o.settings_file.empty())
     r.settings = io::settings_from_json(io::parse_json_file(o.settings_file), o.settings_file, "", r.settings);
+  if (r.settings.flash_attention && !r.system.fused_attention)
+    throw io::InputError(o.settings_file.empty() ? o.system : o.settings_file, 0, "flash_attention",
+                         r.system.name + " (" + r.system.device +
+                             ") has no fused attention kernel (FlashAttention-2 and cuDNN fused attention need "
+                             "compute capability 8.0); set flash_attention false");
   if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
     throw io::InputError("command line", 0, "", "sizes must be positive");
   if (o.seq) r.settings.seq_length = o.seq;

@@ -396,6 +396,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.inter_node = link_from(o.sub("inter_node"));
   s.gemm_layout_conversion = o.boolean_or("gemm_layout_conversion", false);
   s.nvlink_sharp = o.boolean_or("nvlink_sharp", false);
+  s.fused_attention = o.boolean_or("fused_attention", true);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -429,6 +430,7 @@ Json to_json(const System& s) {
   j["inter_node"] = link_json(s.inter_node);
   j["gemm_layout_conversion"] = s.gemm_layout_conversion;
   j["nvlink_sharp"] = s.nvlink_sharp;
+  j["fused_attention"] = s.fused_attention;
   return j;
 }
 
