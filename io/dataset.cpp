@@ -324,9 +324,9 @@ void infer_settings(Collection& c) {
     say("sequence_parallel true: the tp group's measured collectives are all-gathers and reduce-scatters, not "
         "all-reduces (comm_summary.csv)");
   }
-  if (c.settings.flash_attention) return;
-  const ModelPreset& mp = *presets().find_model(c.model);
   const SystemPreset& sp = *presets().find_system(c.system);
+  if (c.settings.flash_attention || !sp.system.fused_attention) return;  // a V100 has no flash kernel to infer
+  const ModelPreset& mp = *presets().find_model(c.model);
   SimOptions so;
   so.validity = measured_validity(c);
   for (const Run& r : c.runs) {
