@@ -148,10 +148,13 @@ inline double gemm_kernel_time_s(const Ctx& c, const Gemm& g) {
              : gemm_kernel_s(c.peak_flops, c.p->matmul_efficiency, c.p->matmul_half_dim, g.batch, g.m, g.n, g.k);
 }
 // One call of a GEMM: its kernel plus one launch; on devices whose matrix units need their own tiled layout, plus
-// one conversion kernel that reads and writes the 16-bit operands and output (2·2·(mk + kn + mn) bytes).
+// one conversion kernel that reads and writes the 16-bit operands and output (2·2·(mk + kn + mn) bytes). Not for
+// the flash-attention core: the fused kernel (Ascend's npu_fusion_attention, which MindSpeed runs) takes Q, K and V
+// in their sequence-major layout and never writes the s x s scores a conversion would pass through.
 inline double gemm_call_s(const Ctx& c, const Gemm& g) {
   double t = gemm_kernel_time_s(c, g) + g.launches * c.p->kernel_launch_us * 1e-6;
-  if (c.sys->gemm_layout_conversion) t += vector_time_s(c, 4 * g.batch * (g.m * g.k + g.k * g.n + g.m * g.n), 1);
+  if (c.sys->gemm_layout_conversion && !is_flash_core(c, g))
+    t += vector_time_s(c, 4 * g.batch * (g.m * g.k + g.k * g.n + g.m * g.n), 1);
   return t;
 }
 // A GEMM's time in the schedule. Forward: one call, plus (FP8) the input and weight casts. Backward: two calls

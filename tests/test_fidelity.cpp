@@ -163,6 +163,27 @@ TEST(Fidelity, FlashAttentionEfficiencyFollowsTheSequencePerCall) {
   EXPECT_NEAR(us_per_flop(16384, 8, 0) / us_per_flop(2048, 1, 0), 1.0, 1e-12);  // no half-length: no shape effect
 }
 
+// On a device whose matrix units need their own tiled layout (Ascend), every GEMM call passes its operands and
+// output through a layout conversion, but the fused flash-attention kernel does not: it never writes the s x s
+// scores. Stored-score attention keeps its conversions.
+TEST(Fidelity, FlashAttentionPassesNoScoresThroughALayoutConversion) {
+  const Model m = preset("Llama-3-8B");
+  System tiled = h100();
+  tiled.gemm_layout_conversion = true;
+  auto call_us = [&](const System& sys, bool flash, const char* name) {
+    TrainingSettings t = run_settings(16384, 64);
+    t.flash_attention = flash;
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), sys, t, PlatformParams{}))
+      if (g.name == name) return g.predicted_us;
+    ADD_FAILURE() << "no " << name << " GEMM";
+    return 0.0;
+  };
+  EXPECT_DOUBLE_EQ(call_us(tiled, true, "scores"), call_us(h100(), true, "scores"));
+  EXPECT_DOUBLE_EQ(call_us(tiled, true, "pv"), call_us(h100(), true, "pv"));
+  EXPECT_GT(call_us(tiled, false, "scores"), call_us(h100(), false, "scores"));
+  EXPECT_GT(call_us(tiled, true, "fc1"), call_us(h100(), true, "fc1"));
+}
+
 TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
   const Model m = preset("Llama-3-70B");
   TrainingSettings t;
