@@ -397,6 +397,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.gemm_layout_conversion = o.boolean_or("gemm_layout_conversion", false);
   s.nvlink_sharp = o.boolean_or("nvlink_sharp", false);
   s.fused_attention = o.boolean_or("fused_attention", true);
+  s.grouped_gemm_kernel = o.boolean_or("grouped_gemm_kernel", false);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -431,6 +432,7 @@ Json to_json(const System& s) {
   j["gemm_layout_conversion"] = s.gemm_layout_conversion;
   j["nvlink_sharp"] = s.nvlink_sharp;
   j["fused_attention"] = s.fused_attention;
+  j["grouped_gemm_kernel"] = s.grouped_gemm_kernel;
   return j;
 }
 

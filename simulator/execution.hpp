@@ -94,7 +94,8 @@ struct Gemm {
   OpRole role;
   double batch, m, n, k;
   // Kernel launches per call: 1 for one (batched) kernel; the local expert count for Transformer Engine's
-  // GroupedLinear, which runs one cuBLAS GEMM per expert (multi-stream), not one grouped kernel.
+  // GroupedLinear, which runs one cuBLAS GEMM per expert (multi-stream), not one grouped kernel (1 where the
+  // platform has one: System::grouped_gemm_kernel).
   double launches = 1;
   RecomputeModule module = RecomputeModule::none;  // the --recompute-modules submodule it belongs to
   bool expert = false;                             // a routed expert's weight: reduced over the expert-DP group
@@ -456,6 +457,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
     const double local_experts = experts / c.ep, et = c.etp;
+    const double expert_launches = c.sys->grouped_gemm_kernel ? 1.0 : local_experts;
     // The rank's tokens (S / sp) are dispatched over EP; with SP the expert-TP ranks then gather each other's
     // (Megatron-core's all-to-all dispatcher), so an expert sees the tokens of its etp ranks. Tokens per local
     // expert: the busiest expert gets moe_load_imbalance x the mean.
@@ -482,10 +484,10 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     o.stored = routed * (h * lin + 4) + S * experts * 4 / sp;
     o.frees = R::moe;
     emit(o);
-    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, local_experts, R::moe, true});
+    gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, expert_launches, R::moe, true});
     // (`inside` divides what it keeps by t; the experts' share is 1/etp.)
     inside("expert_activation", gate_in * routed * fm / et * 2, 1, R::moe_act, routed * 2 * fm * gate * t / et, R::moe);
-    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / et, local_experts, R::moe, true},
+    gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / et, expert_launches, R::moe, true},
          routed * (lin + unfused_gate) * fm / et, R::moe_act);
     if (m.num_shared_experts > 0) {
       const double fs = fm * static_cast<double>(m.num_shared_experts);

@@ -44,6 +44,10 @@ struct System {
   // Engine) need compute capability 8.0 (Ampere) or newer; MindSpeed runs Ascend's npu_fusion_attention. A V100
   // (sm70) has none: its attention materialises the s x s scores, so flash_attention cannot be set on it.
   bool fused_attention = true;
+  // The platform runs an MoE layer's local experts as one grouped-matmul kernel: CANN's GroupedMatmul, which
+  // MindSpeed calls (npu_gmm) for --moe-grouped-gemm. false: one GEMM launch per local expert, as Transformer
+  // Engine's GroupedLinear runs them on NVIDIA GPUs (see Gemm::launches).
+  bool grouped_gemm_kernel = false;
 
   double peak_flops(Precision p) const {
     switch (p) {

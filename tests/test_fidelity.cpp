@@ -284,6 +284,28 @@ TEST(Fidelity, ExpertDispatchIsShardedBySequenceParallelism) {
   EXPECT_DOUBLE_EQ(b2, b1 / 2);
 }
 
+// Transformer Engine's GroupedLinear launches one GEMM per local expert; a platform with a grouped-matmul kernel
+// (Ascend's GroupedMatmul) launches one per call: Qwen3-30B-A3B at EP 8 has 16 local experts, 15 launches fewer.
+TEST(Fidelity, AGroupedMatmulKernelLaunchesOncePerCall) {
+  const Model& m = preset("Qwen3-30B-A3B");
+  TrainingSettings t = run_settings(4096, 64);
+  Strategy s = strat(8, 1, 1);
+  s.expert_parallel = 8;
+  PlatformParams p;
+  p.kernel_launch_us = 40;
+  System grouped = h100();
+  grouped.grouped_gemm_kernel = true;
+  auto call_us = [&](const System& sys, const char* name) {
+    for (const auto& g : gemm_diagnostics(m, s, sys, t, p))
+      if (g.name == name) return g.predicted_us;
+    ADD_FAILURE() << "no " << name << " GEMM";
+    return 0.0;
+  };
+  for (const char* name : {"expert_fc1", "expert_fc2"})
+    EXPECT_NEAR(call_us(h100(), name) - call_us(grouped, name), 15 * p.kernel_launch_us, 1e-6) << name;
+  EXPECT_DOUBLE_EQ(call_us(h100(), "qkv"), call_us(grouped, "qkv"));
+}
+
 TEST(Fidelity, MoeParallelFoldingShardsExpertsOverEpTimesEtp) {
   // Qwen3-235B-A22B on 256 H100s, tp2 pp8 dp16: EP 32 spans the TP ranks only when expert TP is set apart.
   const Model& m = preset("Qwen3-235B-A22B");
