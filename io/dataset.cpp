@@ -118,9 +118,19 @@ Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const Csv
   if (auto it = index.find(name); it != index.end()) return c.runs[it->second];
   ParseResult pr = parse_config_name(name);
   if (!pr.strategy) row.fail("optimization_config", pr.error);
+  // An MoE name may count its data-parallel replicas outside the expert group, dp·tp·pp·cp·ep = devices (the
+  // LM-SimBench Phi-3.5-MoE settings list dp 1 with tp and pp down to 1 on 16 devices): Megatron's
+  // data-parallel group is then dp·ep ranks, the expert group carved out of it.
+  Strategy& st = *pr.strategy;
+  if (st.devices() != c.devices && st.expert_parallel > 1 && st.devices() * st.expert_parallel == c.devices)
+    st.data_parallel *= st.expert_parallel;
   if (pr.strategy->devices() != c.devices)
-    row.fail("optimization_config", "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) +
-                                        " devices, the collection has " + std::to_string(c.devices));
+    row.fail(
+        "optimization_config",
+        "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) +
+            (st.expert_parallel > 1 ? " (dp*tp*pp*cp*ep = " + std::to_string(st.devices() * st.expert_parallel) + ")"
+                                    : std::string()) +
+            " devices, the collection has " + std::to_string(c.devices));
   const std::string key = canonical_config(*pr.strategy, c.settings);
   if (auto it = index.find(key); it != index.end()) {
     if (c.runs[it->second].config != name)  // another spelling of a configuration already read

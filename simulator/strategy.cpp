@@ -118,7 +118,8 @@ ParseResult parse_config_name(const std::string& name) {
   }
   std::size_t i = 4;
   if (auto v = degree(toks[i], "ep")) {
-    if (*v == 1) return fail("ep1 is written by omitting the ep field");
+    // ep1 is accepted as the dataset writes it for an MoE model run without expert parallelism (LM-SimBench lists
+    // Qwen3-30B-A3B's EP degree as 1); config_name() omits it.
     s.expert_parallel = static_cast<int>(*v);
     ++i;
   }

@@ -192,6 +192,41 @@ TEST(Dataset, UnrecordedSettingsAreReadFromTheRunsThemselves) {
   fs::remove_all(root);
 }
 
+// LM-SimBench's MoE names: Qwen3-30B-A3B's EP degree is written ep1; Phi-3.5-MoE on 16 devices lists dp 1 with tp
+// and pp down to 1, so its names count dp·tp·pp·cp·ep = 16, the expert group inside Megatron's data-parallel one.
+TEST(Dataset, MoeNamesAreReadAsTheDatasetWritesThem) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_moe_names_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  for (const char* d : {"qwen3_30b_a3b_4k", "phi35_moe_4k"}) fs::create_directories(root / d);
+  spit(root / "qwen3_30b_a3b_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp1-tp4-pp2-cp2-ep1-RC,20000\n");
+  spit(root / "phi35_moe_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp1-tp2-pp1-cp1-ep8-RC,9000\ndp1-tp8-pp2-cp1-ep1-noRC,8000\n");
+  const io::Dataset d = io::read_dataset(root.string());
+  ASSERT_EQ(d.collections.size(), 2u);
+  for (const io::Collection& c : d.collections) {
+    EXPECT_EQ(c.devices, 16) << c.model_setting;
+    for (const io::Run& r : c.runs) {
+      EXPECT_EQ(r.strategy.devices(), 16) << r.config;
+      if (r.config == "dp1-tp2-pp1-cp1-ep8-RC") {
+        EXPECT_EQ(r.strategy.data_parallel, 8);
+        EXPECT_EQ(r.strategy.expert_parallel, 8);
+      }
+    }
+  }
+  // A name that multiplies to the device count neither way is refused, both products named.
+  spit(root / "phi35_moe_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp1-tp2-pp1-cp1-ep4-RC,9000\n");
+  try {
+    io::read_dataset(root.string());
+    ADD_FAILURE() << "accepted a name on 8 devices in a 16-device collection";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "optimization_config");
+    EXPECT_NE(std::string(e.what()).find("dp*tp*pp*cp*ep = 8"), std::string::npos) << e.what();
+  }
+  fs::remove_all(root);
+}
+
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");

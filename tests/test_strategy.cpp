@@ -21,6 +21,14 @@ TEST(ConfigName, ParsesDatasetNames) {
   EXPECT_EQ(config_name(*m.strategy), "dp1-tp2-pp2-cp1-ep4-noRC");
 }
 
+TEST(ConfigName, TheDatasetsEp1SpellingIsReadAndWrittenCanonically) {
+  auto r = parse_config_name("dp1-tp4-pp2-cp2-ep1-RC");
+  ASSERT_TRUE(r.strategy) << r.error;
+  EXPECT_EQ(r.strategy->expert_parallel, 1);
+  EXPECT_EQ(config_name(*r.strategy), "dp1-tp4-pp2-cp2-RC");
+  EXPECT_EQ(*r.strategy, *parse_config_name("dp1-tp4-pp2-cp2-RC").strategy);
+}
+
 TEST(ConfigName, ExtendedFormRoundTrips) {
   for (const char* n : {"dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC", "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do",
                         "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp",
@@ -52,7 +60,6 @@ TEST(ConfigName, RejectsEveryMalformedForm) {
                         "dp-1-tp4-pp1-cp1-RC",
                         "dp02-tp4-pp1-cp1-RC",
                         "dpx-tp4-pp1-cp1-RC",
-                        "dp2-tp4-pp1-cp1-ep1-RC",
                         "dp2-tp4-pp1-cp1-RC-mbs0",
                         "dp2-tp4-pp1-cp1-RC-vpp1",
                         "dp2-tp4-pp1-cp1-RC-sp-sp",
