@@ -169,6 +169,8 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
   m.qkv_bias = o.boolean_or("qkv_bias", false);
   m.qk_norm = o.boolean_or("qk_norm", false);
   m.post_norms = o.boolean_or("post_norms", false);
+  m.sliding_window = o.integer_or("sliding_window", 0, std::int64_t{1} << 40, 0);
+  m.window_attn_skip_freq = o.integer_or("window_attn_skip_freq", 0, 4096, 0);
   m.mtp_layers = o.integer_or("mtp_layers", 0, 16, 0);
   if (o.has("moe")) {
     Obj e = o.sub("moe");
@@ -273,6 +275,12 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   m.qkv_bias = family == "qwen2" || flag_or("attention_bias", false);
   m.qk_norm = family == "qwen3" || family == "qwen3_moe";
   m.post_norms = family == "gemma2";
+  // transformers applies sliding_window unless use_sliding_window says otherwise (Qwen2 carries a window it does
+  // not use); Gemma-2 alternates windowed and global layers.
+  if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag_or("use_sliding_window", true)) {
+    m.sliding_window = integer("sliding_window", 1, std::int64_t{1} << 40);
+    m.window_attn_skip_freq = family == "gemma2" ? 2 : 0;
+  }
   if (family == "mixtral") {
     m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
     m.num_experts = integer("num_local_experts", 1, 65536);
@@ -324,6 +332,10 @@ Json to_json(const Model& m) {
   j["qkv_bias"] = m.qkv_bias;
   j["qk_norm"] = m.qk_norm;
   j["post_norms"] = m.post_norms;
+  if (m.sliding_window > 0) {
+    j["sliding_window"] = m.sliding_window;
+    j["window_attn_skip_freq"] = m.window_attn_skip_freq;
+  }
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.is_moe())
     j["moe"] = {{"num_experts", m.num_experts},

@@ -360,7 +360,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   norm("input_layernorm", R::layernorm);
 
   // Attention. Its first linear keeps its input (the norm's output: what layernorm recompute frees).
-  const double causal = c.t.flash_attention ? 0.5 : 1.0;  // flash skips the masked blocks
+  // Flash skips the masked blocks: half the pairs of a causal square, fewer under a sliding window (averaged over
+  // the model's windowed and full layers). Stored scores are computed whole and masked.
+  const double causal = c.t.flash_attention ? 0.5 * m.attention_window_fraction(c.s) : 1.0;
   const double heads = c.b * c.a / t;
   const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;

@@ -21,6 +21,17 @@ std::int64_t Model::num_moe_layers() const {
   return n;
 }
 
+double Model::attention_window_fraction(std::int64_t seq) const {
+  if (sliding_window <= 0 || seq <= sliding_window) return 1.0;
+  const double w = static_cast<double>(sliding_window) / static_cast<double>(seq);
+  const double windowed = 2 * w - w * w;
+  std::int64_t full = 0;
+  if (window_attn_skip_freq > 0)
+    for (std::int64_t l = 0; l < num_layers; ++l) full += (l + 1) % window_attn_skip_freq == 0 ? 1 : 0;
+  const double n = static_cast<double>(num_layers), f = static_cast<double>(full);
+  return (f + (n - f) * windowed) / n;
+}
+
 std::string validate(const Model& m) {
   auto positive = [](std::int64_t v) { return v > 0; };
   if (!positive(m.hidden_size)) return "hidden_size must be positive";
@@ -33,6 +44,8 @@ std::string validate(const Model& m) {
   if (!positive(m.ffn_hidden_size) && m.first_dense_layers > 0) return "ffn_hidden_size must be positive";
   if (!m.is_moe() && !positive(m.ffn_hidden_size)) return "ffn_hidden_size must be positive";
   if (!positive(m.vocab_size)) return "vocab_size must be positive";
+  if (m.sliding_window < 0 || m.window_attn_skip_freq < 0)
+    return "sliding_window and window_attn_skip_freq must not be negative";
   if (m.num_experts < 0) return "num_experts must not be negative";
   if (m.is_moe()) {
     if (!positive(m.experts_per_token) || m.experts_per_token > m.num_experts)

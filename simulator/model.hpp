@@ -30,6 +30,12 @@ struct Model {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool post_norms = false;  // Gemma-2 style extra norms after attention and MLP
+  // Sliding-window attention: a query attends to the sliding_window tokens up to itself (0: full causal
+  // attention). window_attn_skip_freq, as Megatron-core spells it: every n-th layer attends in full, the others
+  // through the window (Gemma-2: 2, local and global layers alternate); 0: every layer is windowed (Mistral-7B
+  // v0.1). MindSpeed-LLM passes them as --sliding-window / --interleave-sliding-window.
+  std::int64_t sliding_window = 0;
+  std::int64_t window_attn_skip_freq = 0;
 
   // Mixture of experts: 0 experts = dense.
   std::int64_t num_experts = 0;
@@ -56,6 +62,9 @@ struct Model {
     return is_moe() && layer >= first_dense_layers && (layer - first_dense_layers) % moe_layer_frequency == 0;
   }
   std::int64_t num_moe_layers() const;
+  // The share of full causal attention's work (query-key pairs) the model's layers do on average at sequence
+  // length seq: a windowed layer pairs a query with at most sliding_window keys, w·s − w²/2 pairs against s²/2.
+  double attention_window_fraction(std::int64_t seq) const;
 };
 
 struct ParamCount {

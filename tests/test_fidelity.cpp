@@ -184,6 +184,38 @@ TEST(Fidelity, FlashAttentionPassesNoScoresThroughALayoutConversion) {
   EXPECT_GT(call_us(tiled, true, "fc1"), call_us(h100(), true, "fc1"));
 }
 
+// Sliding-window attention: a windowed layer pairs each query with at most w keys, w·s − w²/2 pairs against a
+// causal s²/2. Mistral-7B v0.1 windows every layer (4096 of 32K: 2/8 − 1/64 of the causal work); Gemma-2
+// alternates windowed and full layers (4096 of 8K: 3/4 on 21 of 42 layers). Flash attention does only those
+// pairs; stored scores are computed whole and masked.
+TEST(Fidelity, SlidingWindowAttentionPairsEachQueryWithTheWindowOnly) {
+  const Model& mistral = preset("Mistral-7B");
+  const Model& gemma = preset("Gemma-2-9B");
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_EQ(gemma.window_attn_skip_freq, 2);
+  EXPECT_DOUBLE_EQ(mistral.attention_window_fraction(32768), 2.0 / 8 - 1.0 / 64);
+  EXPECT_DOUBLE_EQ(mistral.attention_window_fraction(4096), 1.0);
+  EXPECT_DOUBLE_EQ(gemma.attention_window_fraction(8192), (21 + 21 * 0.75) / 42);
+  EXPECT_DOUBLE_EQ(preset("Llama-3-8B").attention_window_fraction(1 << 20), 1.0);
+  Model full = mistral;
+  full.sliding_window = 0;
+  auto scores = [&](const Model& m, bool flash) {
+    TrainingSettings t = run_settings(32768, 64);
+    t.flash_attention = flash;
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), h100(), t, PlatformParams{}))
+      if (g.name == std::string("scores")) return g;
+    ADD_FAILURE() << "no scores GEMM";
+    return GemmRecord{};
+  };
+  EXPECT_DOUBLE_EQ(scores(mistral, true).n, scores(full, true).n * (2.0 / 8 - 1.0 / 64));
+  EXPECT_DOUBLE_EQ(scores(mistral, false).n, scores(full, false).n);
+  TrainingSettings t = run_settings(32768, 64);
+  const Prediction a = simulate(mistral, strat(8, 1, 1), h100(), t, PlatformParams{});
+  const Prediction b = simulate(full, strat(8, 1, 1), h100(), t, PlatformParams{});
+  EXPECT_LT(a.iteration_time_s, b.iteration_time_s);
+  EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
+}
+
 TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
   const Model m = preset("Llama-3-70B");
   TrainingSettings t;

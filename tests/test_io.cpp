@@ -640,6 +640,24 @@ TEST(HuggingFace, AConfigWithoutItsNameIsNamedByItsFolderOrItsFile) {
   EXPECT_EQ(io::model_from_hf_config(named, "/tmp/my_llama.json").name, "meta-llama/Meta-Llama-3-8B");
 }
 
+TEST(HuggingFace, ASlidingWindowIsReadUnlessTheConfigTurnsItOff) {
+  const std::string base = R"("hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000)";
+  auto read = [&](const std::string& extra) {
+    return io::model_from_hf_config(io::Json::parse("{" + base + ", " + extra + "}"), "config.json");
+  };
+  const Model v01 = read(R"("architectures": ["MistralForCausalLM"], "sliding_window": 4096)");
+  EXPECT_EQ(v01.sliding_window, 4096);
+  EXPECT_EQ(v01.window_attn_skip_freq, 0);
+  EXPECT_EQ(read(R"("architectures": ["MistralForCausalLM"], "sliding_window": null)").sliding_window, 0);
+  EXPECT_EQ(read(R"("architectures": ["Qwen2ForCausalLM"], "sliding_window": 131072, "use_sliding_window": false)")
+                .sliding_window,
+            0);
+  const Model gemma = io::resolve_model(std::string(LMSIM_TEST_FIXTURES) + "/hf/gemma2_9b/config.json");
+  EXPECT_EQ(gemma.sliding_window, 4096);
+  EXPECT_EQ(gemma.window_attn_skip_freq, 2);
+}
+
 TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
   const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
   try {

@@ -21,6 +21,7 @@ ACTIVE = {"Qwen3-30B-A3B": 3.3e9, "Phi-3.5-MoE-instruct": 6.6e9}
 RENAME = {"Mistral-7B (v0.1 / v0.3)": "Mistral-7B"}
 
 models = []
+windows = {}
 with open(sys.argv[1]) as f:
     for r in csv.DictReader(f):
         name = RENAME.get(r["model"], r["model"])
@@ -41,6 +42,16 @@ with open(sys.argv[1]) as f:
             "qk_norm": "qk-norm" in r["special_features"].lower(),
             "post_norms": "pre+post" in r["norm"].lower(),
         }
+        # Sliding-window attention as the card states it ("sliding_window 4096", "sliding 4096 on alternating
+        # layers"; Mistral's row names v0.1's window, the version whose vocabulary num() reads).
+        # A row "same as 9B" takes the window of the row before it of the same architecture.
+        win = re.search(r"sliding(?:_window)? (\d+)", r["special_features"])
+        if win:
+            m["sliding_window"] = int(win.group(1))
+            m["window_attn_skip_freq"] = 2 if "alternating" in r["special_features"] else 0
+            windows[r["hf_architecture"]] = (m["sliding_window"], m["window_attn_skip_freq"])
+        elif r["special_features"].startswith("same as") and r["hf_architecture"] in windows:
+            m["sliding_window"], m["window_attn_skip_freq"] = windows[r["hf_architecture"]]
         if num(r["num_experts"]):
             m["moe"] = {"num_experts": num(r["num_experts"]), "experts_per_token": num(r["num_experts_per_tok"]),
                         "moe_ffn_hidden_size": num(r["moe_intermediate_size"])}
