@@ -410,6 +410,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.nvlink_sharp = o.boolean_or("nvlink_sharp", false);
   s.fused_attention = o.boolean_or("fused_attention", true);
   s.grouped_gemm_kernel = o.boolean_or("grouped_gemm_kernel", false);
+  s.flash_softmax_stats_bytes = o.number_or("flash_softmax_stats_bytes", 0, 1024, 4);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -445,6 +446,7 @@ Json to_json(const System& s) {
   j["nvlink_sharp"] = s.nvlink_sharp;
   j["fused_attention"] = s.fused_attention;
   j["grouped_gemm_kernel"] = s.grouped_gemm_kernel;
+  j["flash_softmax_stats_bytes"] = s.flash_softmax_stats_bytes;
   return j;
 }
 

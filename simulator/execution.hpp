@@ -417,9 +417,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     o.frees = R::core_attn;
     emit(o);
   }
-  // Flash attention keeps its softmax log-sum-exp.
+  // Flash attention keeps its softmax statistics (a log-sum-exp, or the device kernel's own).
   gemm(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal, 1, R::core_attn},
-       c.t.flash_attention ? 4 * c.b * c.a * c.s_local / t : 0);
+       c.t.flash_attention ? c.sys->flash_softmax_stats_bytes * c.b * c.a * c.s_local / t : 0);
   if (c.cp > 1 && c.t.flash_attention) {
     // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps, one flash
     // kernel per KV block, and merges them by their log-sum-exp: forward, the first step's partial output is

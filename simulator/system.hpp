@@ -48,6 +48,10 @@ struct System {
   // MindSpeed calls (npu_gmm) for --moe-grouped-gemm. false: one GEMM launch per local expert, as Transformer
   // Engine's GroupedLinear runs them on NVIDIA GPUs (see Gemm::launches).
   bool grouped_gemm_kernel = false;
+  // Bytes the fused attention kernel keeps per head and token for its backward: one fp32 log-sum-exp on NVIDIA
+  // (FlashAttention-2, cuDNN); Ascend's npu_fusion_attention keeps its softmax max and sum, each [b, n, s, 8]
+  // fp32 (MindSpeed's ring-attention update reads them in that shape): 64.
+  double flash_softmax_stats_bytes = 4;
 
   double peak_flops(Precision p) const {
     switch (p) {

@@ -216,6 +216,22 @@ TEST(Fidelity, SlidingWindowAttentionPairsEachQueryWithTheWindowOnly) {
   EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
 }
 
+// Flash attention keeps per head and token what its backward needs: an fp32 log-sum-exp on NVIDIA, npu_fusion_
+// attention's softmax max and sum ([b, n, s, 8] fp32 each) on Ascend, 60 bytes more per head and token.
+TEST(Fidelity, FlashAttentionKeepsTheDevicesSoftmaxStatistics) {
+  const Model m = preset("Llama-3-8B");
+  System ascend_like = h100();
+  ascend_like.flash_softmax_stats_bytes = 64;
+  const TrainingSettings t = run_settings(32768, 8);
+  const Strategy s = strat(8, 1, 1);
+  const Prediction a = simulate(m, s, h100(), t, PlatformParams{}),
+                   b = simulate(m, s, ascend_like, t, PlatformParams{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  // 60 bytes per head and token of every layer's stored activations (32 layers, 32 heads, 32768 tokens).
+  EXPECT_DOUBLE_EQ(b.stages[0].activation_bytes - a.stages[0].activation_bytes, 60.0 * 32 * 32768 * 32);
+  EXPECT_GT(b.max_peak_memory_bytes, a.max_peak_memory_bytes);
+}
+
 TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
   const Model m = preset("Llama-3-70B");
   TrainingSettings t;
