@@ -419,12 +419,33 @@ Dataset read_dataset(const std::string& root) {
   d.root = root;
   std::vector<ManifestRow> rows;
   const fs::path manifest = fs::path(root) / "data_manifest.csv";
-  if (fs::exists(manifest)) {
-    const CsvTable t = read_csv(manifest.string(), {"directory"});
+  std::optional<CsvTable> listed;
+  if (fs::exists(manifest)) listed = read_csv(manifest.string(), {});
+  // A manifest names each collection's folder (`directory`), or only its model setting, whose folder is then
+  // <model_setting>/ or the paper's supplement folder for its platform; one that names neither is not a list of
+  // collections, and the folders are found as without it.
+  if (listed && !listed->has("directory") && !listed->has("model_setting")) listed.reset();
+  if (listed) {
+    const CsvTable& t = *listed;
+    auto folder_of = [&](std::size_t i) {
+      if (t.has("directory")) return t.text(i, "directory");
+      const std::string ms = t.text(i, "model_setting");
+      const std::string platform = t.has("platform") ? t.at(i, t.col("platform")) : std::string();
+      std::error_code e;
+      // The main collections are <model_setting>/ (the NPU's); the GPU's are supplement folders.
+      const std::string sweep = ms + "_tp_pp_sweep_cp1_" + platform, processed = "processed_" + platform + "/" + sweep;
+      const std::vector<std::string> cands = platform == "gpu" ? std::vector<std::string>{processed, sweep, ms}
+                                                               : std::vector<std::string>{ms, processed, sweep};
+      for (const std::string& cand : cands)
+        if (fs::is_directory(fs::path(root) / cand, e)) return cand;
+      t.fail(i, "model_setting",
+             "no folder '" + ms + "' (nor the " + (platform.empty() ? "platform" : platform) +
+                 " supplement folder) in the dataset root, and no directory column");
+    };
     std::map<std::string, std::string> seen;  // resolved folder -> as the manifest writes it
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
       ManifestRow mr;
-      mr.directory = t.text(i, "directory");
+      mr.directory = folder_of(i);
       if (mr.directory.find("..") != std::string::npos || (!mr.directory.empty() && mr.directory[0] == '/'))
         t.fail(i, "directory", "must be a relative path inside the dataset root");
       if (!fs::is_directory(fs::path(root) / mr.directory, ec))

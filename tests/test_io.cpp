@@ -227,6 +227,36 @@ TEST(Dataset, MoeNamesAreReadAsTheDatasetWritesThem) {
   fs::remove_all(root);
 }
 
+// A manifest that names model settings, not folders, finds each collection's folder (the setting's own, or the
+// paper's supplement folder of its platform); one that names neither is not a list of collections.
+TEST(Dataset, AManifestWithoutADirectoryColumnFindsTheFolders) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_manifest_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "qwen3_0.6b_4k");
+  fs::create_directories(root / "processed_gpu" / "qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu");
+  spit(root / "qwen3_0.6b_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp8-tp1-pp1-cp1-RC,4690\n");
+  spit(root / "processed_gpu" / "qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp8-tp1-pp1-cp1-RC,5100\n");
+  spit(root / "data_manifest.csv", "model_setting,platform,num_configs\nqwen3_0.6b_4k,npu,1\nqwen3_0.6b_4k,gpu,1\n");
+  io::Dataset d = io::read_dataset(root.string());
+  ASSERT_EQ(d.collections.size(), 2u);
+  ASSERT_NE(d.find("qwen3_0.6b_4k", "gpu"), nullptr);
+  EXPECT_EQ(d.find("qwen3_0.6b_4k", "gpu")->directory, "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu");
+  EXPECT_EQ(d.find("qwen3_0.6b_4k", "npu")->directory, "qwen3_0.6b_4k");
+  spit(root / "data_manifest.csv", "name,notes\nanything,at all\n");  // not a collection list: the folders are read
+  EXPECT_EQ(io::read_dataset(root.string()).collections.size(), 2u);
+  spit(root / "data_manifest.csv", "model_setting,platform\nqwen3_1.7b_4k,npu\n");
+  try {
+    io::read_dataset(root.string());
+    ADD_FAILURE() << "a model setting without a folder was accepted";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "model_setting");
+    EXPECT_EQ(e.line(), 2);
+  }
+  fs::remove_all(root);
+}
+
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");
