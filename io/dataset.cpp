@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -69,6 +70,40 @@ bool is_collection_dir(const fs::path& p) {
 // instead puts those runs 18-30 % off in memory and 18-26 % in time); it keeps 16-bit gradient buffers, reuses the
 // fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. What a collection's own runs show
 // otherwise (stored scores ruled out, SP's collectives measured) infer_settings() reads.
+}  // namespace
+
+std::string comm_primitive(const std::string& type) {
+  std::string k;
+  for (char ch : type)
+    if (std::isalnum(static_cast<unsigned char>(ch)))
+      k += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const char* prefix : {"hcom", "hccl", "nccl"})
+    if (k.rfind(prefix, 0) == 0) k = k.substr(std::string(prefix).size());
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"allreduce", "all_reduce"},    {"allgather", "all_gather"},         {"reducescatter", "reduce_scatter"},
+      {"alltoall", "all_to_all"},     {"broadcast", "broadcast"},          {"pointtopoint", "point_to_point"},
+      {"sendrecv", "point_to_point"}, {"send", "point_to_point"},          {"receive", "point_to_point"},
+      {"recv", "point_to_point"},     {"batchsendrecv", "point_to_point"}, {"p2p", "point_to_point"}};
+  for (const auto& [stem, name] : kNames)
+    if (k.rfind(stem, 0) == 0) return name;
+  return type;
+}
+
+std::string comm_group(const std::string& group) {
+  std::string k;
+  for (char ch : group) k += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  static const std::pair<const char*, const char*> kGroups[] = {{"tensor", "tp"},       {"pipeline", "pp"},
+                                                                {"data", "dp"},         {"context", "cp"},
+                                                                {"expert_data", "edp"}, {"expert", "ep"}};
+  for (const auto& [stem, name] : kGroups)
+    if (k.rfind(stem, 0) == 0) return name;
+  for (const char* g : {"tp", "pp", "dp", "cp", "edp", "ep"})
+    if (k == g || k.rfind(std::string(g) + "_", 0) == 0 || k.rfind(std::string(g) + "-", 0) == 0) return g;
+  return group;
+}
+
+namespace {
+
 TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq) {
   TrainingSettings t;
   t.seq_length = seq;
@@ -231,10 +266,11 @@ void read_views(Collection& c, const fs::path& dir) {
     std::set<std::string> seen;
     while (t.next()) {
       const CsvRow row = t.row();
-      unique_row(seen, row.raw("comm_scope") + '\x1f' + row.text("comm_type") + '\x1f' + row.raw("comm_group"), row,
-                 "comm_type", row.raw("comm_scope") + " " + row.text("comm_type") + " " + row.raw("comm_group"));
-      c.comm_summary.push_back({row.raw("comm_scope"), row.text("comm_type"), row.raw("comm_group"),
-                                row.number("op_count", 0, 1e15), row.number("elapsed_time_sum_ms", 0, 1e15) / 1e3,
+      const std::string type = comm_primitive(row.text("comm_type")), group = comm_group(row.raw("comm_group"));
+      unique_row(seen, row.raw("comm_scope") + '\x1f' + type + '\x1f' + group, row, "comm_type",
+                 row.raw("comm_scope") + " " + type + " " + group);
+      c.comm_summary.push_back({row.raw("comm_scope"), type, group, row.number("op_count", 0, 1e15),
+                                row.number("elapsed_time_sum_ms", 0, 1e15) / 1e3,
                                 row.number("wait_time_sum_ms", 0, 1e15) / 1e3, row.number("link_bandwidth", 0, 1e9)});
     }
   }
@@ -274,9 +310,9 @@ void read_views(Collection& c, const fs::path& dir) {
                                   "link_type", "link_transit_size_mb", "link_bandwidth_gbps"});
         while (t.next()) {
           const CsvRow row = t.row();
-          rf.comm.push_back({row.raw("comm_scope"), row.text("comm_type"), row.raw("comm_group"), row.raw("op_name"),
-                             row.raw("link_type"), row.number("elapsed_time_ms", 0, 1e12) / 1e3,
-                             row.number("wait_time_ms", 0, 1e12) / 1e3,
+          rf.comm.push_back({row.raw("comm_scope"), comm_primitive(row.text("comm_type")),
+                             comm_group(row.raw("comm_group")), row.raw("op_name"), row.raw("link_type"),
+                             row.number("elapsed_time_ms", 0, 1e12) / 1e3, row.number("wait_time_ms", 0, 1e12) / 1e3,
                              row.number("link_transit_size_mb", 0, 1e12) * 1048576.0,
                              row.number("link_bandwidth_gbps", 0, 1e9)});
         }

@@ -28,6 +28,12 @@ struct OperatorCategoryRow {
   std::string op_category, op_type, core_type;
   double count, total_time_us, avg_time_us, ratio_percent;
 };
+// A communication primitive and a parallel group as the dataset's profiles may spell them ("allReduce",
+// "hcom_allGather", "AllToAll", "send"; "TP", "tensor_parallel"), in the names lmsim uses (all_reduce, all_gather,
+// reduce_scatter, all_to_all, broadcast, point_to_point; tp, pp, dp, cp, ep, edp); anything else unchanged.
+std::string comm_primitive(const std::string& type);
+std::string comm_group(const std::string& group);
+
 struct CommSummaryRow {
   std::string comm_scope, comm_type, comm_group;
   double op_count, elapsed_time_sum_s, wait_time_sum_s, link_bandwidth_gb_per_s;

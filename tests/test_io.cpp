@@ -257,6 +257,30 @@ TEST(Dataset, AManifestWithoutADirectoryColumnFindsTheFolders) {
   fs::remove_all(root);
 }
 
+TEST(Dataset, CommunicationPrimitivesAndGroupsAreReadInAnySpelling) {
+  for (const char* t : {"all_reduce", "allReduce", "AllReduce", "hcom_allReduce", "all-reduce"})
+    EXPECT_EQ(io::comm_primitive(t), "all_reduce") << t;
+  EXPECT_EQ(io::comm_primitive("hcom_allGather"), "all_gather");
+  EXPECT_EQ(io::comm_primitive("ReduceScatter"), "reduce_scatter");
+  EXPECT_EQ(io::comm_primitive("alltoallv"), "all_to_all");
+  for (const char* t : {"send", "recv", "send_recv", "batch_send_recv", "point_to_point"})
+    EXPECT_EQ(io::comm_primitive(t), "point_to_point") << t;
+  EXPECT_EQ(io::comm_primitive("reduce"), "reduce");
+  for (const char* g : {"tp", "TP", "tensor_parallel", "tp_group"}) EXPECT_EQ(io::comm_group(g), "tp") << g;
+  EXPECT_EQ(io::comm_group("expert_data_parallel"), "edp");
+  EXPECT_EQ(io::comm_group("EP"), "ep");
+  EXPECT_EQ(io::comm_group("dp_cp"), "dp");
+  EXPECT_EQ(io::comm_group("group_17"), "group_17");
+  // Sequence parallelism is read from the tp group's collectives whatever their spelling.
+  Scratch s;
+  fs::remove(s.file("training_settings.json"));
+  spit(s.file("comm_summary.csv"),
+       "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
+       "intra,hcom_allGather,TP,448,800,10,120\nintra,hcom_reduceScatter,TP,448,800,10,120\n"
+       "intra,hcom_allReduce,DP,4,30,1,120\n");
+  EXPECT_TRUE(io::read_dataset(s.root.string()).collections.at(0).settings.sequence_parallel);
+}
+
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");
