@@ -61,15 +61,6 @@ bool is_collection_dir(const fs::path& p) {
   return fs::exists(p / "step_time_summary.csv") || fs::exists(p / "peak_memory.csv");
 }
 
-// Defaults for a collection without training_settings.json: what the bundled collections of that platform show
-// (their training_settings.json notes), the same study's runs on the same software stack. The V100 Megatron-LM
-// FP16 stack runs without flash attention or SP, keeps 16-bit gradient buffers and is measured before Adam's first
-// applied step (the 6th iteration, while FP16 loss scaling still skips). The 910B3 MindSpeed-LLM stack runs BF16
-// with fused kernels but, whatever the paper's Table 27 lists, without SP in effect and with the s x s scores
-// stored (the bundled runs' communication mix and memory show both: taking the paper's flash attention and SP
-// instead puts those runs 18-30 % off in memory and 18-26 % in time); it keeps 16-bit gradient buffers, reuses the
-// fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. What a collection's own runs show
-// otherwise (stored scores ruled out, SP's collectives measured) infer_settings() reads.
 }  // namespace
 
 std::string comm_primitive(const std::string& type) {
@@ -104,6 +95,15 @@ std::string comm_group(const std::string& group) {
 
 namespace {
 
+// Defaults for a collection without training_settings.json: what the bundled collections of that platform show
+// (their training_settings.json notes), the same study's runs on the same software stack. The V100 Megatron-LM
+// FP16 stack runs without flash attention or SP, keeps 16-bit gradient buffers and is measured before Adam's first
+// applied step (the 6th iteration, while FP16 loss scaling still skips). The 910B3 MindSpeed-LLM stack runs BF16
+// with fused kernels but, whatever the paper's Table 27 lists, without SP in effect and with the s x s scores
+// stored (the bundled runs' communication mix and memory show both: taking the paper's flash attention and SP
+// instead puts those runs 18-30 % off in memory and 18-26 % in time); it keeps 16-bit gradient buffers, reuses the
+// fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. What a collection's own runs show
+// otherwise (stored scores ruled out, SP's collectives measured) infer_settings() reads.
 TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq) {
   TrainingSettings t;
   t.seq_length = seq;
@@ -159,10 +159,10 @@ Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const Csv
   Strategy& st = *pr.strategy;
   if (st.devices() != c.devices && st.expert_parallel > 1 && st.devices() * st.expert_parallel == c.devices)
     st.data_parallel *= st.expert_parallel;
-  if (pr.strategy->devices() != c.devices)
+  if (st.devices() != c.devices)
     row.fail(
         "optimization_config",
-        "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(pr.strategy->devices()) +
+        "'" + name + "' uses dp*tp*pp*cp = " + std::to_string(st.devices()) +
             (st.expert_parallel > 1 ? " (dp*tp*pp*cp*ep = " + std::to_string(st.devices() * st.expert_parallel) + ")"
                                     : std::string()) +
             " devices, the collection has " + std::to_string(c.devices));

@@ -25,9 +25,8 @@ double Model::attention_window_fraction(std::int64_t seq) const {
   if (sliding_window <= 0 || seq <= sliding_window) return 1.0;
   const double w = static_cast<double>(sliding_window) / static_cast<double>(seq);
   const double windowed = 2 * w - w * w;
-  std::int64_t full = 0;
-  if (window_attn_skip_freq > 0)
-    for (std::int64_t l = 0; l < num_layers; ++l) full += (l + 1) % window_attn_skip_freq == 0 ? 1 : 0;
+  // Layers f, 2f, ... (1-based) attend in full.
+  const std::int64_t full = window_attn_skip_freq > 0 ? num_layers / window_attn_skip_freq : 0;
   const double n = static_cast<double>(num_layers), f = static_cast<double>(full);
   return (f + (n - f) * windowed) / n;
 }
