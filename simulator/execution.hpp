@@ -67,6 +67,10 @@ struct Ctx {
 };
 
 Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t, const PlatformParams& p);
+// Ctx points at the model, system and θ: a temporary would dangle, so none binds.
+Ctx make_ctx(const Model&&, const Strategy&, const System&, const TrainingSettings&, const PlatformParams&) = delete;
+Ctx make_ctx(const Model&, const Strategy&, const System&&, const TrainingSettings&, const PlatformParams&) = delete;
+Ctx make_ctx(const Model&, const Strategy&, const System&, const TrainingSettings&, const PlatformParams&&) = delete;
 
 // ---------------------------------------------------------------- D: cost estimators
 // GEMM kernel: FLOPs at a size-dependent efficiency, eff = e_max · d / (d + d_half) with d the smallest of

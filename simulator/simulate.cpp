@@ -376,7 +376,10 @@ using namespace detail;
 
 // The model's parameter counts: the layers' op lists on one unsharded rank (every expert on it).
 ParamCount count_params(const Model& m) {
-  const Ctx c = make_ctx(m, Strategy{}, System{}, TrainingSettings{}, PlatformParams{});
+  // Ctx keeps pointers to the system and θ: they must outlive it (no temporaries).
+  const System sys{};
+  const PlatformParams p{};
+  const Ctx c = make_ctx(m, Strategy{}, sys, TrainingSettings{}, p);
   const StageParams dense = layer_footprint(c, false).params;
   const StageParams moe = m.is_moe() ? layer_footprint(c, true).params : StageParams{0, 0};
   const double h = static_cast<double>(m.hidden_size);
