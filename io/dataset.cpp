@@ -103,7 +103,8 @@ namespace {
 // stored (the bundled runs' communication mix and memory show both: taking the paper's flash attention and SP
 // instead puts those runs 18-30 % off in memory and 18-26 % in time); it keeps 16-bit gradient buffers, reuses the
 // fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. What a collection's own runs show
-// otherwise (stored scores ruled out, SP's collectives measured) infer_settings() reads.
+// otherwise (stored scores or unfused norms ruled out by a run that ran, SP's collectives measured)
+// infer_settings() reads.
 TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq) {
   TrainingSettings t;
   t.seq_length = seq;
@@ -370,31 +371,49 @@ void infer_settings(Collection& c) {
     say("sequence_parallel true: the tp group's measured collectives are all-gathers and reduce-scatters, not "
         "all-reduces (comm_summary.csv)");
   }
+  // Memory-saving settings a run's feasibility can prove: a run that ran could not have needed more memory than
+  // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs
+  // it outright; a V100 has no kernel for it), then fused norms (which keep only their input). Proof needs the
+  // run to exceed the device by more than the memory model's error: 10 %, about twice its leave-one-model-out
+  // error on the bundled runs (4.6 %).
+  constexpr double kBeyondModelError = 1.10;
   const SystemPreset& sp = *presets().find_system(c.system);
-  if (c.settings.flash_attention || !sp.system.fused_attention) return;  // a V100 has no flash kernel to infer
   const ModelPreset& mp = *presets().find_model(c.model);
   SimOptions so;
   so.validity = measured_validity(c);
-  for (const Run& r : c.runs) {
-    if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
-    std::string why;
-    if (r.strategy.context_parallel > 1) {
-      why = "'" + r.config + "' uses context parallelism, which needs flash attention";
-    } else {
-      TrainingSettings flash = c.settings;
-      flash.flash_attention = true;
-      const Prediction stored = simulate(mp.model, r.strategy, sp.system, c.settings, sp.params(), so),
-                       fused = simulate(mp.model, r.strategy, sp.system, flash, sp.params(), so);
-      const double cap = sp.system.hbm_capacity_bytes;
-      if (stored.ok() && fused.ok() && stored.max_peak_memory_bytes > cap && fused.max_peak_memory_bytes <= cap)
-        why = "'" + r.config + "' ran, yet with the attention scores stored it would need " +
-              std::to_string(static_cast<int>(stored.max_peak_memory_bytes / 1073741824.0)) + " GiB of " +
-              std::to_string(static_cast<int>(cap / 1073741824.0));
+  struct Saving {
+    bool TrainingSettings::*member;
+    const char* name;
+    const char* instead;  // what the run would need memory for without it
+    bool possible;
+  };
+  const Saving savings[] = {
+      {&TrainingSettings::flash_attention, "flash_attention", "the attention scores stored", sp.system.fused_attention},
+      {&TrainingSettings::fused_norm, "fused_norm", "PyTorch's norms (fp32 copies kept)", true}};
+  for (const Saving& v : savings) {
+    if (c.settings.*v.member || !v.possible) continue;
+    for (const Run& r : c.runs) {
+      if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
+      std::string why;
+      if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1) {
+        why = "'" + r.config + "' uses context parallelism, which needs flash attention";
+      } else {
+        TrainingSettings with = c.settings;
+        with.*v.member = true;
+        const Prediction without = simulate(mp.model, r.strategy, sp.system, c.settings, sp.params(), so),
+                         saved = simulate(mp.model, r.strategy, sp.system, with, sp.params(), so);
+        const double cap = sp.system.hbm_capacity_bytes;
+        if (without.ok() && saved.ok() && without.max_peak_memory_bytes > kBeyondModelError * cap &&
+            saved.max_peak_memory_bytes <= cap)
+          why = "'" + r.config + "' ran, yet with " + v.instead + " it would need " +
+                std::to_string(static_cast<int>(without.max_peak_memory_bytes / 1073741824.0)) + " GiB of " +
+                std::to_string(static_cast<int>(cap / 1073741824.0));
+      }
+      if (why.empty()) continue;
+      c.settings.*v.member = true;
+      say(std::string(v.name) + " true: " + why);
+      break;
     }
-    if (why.empty()) continue;
-    c.settings.flash_attention = true;
-    say("flash_attention true: " + why);
-    return;
   }
 }
 

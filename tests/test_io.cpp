@@ -281,6 +281,25 @@ TEST(Dataset, CommunicationPrimitivesAndGroupsAreReadInAnySpelling) {
   EXPECT_TRUE(io::read_dataset(s.root.string()).collections.at(0).settings.sequence_parallel);
 }
 
+// Fused norms are read off a run like flash attention: InternLM2.5-7B at 32K, dp1-tp4-cp2 without recompute, would
+// need about 77 GiB of the 910B3's 64 with PyTorch's norms (the bundled collections' reading) and 58 with fused
+// ones; it ran. A run within the memory model's error of the device proves nothing.
+TEST(Dataset, FusedNormsAreReadFromARunThatCouldNotHaveRunWithout) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_fused_norm_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "internlm25_7b_32k");
+  const fs::path f = root / "internlm25_7b_32k" / "step_time_summary.csv";
+  spit(f, "optimization_config,iteration_time_ms\ndp1-tp4-pp1-cp2-noRC,80000\n");
+  const io::Collection c = io::read_dataset(root.string()).collections.at(0);
+  EXPECT_TRUE(c.settings.flash_attention);
+  EXPECT_TRUE(c.settings.fused_norm);
+  EXPECT_NE(c.settings_inferred.find("fused_norm true: 'dp1-tp4-pp1-cp2-noRC' ran"), std::string::npos)
+      << c.settings_inferred;
+  spit(f, "optimization_config,iteration_time_ms\ndp1-tp4-pp1-cp2-RC,90000\n");  // recompute: fits either way
+  EXPECT_FALSE(io::read_dataset(root.string()).collections.at(0).settings.fused_norm);
+  fs::remove_all(root);
+}
+
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");
