@@ -216,10 +216,10 @@ Resolved resolve(const RunOptions& o) {
   if (!o.settings_file.empty())
     r.settings = io::settings_from_json(io::parse_json_file(o.settings_file), o.settings_file, "", r.settings);
   if (r.settings.flash_attention && !r.system.fused_attention)
-    throw io::InputError(o.settings_file.empty() ? o.system : o.settings_file, 0, "flash_attention",
-                         r.system.name + " (" + r.system.device +
-                             ") has no fused attention kernel (FlashAttention-2 and cuDNN fused attention need "
-                             "compute capability 8.0); set flash_attention false");
+    spdlog::warn(
+        "{}: flash_attention true on {} ({}), which FlashAttention-2 and cuDNN fused attention do not run "
+        "(they need compute capability 8.0); only a memory-efficient kernel such as PyTorch's SDPA would",
+        o.settings_file.empty() ? o.system : o.settings_file, r.system.name, r.system.device);
   if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
     throw io::InputError("command line", 0, "", "sizes must be positive");
   if (o.seq) r.settings.seq_length = o.seq;

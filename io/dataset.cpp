@@ -373,7 +373,8 @@ void infer_settings(Collection& c) {
   }
   // Memory-saving settings a run's feasibility can prove: a run that ran could not have needed more memory than
   // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs
-  // it outright; a V100 has no kernel for it), then fused norms (which keep only their input). Proof needs the
+  // it outright; on a V100, which FlashAttention-2 does not run, that is a memory-efficient kernel such as PyTorch's
+  // SDPA), then fused norms (which keep only their input). Proof needs the
   // run to exceed the device by more than the memory model's error: 10 %, about twice its leave-one-model-out
   // error on the bundled runs (4.6 %).
   constexpr double kBeyondModelError = 1.10;
@@ -385,13 +386,11 @@ void infer_settings(Collection& c) {
     bool TrainingSettings::*member;
     const char* name;
     const char* instead;  // what the run would need memory for without it
-    bool possible;
   };
-  const Saving savings[] = {
-      {&TrainingSettings::flash_attention, "flash_attention", "the attention scores stored", sp.system.fused_attention},
-      {&TrainingSettings::fused_norm, "fused_norm", "PyTorch's norms (fp32 copies kept)", true}};
+  const Saving savings[] = {{&TrainingSettings::flash_attention, "flash_attention", "the attention scores stored"},
+                            {&TrainingSettings::fused_norm, "fused_norm", "PyTorch's norms (fp32 copies kept)"}};
   for (const Saving& v : savings) {
-    if (c.settings.*v.member || !v.possible) continue;
+    if (c.settings.*v.member) continue;
     for (const Run& r : c.runs) {
       if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
       std::string why;

@@ -40,9 +40,10 @@ struct System {
   // NVLink SHARP (NVSwitch gen3+: H100/H200, B200, GB200): NCCL's NVLS all-reduce reduces in the switch, so each
   // GPU sends and receives its buffer once instead of a ring's 2(n-1)/n times.
   bool nvlink_sharp = false;
-  // The device runs a fused (flash) attention kernel. FlashAttention-2 and cuDNN's fused attention (Transformer
-  // Engine) need compute capability 8.0 (Ampere) or newer; MindSpeed runs Ascend's npu_fusion_attention. A V100
-  // (sm70) has none: its attention materialises the s x s scores, so flash_attention cannot be set on it.
+  // The device runs the frameworks' fused (flash) attention kernel. FlashAttention-2 and cuDNN's fused attention
+  // (Transformer Engine) need compute capability 8.0 (Ampere) or newer; MindSpeed runs Ascend's
+  // npu_fusion_attention. A V100 (sm70) has neither: Megatron-LM's attention there materialises the s x s scores,
+  // which its settings default to (only a memory-efficient kernel such as PyTorch's SDPA would avoid them).
   bool fused_attention = true;
   // The platform runs an MoE layer's local experts as one grouped-matmul kernel: CANN's GroupedMatmul, which
   // MindSpeed calls (npu_gmm) for --moe-grouped-gemm. false: one GEMM launch per local expert, as Transformer
