@@ -277,7 +277,8 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   m.post_norms = family == "gemma2";
   // transformers applies sliding_window unless use_sliding_window says otherwise (Qwen2 carries a window it does
   // not use); Gemma-2 alternates windowed and global layers.
-  if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag_or("use_sliding_window", true)) {
+  if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
+      j["sliding_window"].get<std::int64_t>() > 0 && flag_or("use_sliding_window", true)) {
     m.sliding_window = integer("sliding_window", 1, std::int64_t{1} << 40);
     m.window_attn_skip_freq = family == "gemma2" ? 2 : 0;
   }

@@ -723,6 +723,7 @@ TEST(HuggingFace, ASlidingWindowIsReadUnlessTheConfigTurnsItOff) {
   EXPECT_EQ(v01.sliding_window, 4096);
   EXPECT_EQ(v01.window_attn_skip_freq, 0);
   EXPECT_EQ(read(R"("architectures": ["MistralForCausalLM"], "sliding_window": null)").sliding_window, 0);
+  EXPECT_EQ(read(R"("architectures": ["MistralForCausalLM"], "sliding_window": 0)").sliding_window, 0);
   EXPECT_EQ(read(R"("architectures": ["Qwen2ForCausalLM"], "sliding_window": 131072, "use_sliding_window": false)")
                 .sliding_window,
             0);
