@@ -373,10 +373,9 @@ void infer_settings(Collection& c) {
   }
   // Memory-saving settings a run's feasibility can prove: a run that ran could not have needed more memory than
   // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs
-  // it outright; on a V100, which FlashAttention-2 does not run, that is a memory-efficient kernel such as PyTorch's
-  // SDPA), then fused norms (which keep only their input). Proof needs the
-  // run to exceed the device by more than the memory model's error: 10 %, about twice its leave-one-model-out
-  // error on the bundled runs (4.6 %).
+  // it outright; on a V100, which FlashAttention-2 does not run, that is a memory-efficient kernel such as
+  // PyTorch's SDPA), then fused norms (which keep only their input). Proof needs the run to exceed the device by
+  // more than the memory model's error: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
   constexpr double kBeyondModelError = 1.10;
   const SystemPreset& sp = *presets().find_system(c.system);
   const ModelPreset& mp = *presets().find_model(c.model);

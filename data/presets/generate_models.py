@@ -20,6 +20,21 @@ CARD = {
 ACTIVE = {"Qwen3-30B-A3B": 3.3e9, "Phi-3.5-MoE-instruct": 6.6e9}
 RENAME = {"Mistral-7B (v0.1 / v0.3)": "Mistral-7B"}
 
+def gpt_oss(name, layers, experts, total, card_active, active):
+    """OpenAI gpt-oss (model card, Aug 2025, and config.json): alternating 128-token sliding-window and full
+    attention layers (the first windowed), attention sinks (one learned logit per head: no matrix work), biased
+    q/k/v/o projections, MoE in every layer. The card's active count leaves out the input embedding (a lookup);
+    lmsim's keeps it, so only the total is checked against the card."""
+    return {"name": name, "hidden_size": 2880, "num_layers": layers, "num_attention_heads": 64, "num_kv_heads": 8,
+            "head_dim": 64, "ffn_hidden_size": 2880, "vocab_size": 201088, "tied_embeddings": False,
+            "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
+            "sliding_window": 128, "window_attn_skip_freq": 2,
+            "moe": {"num_experts": experts, "experts_per_token": 4, "moe_ffn_hidden_size": 2880},
+            "card_total_params": total,
+            "source": f"{name} model card / config.json (its {card_active} active parameters leave out the input "
+                      f"embedding, a lookup; lmsim's active count keeps it: {active})"}
+
+
 models = []
 windows = {}
 with open(sys.argv[1]) as f:
@@ -104,23 +119,8 @@ models += [
      "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False, "qk_norm": True, "post_norms": False,
      "moe": {"num_experts": 128, "experts_per_token": 8, "moe_ffn_hidden_size": 1536},
      "card_total_params": 235e9, "card_active_params": 22e9, "source": "Qwen3-235B-A22B model card / config.json"},
-    # OpenAI gpt-oss (model card, Aug 2025, and config.json): alternating 128-token sliding-window and full
-    # attention layers (the first windowed), attention sinks (one learned logit per head: no matrix work), biased
-    # q/k/v/o projections, MoE in every layer.
-    {"name": "gpt-oss-120b", "hidden_size": 2880, "num_layers": 36, "num_attention_heads": 64, "num_kv_heads": 8,
-     "head_dim": 64, "ffn_hidden_size": 2880, "vocab_size": 201088, "tied_embeddings": False,
-     "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
-     "sliding_window": 128, "window_attn_skip_freq": 2,
-     "moe": {"num_experts": 128, "experts_per_token": 4, "moe_ffn_hidden_size": 2880},
-     "card_total_params": 116.83e9,
-     "source": "gpt-oss-120b model card / config.json (its 5.13B active parameters leave out the input embedding, a lookup; lmsim's active count keeps it: 5.71B)"},
-    {"name": "gpt-oss-20b", "hidden_size": 2880, "num_layers": 24, "num_attention_heads": 64, "num_kv_heads": 8,
-     "head_dim": 64, "ffn_hidden_size": 2880, "vocab_size": 201088, "tied_embeddings": False,
-     "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": True, "qk_norm": False, "post_norms": False,
-     "sliding_window": 128, "window_attn_skip_freq": 2,
-     "moe": {"num_experts": 32, "experts_per_token": 4, "moe_ffn_hidden_size": 2880},
-     "card_total_params": 20.91e9,
-     "source": "gpt-oss-20b model card / config.json (its 3.61B active parameters leave out the input embedding, a lookup; lmsim's active count keeps it: 4.19B)"},
+    gpt_oss("gpt-oss-120b", 36, 128, 116.83e9, "5.13B", "5.71B"),
+    gpt_oss("gpt-oss-20b", 24, 32, 20.91e9, "3.61B", "4.19B"),
     {"name": "Nemotron-4-340B", "hidden_size": 18432, "num_layers": 96, "num_attention_heads": 96, "num_kv_heads": 8,
      "head_dim": 192, "ffn_hidden_size": 73728, "vocab_size": 256000, "tied_embeddings": False,
      "activation": "gelu", "norm": "layernorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
