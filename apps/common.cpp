@@ -257,7 +257,8 @@ Resolved resolve(const RunOptions& o) {
   if (r.model.is_moe())
     spdlog::warn(
         "{} is a mixture of experts: the MoE layer's host-side work (router bookkeeping, the dropless dispatcher's "
-        "device-to-host synchronisation) is not modelled; the published Qwen3 MoE runs are under-predicted by 6-59 %, "
+        "device-to-host synchronisation) is not modelled; the published Qwen3 and GPT-OSS MoE runs are under-predicted "
+        "by 6-59 %, "
         "DeepSeek-V3 is within 9 % (data/public/NOTE.md); the intervals, from dense runs, do not cover it",
         r.model.name);
   if (r.params_source.rfind("uncalibrated", 0) == 0)
