@@ -21,6 +21,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   std::string out = to_string(t.precision);
   out += t.flash_attention ? ", flash attention" : ", attention scores stored";
   if (r.sequence_parallel) out += ", SP";
+  if (s.context_parallel > 1) {
+    static const char* const kCp[kNumCpCommTypes] = {"ring (p2p)", "Ulysses (a2a)", "K/V all-gather"};
+    out += std::string(", context parallel by ") + kCp[static_cast<int>(t.cp_comm_type)];
+  }
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
   if (s.recompute == Recompute::selective) {
     std::string mods;

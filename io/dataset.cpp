@@ -353,10 +353,11 @@ ValidityOptions measured_validity(const Collection& c) { return {c.devices, true
 
 // A collection without training_settings.json: what its own runs show beyond its platform's defaults, said in
 // `settings_inferred`. Sequence parallelism shows in the tensor-parallel group's measured collectives
-// (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without. And the runs ran, so where
-// storing the s x s scores is impossible flash attention was on: a context-parallel run (ring attention needs
-// flash), or a measured run that the system's θ puts over the device's memory with the scores stored and within it
-// with flash attention (a run over it either way says nothing of the scores).
+// (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without; the context-parallel algorithm
+// in the cp group's. And the runs ran, so where storing the s x s scores is impossible flash attention was on: a
+// context-parallel run by ring or K/V gather (both need flash; Ulysses does not), or a measured run that the system's θ
+// puts over the device's memory with the scores stored and within it with flash attention (a run over it either way
+// says nothing of the scores).
 void infer_settings(Collection& c) {
   if (c.settings_recorded) return;
   auto say = [&](const std::string& what) { c.settings_inferred += (c.settings_inferred.empty() ? "" : "; ") + what; };
@@ -370,6 +371,25 @@ void infer_settings(Collection& c) {
     c.settings.sequence_parallel = true;
     say("sequence_parallel true: the tp group's measured collectives are all-gathers and reduce-scatters, not "
         "all-reduces (comm_summary.csv)");
+  }
+  // The context-parallel algorithm shows in the cp group's measured collectives: point-to-point under the ring
+  // (p2p), all-to-alls under Ulysses (a2a), all-gathers under the K/V gather; the one that took the most time.
+  std::array<double, kNumCpCommTypes> cp_s{};
+  for (const auto& row : c.comm_summary) {
+    if (row.comm_group != "cp") continue;
+    if (row.comm_type == "point_to_point") cp_s[static_cast<std::size_t>(CpCommType::p2p)] += row.elapsed_time_sum_s;
+    if (row.comm_type == "all_to_all") cp_s[static_cast<std::size_t>(CpCommType::a2a)] += row.elapsed_time_sum_s;
+    if (row.comm_type == "all_gather") cp_s[static_cast<std::size_t>(CpCommType::allgather)] += row.elapsed_time_sum_s;
+  }
+  const auto most = static_cast<std::size_t>(std::max_element(cp_s.begin(), cp_s.end()) - cp_s.begin());
+  if (cp_s[most] > 0 && static_cast<CpCommType>(most) != c.settings.cp_comm_type) {
+    c.settings.cp_comm_type = static_cast<CpCommType>(most);
+    say(std::string("cp_comm_type ") + to_string(c.settings.cp_comm_type) +
+        ": the cp group's measured collectives are " +
+        (most == 0   ? "point-to-point"
+         : most == 1 ? "all-to-alls"
+                     : "all-gathers") +
+        " (comm_summary.csv)");
   }
   // Memory-saving settings a run's feasibility can prove: a run that ran could not have needed more memory than
   // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs
@@ -393,8 +413,10 @@ void infer_settings(Collection& c) {
     for (const Run& r : c.runs) {
       if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
       std::string why;
-      if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1) {
-        why = "'" + r.config + "' uses context parallelism, which needs flash attention";
+      if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1 &&
+          c.settings.cp_comm_type != CpCommType::a2a) {
+        why = "'" + r.config + "' uses context parallelism by " + to_string(c.settings.cp_comm_type) +
+              ", which needs flash attention";
       } else {
         TrainingSettings with = c.settings;
         with.*v.member = true;

@@ -6,6 +6,7 @@
 
 #include "io/csv.hpp"
 #include "io/error.hpp"
+#include "io/specs.hpp"
 
 namespace lmsim::io {
 
@@ -155,6 +156,28 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
     if (impl != "native" && impl != "te")
       throw InputError(path, line, "cross_entropy_fusion_impl", "'" + impl + "' is not native or te");
     t.te_cross_entropy = flag("cross_entropy_loss_fusion", false) && impl == "te";
+  }
+  if (s.context_parallel > 1) {
+    // MindSpeed-LLM's --context-parallel-algo, else Megatron-core's --cp-comm-type (logged as a list, one entry
+    // per layer or one for all: one algorithm for every layer is modelled). Without CP neither matters.
+    const char* key = args.count("context_parallel_algo") ? "context_parallel_algo" : "cp_comm_type";
+    const auto [v, line] = get(key, "p2p");
+    std::vector<std::string> names;
+    std::string name;
+    for (char ch : v + ",") {
+      if (ch == ',') {
+        if (!name.empty()) names.push_back(name);
+        name.clear();
+      } else if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') {
+        name += ch;
+      }
+    }
+    if (names.empty()) names.push_back("p2p");
+    if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n != names[0]; }))
+      throw InputError(path, line, key, "'" + v + "': a context-parallel algorithm per layer is not modelled");
+    const auto c = parse_cp_comm_type(names[0]);
+    if (!c) throw InputError(path, line, key, cp_comm_type_problem(names[0]));
+    t.cp_comm_type = *c;
   }
   if (intervals.empty()) throw InputError(path, 0, "elapsed time per iteration (ms)", "no iteration lines in the log");
   // The first logged interval includes start-up and warm-up: the median of the others (all when there is one).

@@ -451,6 +451,31 @@ Json to_json(const System& s) {
   return j;
 }
 
+std::optional<CpCommType> parse_cp_comm_type(const std::string& name) {
+  if (const auto c = from_name<CpCommType>(name, kNumCpCommTypes)) return c;
+  static const std::pair<const char*, CpCommType> kMindSpeed[] = {{"megatron_cp_algo", CpCommType::p2p},
+                                                                  {"ulysses_cp_algo", CpCommType::a2a},
+                                                                  {"kvallgather_cp_algo", CpCommType::allgather}};
+  for (const auto& [n, c] : kMindSpeed)
+    if (name == n) return c;
+  return std::nullopt;
+}
+
+std::string cp_comm_type_problem(const std::string& name) {
+  if (name == "a2a+p2p" || name.rfind("hybrid", 0) == 0 || name.rfind("adaptive", 0) == 0)
+    return "'" + name + "': hierarchical / adaptive context parallelism is not modelled; use p2p, a2a or allgather";
+  return "'" + name + "' is not one of " + names_of<CpCommType>(kNumCpCommTypes) +
+         " (or MindSpeed-LLM's megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo)";
+}
+
+// Megatron-core's --cp-comm-type, or MindSpeed-LLM's --context-parallel-algo name for the same algorithm.
+CpCommType cp_comm_type_or(Obj& o, const std::string& key, CpCommType dflt) {
+  if (!o.has(key)) return dflt;
+  const std::string v = o.str(key);
+  if (const auto c = parse_cp_comm_type(v)) return *c;
+  throw InputError(o.file(), 0, o.where(key), cp_comm_type_problem(v));
+}
+
 TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path,
                                     const TrainingSettings& base) {
   Obj o(j, file, path);
@@ -463,6 +488,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   for (const SettingFlag& f : kSettingFlags) t.*f.member = o.boolean_or(f.name, t.*f.member);
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
+  t.cp_comm_type = cp_comm_type_or(o, "cp_comm_type", t.cp_comm_type);
   o.mark("note");
   o.finish();
   if (auto bad = settings_problem(t))
@@ -485,6 +511,7 @@ Json to_json(const TrainingSettings& t) {
   for (const SettingFlag& f : kSettingFlags) j[f.name] = t.*f.member;
   j["recompute_modules"] = recompute_module_names(t);
   j["moe_load_imbalance"] = t.moe_load_imbalance;
+  j["cp_comm_type"] = to_string(t.cp_comm_type);
   return j;
 }
 

@@ -98,12 +98,13 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << y.peak_flops_bf16 << ' ' << y.peak_flops_fp8 << ' ' << y.hbm_capacity_bytes << ' '
       << y.hbm_bandwidth_bytes_per_s << ' ' << y.intra_node.bandwidth_bytes_per_s << ' ' << y.intra_node.latency_s
       << ' ' << y.inter_node.bandwidth_bytes_per_s << ' ' << y.inter_node.latency_s << ' ' << y.gemm_layout_conversion
-      << y.nvlink_sharp << ' ' << y.intra_node_host_bandwidth_bytes_per_s << ' ';
+      << y.nvlink_sharp << y.fused_attention << y.grouped_gemm_kernel << ' ' << y.flash_softmax_stats_bytes << ' '
+      << y.intra_node_host_bandwidth_bytes_per_s << ' ';
     for (int l : y.intra_node_links) d << l << ',';
     d << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
       << static_cast<int>(t.precision) << ' ';
     for (const SettingFlag& f : kSettingFlags) d << t.*f.member;
-    d << ' ' << int{t.recompute_modules} << ' ' << t.moe_load_imbalance;
+    d << ' ' << int{t.recompute_modules} << ' ' << t.moe_load_imbalance << ' ' << to_string(t.cp_comm_type);
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }

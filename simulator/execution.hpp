@@ -17,6 +17,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "simulator/simulate.hpp"
 
@@ -139,9 +140,23 @@ inline double flash_efficiency(const Ctx& c, double L) {
 // causal "diagonal" over the local sequence; every later step a "lower-triangle" (the local queries against half
 // the received keys) or "upper-triangle" (half the queries against all of them) block, one side half the local
 // sequence (TE `dot_product_attention/context_parallel.py`).
+// All-to-all context parallelism (Ulysses) runs one call over the whole sequence for a/(t·cp) heads; the K/V
+// all-gather runs one call per local half-chunk, each of s/(2cp) queries.
 inline double flash_inverse_efficiency(const Ctx& c) {
   const double L = c.s_local;
+  if (c.cp > 1 && c.t.cp_comm_type == CpCommType::a2a) return 1 / flash_efficiency(c, c.s);
+  if (c.cp > 1 && c.t.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, L / 2);
   return (1 / flash_efficiency(c, L) + (c.cp - 1) / flash_efficiency(c, L / 2)) / c.cp;
+}
+// Ulysses scatters each tensor's heads over the cp ranks, so a rank's KV heads (g/t) must split cp ways; where
+// they do not, K and V are repeated by the smallest factor that makes them (MindSpeed-LLM repeats them for
+// ulysses_cp_algo; with g/t a multiple of cp the factor is 1).
+inline double ulysses_kv_repeat(const Ctx& c) {
+  if (c.cp <= 1 || c.t.cp_comm_type != CpCommType::a2a || c.m->is_mla()) return 1;
+  const auto kv = static_cast<std::int64_t>(c.g / c.tp), cp = static_cast<std::int64_t>(c.cp);
+  std::int64_t a = kv, b = cp;
+  while (b != 0) a = std::exchange(b, a % b);  // gcd(kv, cp)
+  return static_cast<double>(cp / std::max<std::int64_t>(a, 1));
 }
 
 // One GEMM's kernel, µs-level, without launch: what a profiler's matrix_operator_latency.csv reports.
@@ -371,7 +386,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;
   const double vd = m.is_mla() ? static_cast<double>(m.v_head_dim) : c.d;
-  const double qkv = 2 * S * c.a * qk + 2 * S * kv_heads * qk + 2 * S * kv_heads * vd;  // Q, K, V kept
+  // Q, K, V kept (as the attention core takes them: under Ulysses after the all-to-all, K and V repeated).
+  const double kv_kept = c.t.flash_attention ? ulysses_kv_repeat(c) : 1.0;
+  const double qkv = 2 * S * c.a * qk + (2 * S * kv_heads * qk + 2 * S * kv_heads * vd) * kv_kept;
   const double qk_width = S * (c.a + (m.is_mla() ? c.a : c.g)) * c.d / t * 2;
   if (m.is_mla()) {
     const double ql = static_cast<double>(m.q_lora_rank), kvl = static_cast<double>(m.kv_lora_rank);
@@ -405,7 +422,12 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
          m.is_mla() ? R::mla_up_proj : R::none);
   if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
     inside("gqa_expand", 2 * S * (c.a + c.g) * c.d / t * 2, 0, R::none, 0);  // K and V repeated to every head
-  gemm(Gemm{"scores", OpRole::attn_core, heads, c.s_local, c.s * causal, qk, 1, R::core_attn});
+  // The core's calls: the local queries against the keys they see; under Ulysses (cp_comm_type a2a) the whole
+  // sequence for a/(t·cp) heads (the same FLOPs); under the K/V all-gather two calls, one per local half-chunk.
+  const bool ulysses = c.cp > 1 && c.t.cp_comm_type == CpCommType::a2a;
+  const double core_heads = ulysses ? heads / c.cp : heads, core_queries = ulysses ? c.s : c.s_local;
+  const double core_calls = c.cp > 1 && c.t.cp_comm_type == CpCommType::allgather ? 2 : 1;
+  gemm(Gemm{"scores", OpRole::attn_core, core_heads, core_queries, c.s * causal, qk, core_calls, R::core_attn});
   if (!c.t.flash_attention) {
     const double scores = c.b * c.a / t * c.s_local * c.s;
     LayerOp o{"softmax"};
@@ -422,9 +444,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     emit(o);
   }
   // Flash attention keeps its softmax statistics (a log-sum-exp, or the device kernel's own).
-  gemm(Gemm{"pv", OpRole::attn_core, heads, c.s_local, vd, c.s * causal, 1, R::core_attn},
+  gemm(Gemm{"pv", OpRole::attn_core, core_heads, core_queries, vd, c.s * causal, core_calls, R::core_attn},
        c.t.flash_attention ? c.sys->flash_softmax_stats_bytes * c.b * c.a * c.s_local / t : 0);
-  if (c.cp > 1 && c.t.flash_attention) {
+  if (c.cp > 1 && c.t.flash_attention && c.t.cp_comm_type == CpCommType::p2p) {
     // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps, one flash
     // kernel per KV block, and merges them by their log-sum-exp: forward, the first step's partial output is
     // scaled (read, write) and each later one added into the output (read it, read-modify-write the output;
@@ -565,7 +587,28 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
   if (c.cp > 1) {
     const double kv_heads = c.m->is_mla() ? c.a : c.g;
     const double kv = 2 * c.tokens * kv_heads * c.d / c.tp * 2;
-    f(Collective{Prim::send_recv, Group::cp, kv, c.cp - 1, 2 * (c.cp - 1), OpRole::attn_core, OpRole::attn_core});
+    switch (c.t.cp_comm_type) {
+      case CpCommType::p2p:
+        f(Collective{Prim::send_recv, Group::cp, kv, c.cp - 1, 2 * (c.cp - 1), OpRole::attn_core, OpRole::attn_core});
+        break;
+      case CpCommType::a2a: {
+        // Ulysses: one all-to-all each for Q, K and V before the core (sequence shards to head shards) and one
+        // for its output after it; backward runs them the other way for the gradients. Nothing computes beside
+        // them: exposed.
+        const double rope = c.m->is_mla() ? static_cast<double>(c.m->qk_rope_head_dim) : 0.0;
+        const double vd = c.m->is_mla() ? static_cast<double>(c.m->v_head_dim) : c.d;
+        const double per_head = c.tokens / c.tp * 2, repeat = ulysses_kv_repeat(c);
+        const double tensors[4] = {per_head * c.a * (c.d + rope), per_head * kv_heads * repeat * (c.d + rope),
+                                   per_head * kv_heads * repeat * vd, per_head * c.a * vd};
+        for (double bytes : tensors) f(Collective{Prim::all_to_all, Group::cp, bytes, 1, 1});
+        break;
+      }
+      case CpCommType::allgather:
+        // K and V all-gathered before the core, again in backward, whose dK, dV are reduce-scattered: exposed.
+        f(Collective{Prim::all_gather, Group::cp, kv * c.cp, 1, 1});
+        f(Collective{Prim::reduce_scatter, Group::cp, kv * c.cp, 0, 1});
+        break;
+    }
   }
   const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
   // Before dispatching, the all-to-all dispatcher all-gathers every rank's per-expert token counts (one int64 per

@@ -249,8 +249,10 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         const auto r = static_cast<RecomputeModule>(i);
         const auto k = static_cast<std::size_t>(i);
         if (!replays(c.t, r)) continue;
-        if (r == RecomputeModule::core_attn) {  // the core and its memory-bound work (CP's step merge)
-          lt.recompute += lt.attn_fwd + vector_time_s(c, v.module_fwd_bytes[k], v.module_fwd_kernels[k]);
+        // The core, its memory-bound work (CP's step merge) and its context-parallel exchange not hidden under
+        // it (Transformer Engine's attention runs the CP communication inside the checkpointed module).
+        if (r == RecomputeModule::core_attn) {
+          lt.recompute += lt.attn_fwd + vector_time_s(c, v.module_fwd_bytes[k], v.module_fwd_kernels[k]) + lt.cp_fwd;
           continue;
         }
         const double gemms = module_gemm_fwd[k], bytes = v.module_fwd_bytes[k];
@@ -660,9 +662,9 @@ const std::array<TermInfo<Breakdown>, kNumBreakdownTerms>& breakdown_terms() {
       {"tp_comm_overlapped_s", &B::tp_comm_overlapped_s, TermKind::hidden,
        "tensor-parallel collectives hidden under GEMMs"},
       {"cp_comm_exposed_s", &B::cp_comm_exposed_s, TermKind::exposed,
-       "ring-attention exchange not hidden by attention"},
+       "context-parallel exchange (ring, all-to-all or K/V all-gather) not hidden by attention"},
       {"cp_comm_overlapped_s", &B::cp_comm_overlapped_s, TermKind::hidden,
-       "ring-attention exchange hidden by attention"},
+       "context-parallel ring exchange hidden by attention"},
       {"ep_comm_s", &B::ep_comm_s, TermKind::exposed, "MoE all-to-all dispatch and combine"},
       {"pp_comm_s", &B::pp_comm_s, TermKind::exposed, "pipeline send/receive (and TP gather of received slices)"},
       {"pp_comm_overlapped_s", &B::pp_comm_overlapped_s, TermKind::hidden,

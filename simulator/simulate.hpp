@@ -29,7 +29,7 @@ struct StageResult {
   double recompute_s;
   double tp_comm_s;             // tensor-parallel collectives, exposed
   double tp_comm_overlapped_s;  // backward TP traffic hidden under the linear layers' backward GEMMs
-  double cp_comm_exposed_s;     // ring-attention KV exchange not hidden by attention compute
+  double cp_comm_exposed_s;     // context-parallel exchange (ring, all-to-all, K/V gather) not hidden by attention
   double cp_comm_overlapped_s;
   double ep_comm_s;             // MoE all-to-all dispatch and combine
   double pp_comm_s;             // point-to-point activation / gradient transfers, exposed

@@ -31,6 +31,15 @@ const char* to_string(RecomputeModule m) {
   return "?";
 }
 
+const char* to_string(CpCommType c) {
+  switch (c) {
+    case CpCommType::p2p: return "p2p";
+    case CpCommType::a2a: return "a2a";
+    case CpCommType::allgather: return "allgather";
+  }
+  return "?";
+}
+
 std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");
@@ -204,6 +213,7 @@ const char* to_string(Rejection r) {
     case Rejection::cp_needs_flash_attention: return "cp_needs_flash_attention";
     case Rejection::precision_unsupported: return "precision_unsupported";
     case Rejection::degree_out_of_range: return "degree_out_of_range";
+    case Rejection::heads_not_divisible_by_tp_cp: return "heads_not_divisible_by_tp_cp";
     case Rejection::count_: break;
   }
   return "?";
@@ -216,7 +226,8 @@ const char* describe(Rejection r) {
     case Rejection::kv_heads_not_divisible_by_tp: return "KV heads are not divisible by tensor_parallel";
     case Rejection::layers_not_divisible_by_pp_vpp:
       return "layers are not divisible by pipeline_parallel x virtual_pipeline";
-    case Rejection::sequence_not_divisible_by_cp: return "sequence length is not divisible by 2 x context_parallel";
+    case Rejection::sequence_not_divisible_by_cp:
+      return "sequence length is not divisible by 2 x context_parallel (context_parallel with cp_comm_type a2a)";
     case Rejection::sequence_not_divisible_by_tp:
       return "sequence length / context_parallel is not divisible by tensor_parallel (sequence parallel)";
     case Rejection::experts_not_divisible_by_ep: return "experts are not divisible by expert_parallel";
@@ -230,8 +241,12 @@ const char* describe(Rejection r) {
     case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
     case Rejection::precision_unsupported: return "the system has no dense throughput in this precision";
     case Rejection::cp_needs_flash_attention:
-      return "context parallelism (ring attention) needs flash attention; the settings store s x s scores";
+      return "context parallelism by ring or K/V all-gather (cp_comm_type p2p, allgather) needs flash attention; the "
+             "settings store s x s scores";
     case Rejection::degree_out_of_range: return "a parallel degree is outside [1, 65536] or pp > 128";
+    case Rejection::heads_not_divisible_by_tp_cp:
+      return "attention heads are not divisible by tensor_parallel x context_parallel (all-to-all context "
+             "parallelism splits the heads over both)";
     case Rejection::count_: break;
   }
   return "?";
@@ -308,9 +323,15 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   }
   if (s.first_stage_layers < 0 || s.last_stage_layers < 0) return Rejection::degree_out_of_range;
   if (!pipeline_split(m, s, o.allow_uneven_layers)) return Rejection::layers_not_divisible_by_pp_vpp;
-  if (s.context_parallel > 1 && !t.flash_attention) return Rejection::cp_needs_flash_attention;
-  if (t.seq_length % (s.context_parallel > 1 ? 2 * s.context_parallel : 1) != 0)
+  // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
+  // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
+  const bool a2a = t.cp_comm_type == CpCommType::a2a;
+  if (s.context_parallel > 1 && !a2a && !t.flash_attention) return Rejection::cp_needs_flash_attention;
+  if (t.seq_length % (s.context_parallel > 1 && !a2a ? 2 * s.context_parallel : s.context_parallel) != 0)
     return Rejection::sequence_not_divisible_by_cp;
+  if (s.context_parallel > 1 && a2a && !o.allow_padded_heads &&
+      m.num_attention_heads % (static_cast<std::int64_t>(s.tensor_parallel) * s.context_parallel) != 0)
+    return Rejection::heads_not_divisible_by_tp_cp;
   if (r.sequence_parallel && (t.seq_length / s.context_parallel) % s.tensor_parallel != 0)
     return Rejection::sequence_not_divisible_by_tp;
   if ((s.expert_parallel > 1 || s.expert_tensor_parallel > 0) && !m.is_moe()) return Rejection::ep_without_experts;

@@ -36,6 +36,16 @@ constexpr int kNumRecomputeModules = 7;
 const char* to_string(RecomputeModule m);
 constexpr int kNumRecompute = 3, kNumPrecisions = 3;
 
+// How context parallelism hands the attention its keys and values (Megatron-core --cp-comm-type; MindSpeed-LLM
+// --context-parallel-algo). p2p: ring attention, K/V blocks passed around the cp ranks under the attention core
+// (Transformer Engine AttnFuncWithCPAndKVP2P; MindSpeed megatron_cp_algo). a2a: DeepSpeed-Ulysses (Jacobs et al.
+// 2023), all-to-alls that trade the sequence split for a head split around the attention core (TE
+// AttnFuncWithCPAndQKVOA2A; MindSpeed ulysses_cp_algo). allgather: K/V all-gathered before the attention and their
+// gradients reduce-scattered after it (TE AttnFuncWithCPAndKVAllGather; MindSpeed kvallgather_cp_algo).
+enum class CpCommType : std::uint8_t { p2p, a2a, allgather };
+constexpr int kNumCpCommTypes = 3;
+const char* to_string(CpCommType c);
+
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
 // messages. Readers of every format parse enum names through these, so a name is spelled in one place.
 template <class E>
@@ -88,7 +98,8 @@ struct TrainingSettings {
   // Submodules selective recompute re-runs (bits of module_bit); Megatron's default is the attention core.
   std::uint8_t recompute_modules = module_bit(RecomputeModule::core_attn);
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
-  double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
+  double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
+  CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
   // Overlap features of the framework (Megatron-LM / NeMo flag names).
   bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
   bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
@@ -214,6 +225,7 @@ enum class Rejection {
   cp_needs_flash_attention,
   precision_unsupported,
   degree_out_of_range,
+  heads_not_divisible_by_tp_cp,
   count_,  // number of reasons
 };
 const char* to_string(Rejection r);

@@ -81,6 +81,11 @@ expect 2 "no bf16" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy 
 # Contradicting settings name the setting to blame as the field.
 expect 2 "field 'fp8_param_gather': fp8_param_gather needs precision fp8" predict --model Qwen3-0.6B \
   --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16","fp8_param_gather":true}')
+expect 2 "field 'cp_comm_type': 'ring' is not one of p2p, a2a, allgather" predict --model Qwen3-0.6B \
+  --system h100_sxm_80g --strategy dp4-tp1-pp1-cp2-RC --settings <(echo '{"cp_comm_type":"ring"}')
+# Ulysses splits the heads over tp·cp: Qwen3-0.6B's 16 over tp 4 x cp 8 cannot.
+expect 2 "tensor_parallel x context_parallel" predict --model Qwen3-0.6B --system h100_sxm_80g \
+  --strategy dp1-tp4-pp1-cp8-RC --settings <(echo '{"cp_comm_type":"a2a"}')
 echo '{"params": {"matmul_efficiency": 3}}' >"$tmp/theta.json"
 expect 2 "matmul_efficiency" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --params "$tmp/theta.json"
 echo '{"params": {"matmul_efficiency": 0.5,}' >"$tmp/broken.json"

@@ -31,6 +31,15 @@ f=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit meg
 [[ "$f" != *"--use-distributed-optimizer"* ]] || fail "fsdp also emitted the distributed optimizer: $f"
 t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
 [[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp, TE cross entropy"* ]] || fail "settings line: $t"
+# The context-parallel algorithm: Megatron-core's --cp-comm-type, MindSpeed-LLM's --context-parallel-algo.
+echo '{"cp_comm_type": "ulysses_cp_algo"}' > "$settings"
+u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit mindspeed)
+[[ "$u" == *"--context-parallel-algo ulysses_cp_algo"* ]] || fail "mindspeed cp algorithm: $u"
+u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit megatron)
+[[ "$u" == *"--cp-comm-type a2a"* ]] || fail "megatron cp algorithm: $u"
+[[ "$m" == *"--cp-comm-type p2p"* ]] || fail "megatron default cp algorithm: $m"
+u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings")
+[[ "$u" == *"context parallel by Ulysses (a2a)"* ]] || fail "settings line: $u"
 echo "cli_emit: all checks passed"
 # Diagnostics name each collective's share of the intra-node links: a TP pair on the DGX-1 cube-mesh gets 1/6.
 d=$("$lmsim" --log-level error predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp4-tp2-pp1-cp1-noRC \

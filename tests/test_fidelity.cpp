@@ -820,6 +820,87 @@ TEST(Fidelity, ContextParallelAttentionMergesItsStepsOutputs) {
               1e-6 * replayed);
 }
 
+double total_bytes_of(const std::vector<CollectiveRecord>& v, const char* prim, const char* group) {
+  double sum = 0;
+  for (const auto& c : v)
+    if (c.primitive == prim && c.group == group) sum += c.bytes;
+  return sum;
+}
+
+// Ulysses (cp_comm_type a2a): all-to-alls of Q, K, V and the output around an attention core that runs the whole
+// sequence for a/(t·cp) heads, the same FLOPs in one call per head group; no ring, no step merge.
+TEST(Fidelity, UlyssesContextParallelTradesTheSequenceSplitForAHeadSplit) {
+  const Model& m = preset("Llama-3-8B");  // 32 heads, 8 KV heads, head_dim 128
+  TrainingSettings ring = run_settings(32768, 4), ulysses = ring;
+  ulysses.cp_comm_type = CpCommType::a2a;
+  const Strategy s = *parse_config_name("dp1-tp1-pp1-cp4-noRC").strategy;
+  const auto rd = collective_diagnostics(m, s, h100(), ring, PlatformParams{});
+  const auto ud = collective_diagnostics(m, s, h100(), ulysses, PlatformParams{});
+  const double tokens = 32768 / 4, q = tokens * 32 * 128 * 2, kv = tokens * 8 * 128 * 2;
+  EXPECT_GT(total_bytes_of(rd, "send_recv", "cp"), 0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(rd, "all_to_all", "cp"), 0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(ud, "send_recv", "cp"), 0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(ud, "all_to_all", "cp"), 2 * q + 2 * kv);  // Q, K, V, output
+  const Prediction a = simulate(m, s, h100(), ring, PlatformParams{}),
+                   b = simulate(m, s, h100(), ulysses, PlatformParams{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ(a.model_flops_per_device, b.model_flops_per_device);
+  EXPECT_DOUBLE_EQ(b.breakdown.cp_comm_overlapped_s, 0);  // nothing computes beside the all-to-alls
+  EXPECT_GT(b.breakdown.cp_comm_exposed_s, 0);
+  EXPECT_LT(b.breakdown.compute_s, a.breakdown.compute_s);  // no step merge, full-length flash calls
+  // KV heads that do not split cp ways are repeated: 8 / tp 4 = 2 per rank over cp 4, twice.
+  const Strategy s4 = *parse_config_name("dp1-tp4-pp1-cp4-noRC").strategy;
+  const double kv4 = tokens * 2 * 128 * 2, q4 = tokens * 8 * 128 * 2;
+  EXPECT_DOUBLE_EQ(total_bytes_of(collective_diagnostics(m, s4, h100(), ulysses, PlatformParams{}), "all_to_all", "cp"),
+                   2 * q4 + 2 * 2 * kv4);
+  const Prediction r4 = simulate(m, s4, h100(), ring, PlatformParams{}),
+                   u4 = simulate(m, s4, h100(), ulysses, PlatformParams{});
+  ASSERT_TRUE(r4.ok() && u4.ok());
+  EXPECT_DOUBLE_EQ(u4.stages[0].activation_bytes - r4.stages[0].activation_bytes, 32 * 2 * kv4);  // K, V kept twice
+  // Validity: Ulysses splits the heads over tp·cp and the sequence cp ways; the ring needs 2·cp chunks and flash.
+  const ValidityOptions vo;
+  EXPECT_EQ(check(m, *parse_config_name("dp1-tp4-pp1-cp16-noRC").strategy, ulysses, vo),
+            Rejection::heads_not_divisible_by_tp_cp);
+  TrainingSettings odd = ulysses;
+  odd.seq_length = 4100;  // 4 x 1025
+  EXPECT_EQ(check(m, s, odd, vo), Rejection::ok);
+  odd.cp_comm_type = CpCommType::p2p;
+  EXPECT_EQ(check(m, s, odd, vo), Rejection::sequence_not_divisible_by_cp);
+  TrainingSettings scores = ulysses;
+  scores.flash_attention = false;
+  EXPECT_EQ(check(m, s, scores, vo), Rejection::ok);
+  scores.cp_comm_type = CpCommType::allgather;
+  EXPECT_EQ(check(m, s, scores, vo), Rejection::cp_needs_flash_attention);
+  // The settings file takes Megatron-core's names and MindSpeed-LLM's; the hierarchical algorithm is refused.
+  EXPECT_EQ(io::settings_from_json(io::Json{{"cp_comm_type", "ulysses_cp_algo"}}, "s.json").cp_comm_type,
+            CpCommType::a2a);
+  EXPECT_EQ(io::settings_from_json(io::to_json(ulysses), "s.json").cp_comm_type, CpCommType::a2a);
+  try {
+    io::settings_from_json(io::Json{{"cp_comm_type", "hybrid_cp_algo"}}, "s.json");
+    ADD_FAILURE() << "hybrid_cp_algo accepted";
+  } catch (const io::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not modelled"), std::string::npos) << e.what();
+  }
+}
+
+// The K/V all-gather (cp_comm_type allgather): K and V gathered before the core in forward and backward, their
+// gradients reduce-scattered; each a full cp-fold buffer, exposed.
+TEST(Fidelity, AllGatherContextParallelGathersKeysAndValues) {
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(32768, 4);
+  t.cp_comm_type = CpCommType::allgather;
+  const Strategy s = *parse_config_name("dp1-tp1-pp1-cp4-noRC").strategy;
+  const auto d = collective_diagnostics(m, s, h100(), t, PlatformParams{});
+  const double kv = 32768.0 / 4 * 8 * 256 * 2;
+  EXPECT_DOUBLE_EQ(bytes_of(d, "all_gather", "cp"), 4 * kv);
+  EXPECT_DOUBLE_EQ(bytes_of(d, "reduce_scatter", "cp"), 4 * kv);
+  EXPECT_DOUBLE_EQ(total_bytes_of(d, "send_recv", "cp"), 0);
+  const Prediction p = simulate(m, s, h100(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(p.breakdown.cp_comm_overlapped_s, 0);
+  EXPECT_GT(p.breakdown.cp_comm_exposed_s, 0);
+}
+
 TEST(Fidelity, Fp8ParametersKeepTwoBytesAndGatherInEightBits) {
   // FP8 without FP8 parameters: bf16 weights plus TE's FP8 workspace (3 bytes each); with them, the FP8 data and
   // its transpose (2), and the distributed optimizer's parameter all-gather moves 1 byte per parameter, not 2.

@@ -281,6 +281,29 @@ TEST(Dataset, CommunicationPrimitivesAndGroupsAreReadInAnySpelling) {
   EXPECT_TRUE(io::read_dataset(s.root.string()).collections.at(0).settings.sequence_parallel);
 }
 
+// The context-parallel algorithm is read from the cp group's measured collectives. Under Ulysses (all-to-alls) a
+// context-parallel run says nothing of flash attention, which the ring needs and Ulysses does not.
+TEST(Dataset, TheContextParallelAlgorithmIsReadFromTheCpGroupsCollectives) {
+  Scratch s;
+  fs::remove(s.file("training_settings.json"));
+  const std::string header =
+      "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n";
+  spit(s.file("comm_summary.csv"), header + "intra,hcom_alltoall,CP,224,900,10,120\nintra,send,cp,2,5,1,120\n");
+  const io::Collection ulysses = io::read_dataset(s.root.string()).collections.at(0);
+  EXPECT_EQ(ulysses.settings.cp_comm_type, CpCommType::a2a);
+  EXPECT_NE(ulysses.settings_inferred.find("cp_comm_type a2a"), std::string::npos) << ulysses.settings_inferred;
+  // At 32K tokens flash attention still shows, but by a run's memory, not by its context parallelism.
+  EXPECT_TRUE(ulysses.settings.flash_attention);
+  EXPECT_EQ(ulysses.settings_inferred.find("context parallelism"), std::string::npos) << ulysses.settings_inferred;
+  EXPECT_NE(ulysses.settings_inferred.find("ran, yet with the attention scores stored"), std::string::npos)
+      << ulysses.settings_inferred;
+  spit(s.file("comm_summary.csv"), header + "intra,hcom_send,CP,224,900,10,120\nintra,hcom_alltoall,CP,2,5,1,120\n");
+  const io::Collection ring = io::read_dataset(s.root.string()).collections.at(0);
+  EXPECT_EQ(ring.settings.cp_comm_type, CpCommType::p2p);
+  EXPECT_TRUE(ring.settings.flash_attention);
+  EXPECT_NE(ring.settings_inferred.find("context parallelism by p2p"), std::string::npos) << ring.settings_inferred;
+}
+
 // Fused norms are read off a run like flash attention: InternLM2.5-7B at 32K, dp1-tp4-cp2 without recompute, would
 // need about 77 GiB of the 910B3's 64 with PyTorch's norms (the bundled collections' reading) and 58 with fused
 // ones; it ran. A run within the memory model's error of the device proves nothing.
@@ -776,6 +799,38 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   EXPECT_FALSE(te.fp8_param_gather);  // the fixture trains in bf16: no FP8 parameters
   EXPECT_FALSE(read("  cross_entropy_fusion_impl ....................... te\n").te_cross_entropy);
   EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);
+}
+
+TEST(MegatronLog, ReadsTheContextParallelAlgorithm) {
+  // The fixture run (8 ranks, tp2 pp2) made dp1 cp2; Megatron-core logs --cp-comm-type as a list, MindSpeed-LLM
+  // its --context-parallel-algo, which wins.
+  std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  auto swap = [&](const std::string& from, const std::string& to) {
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+  };
+  swap("  context_parallel_size ........................... 1\n",
+       "  context_parallel_size ........................... 2\n");
+  swap("  data_parallel_size .............................. 2\n",
+       "  data_parallel_size .............................. 1\n");
+  const std::string marker = "  seq_length ...................................... 4096\n";
+  auto read = [&](const std::string& lines) {
+    std::string log = text;
+    log.insert(log.find(marker) + marker.size(), lines);
+    const auto f = fs::temp_directory_path() / ("lmsim_cp_" + std::to_string(::getpid()) + ".log");
+    spit(f, log);
+    const io::MegatronRun r = io::read_megatron_log(f.string());
+    fs::remove(f);
+    return r.settings.cp_comm_type;
+  };
+  EXPECT_EQ(read(""), CpCommType::p2p);
+  EXPECT_EQ(read("  cp_comm_type .................................... ['a2a']\n"), CpCommType::a2a);
+  EXPECT_EQ(read("  cp_comm_type .................................... allgather\n"), CpCommType::allgather);
+  EXPECT_EQ(read("  context_parallel_algo ........................... ulysses_cp_algo\n"
+                 "  cp_comm_type .................................... ['p2p']\n"),
+            CpCommType::a2a);
+  EXPECT_THROW(read("  cp_comm_type .................................... ['a2a', 'p2p']\n"), io::InputError);
+  EXPECT_THROW(read("  context_parallel_algo ........................... hybrid_cp_algo\n"), io::InputError);
 }
 
 TEST(MegatronLog, ReadsExpertTensorParallelism) {
