@@ -23,7 +23,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   if (r.sequence_parallel) out += ", SP";
   if (s.context_parallel > 1) {
     static const char* const kCp[kNumCpCommTypes] = {"ring (p2p)", "Ulysses (a2a)", "K/V all-gather"};
-    out += std::string(", context parallel by ") + kCp[static_cast<int>(t.cp_comm_type)];
+    out += std::string(", context parallel by ") + kCp[static_cast<int>(r.cp_comm_type)];
   }
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
   if (s.recompute == Recompute::selective) {

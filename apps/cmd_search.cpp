@@ -23,7 +23,7 @@ struct SearchCli {
   std::vector<std::string> systems, params, recompute;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
-  std::vector<std::string> sp, distopt, fsdp, etp;
+  std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type;
   std::size_t top = 20;
   double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
@@ -194,6 +194,9 @@ void write_results(const std::string& file, const search::Space& space, const se
     w.write_bools(g + "/sequence_parallel", strat.sequence_parallel);
     w.write_bools(g + "/distributed_optimizer", strat.distributed_optimizer);
     w.write_bools(g + "/fsdp", strat.fsdp);
+    std::vector<std::string> cpc;
+    for (CpCommType c : strat.cp_comm_type) cpc.push_back(to_string(c));
+    w.write(g + "/cp_comm_type", cpc);
     std::vector<std::string> rc;
     for (Recompute r : strat.recompute) rc.push_back(to_string(r));
     w.write(g + "/recompute", rc);
@@ -359,6 +362,12 @@ void run(SearchCli sc, std::ostream& out) {
   if (!sc.sp.empty()) f.sequence_parallel = bools(sc.sp, "--sp");
   if (!sc.distopt.empty()) f.distributed_optimizer = bools(sc.distopt, "--distributed-optimizer");
   if (!sc.fsdp.empty()) f.fsdp = bools(sc.fsdp, "--fsdp");
+  for (const auto& name : sc.cp_comm_type) {
+    const auto c = io::parse_cp_comm_type(name);
+    if (!c) throw io::InputError("command line", 0, "--cp-comm-type", io::cp_comm_type_problem(name));
+    if (std::find(f.cp_comm_type.begin(), f.cp_comm_type.end(), *c) == f.cp_comm_type.end())
+      f.cp_comm_type.push_back(*c);
+  }
   const search::Space space(model, scen, f);
   if (space.size() == 0) throw io::InputError("command line", 0, "", "the restricted strategy space is empty");
   search::SweepOptions o;
@@ -647,6 +656,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("--sp", sc.sp, "sequence parallel on/off")->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")
+      ->delimiter(',');
+  cmd->add_option("--cp-comm-type", sc.cp_comm_type,
+                  "context-parallel algorithms to sweep where cp > 1: p2p (ring), a2a (Ulysses), allgather; "
+                  "default: the settings' cp_comm_type")
       ->delimiter(',');
   cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");
   cmd->add_flag("--allow-uneven-layers", sc.uneven, "let pipeline stages differ by one layer");

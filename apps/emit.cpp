@@ -23,8 +23,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       static const char* const kMindSpeedAlgo[kNumCpCommTypes] = {"megatron_cp_algo", "ulysses_cp_algo",
                                                                   "kvallgather_cp_algo"};
       add(framework == "mindspeed"
-              ? std::string("--context-parallel-algo ") + kMindSpeedAlgo[static_cast<int>(t.cp_comm_type)]
-              : std::string("--cp-comm-type ") + to_string(t.cp_comm_type));
+              ? std::string("--context-parallel-algo ") + kMindSpeedAlgo[static_cast<int>(r.cp_comm_type)]
+              : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
     }
     if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
     if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
@@ -76,7 +76,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     add("trainer.strategy.virtual_pipeline_model_parallel_size=" +
         (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
     add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
-    if (s.context_parallel > 1) add(std::string("model.config.cp_comm_type=") + to_string(t.cp_comm_type));
+    if (s.context_parallel > 1) add(std::string("model.config.cp_comm_type=") + to_string(r.cp_comm_type));
     add("trainer.strategy.expert_model_parallel_size=" + n(s.expert_parallel));
     if (s.expert_tensor_parallel > 0)
       add("trainer.strategy.expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));

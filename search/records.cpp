@@ -114,13 +114,16 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
   const auto c_sp = w.enum_column("/all/sequence_parallel", {"FALSE", "TRUE"}, n);
   const auto c_do = w.enum_column("/all/distributed_optimizer", {"FALSE", "TRUE"}, n);
   const auto c_fsdp = w.enum_column("/all/fsdp", {"FALSE", "TRUE"}, n);
+  std::vector<std::string> cpc_names;
+  for (int i = 0; i < kNumCpCommTypes; ++i) cpc_names.push_back(to_string(static_cast<CpCommType>(i)));
+  const auto c_cpc = w.enum_column("/all/cp_comm_type", cpc_names, n);
   const auto c_st = w.enum_column("/all/status", status_names, n);
   const auto c_t = w.column("/all/iteration_time_s", H5Type::f64, n);
   const auto c_m = w.column("/all/max_peak_memory_bytes", H5Type::f64, n);
   std::vector<char> written(n_chunks, 0);
   std::vector<std::int32_t> scen;
   StrategyColumns<std::int32_t, std::int8_t> strat;
-  std::vector<std::int8_t> rc, st;
+  std::vector<std::int8_t> rc, st, cpc;
   std::vector<double> t, m;
   for (const auto& file : spool_files(dir)) {
     scan_spool(file, [&](std::uint64_t id, const std::vector<AllRecord>& recs) {
@@ -130,6 +133,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
       scen.clear();
       strat.clear();
       rc.clear();
+      cpc.clear();
       st.clear();
       t.clear();
       m.clear();
@@ -145,6 +149,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
         m.push_back(a.peak_bytes);
       }
       for (Recompute r : strat.recompute) rc.push_back(static_cast<std::int8_t>(r));
+      for (CpCommType c : strat.cp_comm_type) cpc.push_back(static_cast<std::int8_t>(c));
       const std::pair<io::H5Writer::ColumnId, const void*> cols[] = {{c_scen, scen.data()},
                                                                      {c_dp, strat.dp.data()},
                                                                      {c_tp, strat.tp.data()},
@@ -158,6 +163,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
                                                                      {c_sp, strat.sequence_parallel.data()},
                                                                      {c_do, strat.distributed_optimizer.data()},
                                                                      {c_fsdp, strat.fsdp.data()},
+                                                                     {c_cpc, cpc.data()},
                                                                      {c_st, st.data()},
                                                                      {c_t, t.data()},
                                                                      {c_m, m.data()}};

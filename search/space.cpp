@@ -85,7 +85,8 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
             if (stage_ranks % expert_tp != 0) continue;
             for (int ep : m.is_moe() ? divisors(stage_ranks / expert_tp) : std::vector<int>{1}) {
               if (!allowed(f.ep, ep)) continue;
-              Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0, static_cast<std::uint32_t>(sharding_.size()), 0};
+              Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0, 0, static_cast<std::uint32_t>(sharding_.size()),
+                      0};
               // Nothing to shard over a one-rank data-parallel group (Megatron's dp·cp; for an MoE model also the
               // expert one): every (distributed optimizer, FSDP) variant is the same run, so one is swept, not FSDP
               // where another is allowed.
@@ -105,8 +106,9 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
               }
               if (t.vpp.empty()) t.vpp.push_back(1);
               t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
-              const std::uint64_t n =
-                  static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() * t.n_sp * t.n_shard;
+              t.n_cpc = cp > 1 && !f.cp_comm_type.empty() ? static_cast<std::uint32_t>(f.cp_comm_type.size()) : 1;
+              const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
+                                      t.n_sp * t.n_shard * t.n_cpc;
               if (n == 0) continue;
               total_ += n;
               tuples_.push_back(std::move(t));
@@ -136,6 +138,8 @@ Candidate Space::at(std::uint64_t index) const {
   s.distributed_optimizer = dist;
   s.fsdp = fsdp;
   r /= t.n_shard;
+  if (t.cp > 1 && !filter_.cp_comm_type.empty()) s.cp_comm_type = filter_.cp_comm_type[r % t.n_cpc];
+  r /= t.n_cpc;
   if (t.tp > 1) s.sequence_parallel = filter_.sequence_parallel[r % t.n_sp];
   r /= t.n_sp;
   s.virtual_pipeline = t.vpp[r % t.vpp.size()];
@@ -151,11 +155,13 @@ std::string Space::signature() const {
   for (Recompute r : filter_.recompute) o << to_string(r) << ' ';
   for (bool b : filter_.sequence_parallel) o << b;
   o << '|';
+  for (CpCommType c : filter_.cp_comm_type) o << to_string(c) << ' ';
+  o << '|';
   for (const auto& [d, fs] : sharding_) o << d.value_or(false) << d.has_value() << fs.value_or(false) << fs.has_value();
   o << '\n';
   for (const Tuple& t : tuples_) {
     o << t.scenario << ' ' << t.dp << ' ' << t.tp << ' ' << t.pp << ' ' << t.cp << ' ' << t.ep << ' ' << t.etp << ' '
-      << t.first << ' ' << t.n_sp << ' ' << t.n_shard << ' ' << t.shard0 << ':';
+      << t.first << ' ' << t.n_sp << ' ' << t.n_cpc << ' ' << t.n_shard << ' ' << t.shard0 << ':';
     for (auto mb : t.mbs) o << ' ' << mb;
     o << ':';
     for (int v : t.vpp) o << ' ' << v;

@@ -2,7 +2,8 @@
 //
 // Owns: scenarios (system, devices, sequence length, global batch) and, for each, the (dp, tp, pp, cp, ep, etp)
 // tuples with dp·tp·pp·cp = devices (ep·etp dividing tp·cp·dp), crossed with recompute, micro-batch (divisors of
-// global/dp), virtual pipeline (divisors of layers/pp), sequence parallel (tp > 1) and distributed optimizer options. A
+// global/dp), virtual pipeline (divisors of layers/pp), sequence parallel (tp > 1), distributed optimizer / FSDP and
+// context-parallel algorithm (cp > 1) options. A
 // global index maps to one candidate in O(log tuples); only the tuple table (a few thousand entries at most) is stored.
 #pragma once
 
@@ -42,6 +43,7 @@ struct SpaceFilter {
   std::vector<bool> sequence_parallel = {false, true};  // applies when tp > 1
   std::vector<bool> distributed_optimizer = {false, true};
   std::vector<bool> fsdp;  // empty: as the settings say; FSDP shards the optimizer too, so it pairs only with `do`
+  std::vector<CpCommType> cp_comm_type;  // context-parallel algorithms swept where cp > 1; empty: the settings'
 };
 
 struct Candidate {
@@ -57,6 +59,7 @@ struct StrategyColumns {
   std::vector<std::int64_t> micro_batch_size;
   std::vector<Recompute> recompute;
   std::vector<Flag> sequence_parallel, distributed_optimizer, fsdp;
+  std::vector<CpCommType> cp_comm_type;  // as it runs (meaningful where cp > 1)
 
   void add(const Strategy& s, const TrainingSettings& t) {
     const ResolvedStrategy r = resolve(s, t);
@@ -72,6 +75,7 @@ struct StrategyColumns {
     sequence_parallel.push_back(static_cast<Flag>(r.sequence_parallel));
     distributed_optimizer.push_back(static_cast<Flag>(r.distributed_optimizer));
     fsdp.push_back(static_cast<Flag>(r.fsdp));
+    cp_comm_type.push_back(r.cp_comm_type);
   }
   void clear() { *this = StrategyColumns{}; }
 };
@@ -96,6 +100,7 @@ class Space {
     std::vector<std::int64_t> mbs;
     std::vector<int> vpp;
     std::uint32_t n_sp;
+    std::uint32_t n_cpc;  // context-parallel algorithms swept: the filter's where cp > 1, else 1 (the settings')
     // Sharding variants swept: all of `sharding_` from `shard0`, or only `shard0` where the data-parallel groups
     // (dp·cp, and the expert one) are single ranks and every variant is the same run.
     std::uint32_t n_shard, shard0;

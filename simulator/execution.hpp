@@ -144,15 +144,15 @@ inline double flash_efficiency(const Ctx& c, double L) {
 // all-gather runs one call per local half-chunk, each of s/(2cp) queries.
 inline double flash_inverse_efficiency(const Ctx& c) {
   const double L = c.s_local;
-  if (c.cp > 1 && c.t.cp_comm_type == CpCommType::a2a) return 1 / flash_efficiency(c, c.s);
-  if (c.cp > 1 && c.t.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, L / 2);
+  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::a2a) return 1 / flash_efficiency(c, c.s);
+  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, L / 2);
   return (1 / flash_efficiency(c, L) + (c.cp - 1) / flash_efficiency(c, L / 2)) / c.cp;
 }
 // Ulysses scatters each tensor's heads over the cp ranks, so a rank's KV heads (g/t) must split cp ways; where
 // they do not, K and V are repeated by the smallest factor that makes them (MindSpeed-LLM repeats them for
 // ulysses_cp_algo; with g/t a multiple of cp the factor is 1).
 inline double ulysses_kv_repeat(const Ctx& c) {
-  if (c.cp <= 1 || c.t.cp_comm_type != CpCommType::a2a || c.m->is_mla()) return 1;
+  if (c.cp <= 1 || c.r.cp_comm_type != CpCommType::a2a || c.m->is_mla()) return 1;
   const auto kv = static_cast<std::int64_t>(c.g / c.tp), cp = static_cast<std::int64_t>(c.cp);
   std::int64_t a = kv, b = cp;
   while (b != 0) a = std::exchange(b, a % b);  // gcd(kv, cp)
@@ -424,9 +424,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     inside("gqa_expand", 2 * S * (c.a + c.g) * c.d / t * 2, 0, R::none, 0);  // K and V repeated to every head
   // The core's calls: the local queries against the keys they see; under Ulysses (cp_comm_type a2a) the whole
   // sequence for a/(t·cp) heads (the same FLOPs); under the K/V all-gather two calls, one per local half-chunk.
-  const bool ulysses = c.cp > 1 && c.t.cp_comm_type == CpCommType::a2a;
+  const bool ulysses = c.cp > 1 && c.r.cp_comm_type == CpCommType::a2a;
   const double core_heads = ulysses ? heads / c.cp : heads, core_queries = ulysses ? c.s : c.s_local;
-  const double core_calls = c.cp > 1 && c.t.cp_comm_type == CpCommType::allgather ? 2 : 1;
+  const double core_calls = c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather ? 2 : 1;
   gemm(Gemm{"scores", OpRole::attn_core, core_heads, core_queries, c.s * causal, qk, core_calls, R::core_attn});
   if (!c.t.flash_attention) {
     const double scores = c.b * c.a / t * c.s_local * c.s;
@@ -446,7 +446,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // Flash attention keeps its softmax statistics (a log-sum-exp, or the device kernel's own).
   gemm(Gemm{"pv", OpRole::attn_core, core_heads, core_queries, vd, c.s * causal, core_calls, R::core_attn},
        c.t.flash_attention ? c.sys->flash_softmax_stats_bytes * c.b * c.a * c.s_local / t : 0);
-  if (c.cp > 1 && c.t.flash_attention && c.t.cp_comm_type == CpCommType::p2p) {
+  if (c.cp > 1 && c.t.flash_attention && c.r.cp_comm_type == CpCommType::p2p) {
     // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps, one flash
     // kernel per KV block, and merges them by their log-sum-exp: forward, the first step's partial output is
     // scaled (read, write) and each later one added into the output (read it, read-modify-write the output;
@@ -587,7 +587,7 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
   if (c.cp > 1) {
     const double kv_heads = c.m->is_mla() ? c.a : c.g;
     const double kv = 2 * c.tokens * kv_heads * c.d / c.tp * 2;
-    switch (c.t.cp_comm_type) {
+    switch (c.r.cp_comm_type) {
       case CpCommType::p2p:
         f(Collective{Prim::send_recv, Group::cp, kv, c.cp - 1, 2 * (c.cp - 1), OpRole::attn_core, OpRole::attn_core});
         break;

@@ -82,6 +82,7 @@ std::string config_name(const Strategy& s) {
   if (s.sequence_parallel) n += *s.sequence_parallel ? "-sp" : "-nosp";
   if (s.distributed_optimizer) n += *s.distributed_optimizer ? "-do" : "-nodo";
   if (s.fsdp) n += *s.fsdp ? "-fsdp" : "-nofsdp";
+  if (s.cp_comm_type) n += std::string("-") + to_string(*s.cp_comm_type);
   return n;
 }
 
@@ -177,6 +178,10 @@ ParseResult parse_config_name(const std::string& name) {
         return fail("'fsdp' shards the optimizer state: not with 'nodo'");
       s.fsdp = (t == "fsdp");
       stage = 7;
+    } else if (auto cpc = from_name<CpCommType>(t, kNumCpCommTypes); cpc && stage < 8) {
+      if (s.context_parallel == 1) return fail("'" + std::string(t) + "' names a context-parallel algorithm; cp is 1");
+      s.cp_comm_type = *cpc;
+      stage = 8;
     } else
       return fail("unexpected or repeated field '" + std::string(t) + "'");
   }
@@ -190,7 +195,8 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
                      0,
                      s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
                      s.distributed_optimizer.value_or(t.distributed_optimizer) || s.fsdp.value_or(t.fsdp),
-                     s.fsdp.value_or(t.fsdp)};
+                     s.fsdp.value_or(t.fsdp),
+                     s.cp_comm_type.value_or(t.cp_comm_type)};
   const std::int64_t per_step = static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size;
   r.num_micro_batches = per_step > 0 ? t.global_batch_size / per_step : 0;
   return r;
@@ -325,7 +331,7 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   if (!pipeline_split(m, s, o.allow_uneven_layers)) return Rejection::layers_not_divisible_by_pp_vpp;
   // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
-  const bool a2a = t.cp_comm_type == CpCommType::a2a;
+  const bool a2a = r.cp_comm_type == CpCommType::a2a;
   if (s.context_parallel > 1 && !a2a && !t.flash_attention) return Rejection::cp_needs_flash_attention;
   if (t.seq_length % (s.context_parallel > 1 && !a2a ? 2 * s.context_parallel : s.context_parallel) != 0)
     return Rejection::sequence_not_divisible_by_cp;

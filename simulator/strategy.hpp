@@ -169,7 +169,8 @@ struct Strategy {
   std::int64_t micro_batch_size = 0;  // 0: from the training settings
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
-  std::optional<bool> fsdp;  // fully sharded data parallelism (see TrainingSettings::fsdp)
+  std::optional<bool> fsdp;                // fully sharded data parallelism (see TrainingSettings::fsdp)
+  std::optional<CpCommType> cp_comm_type;  // the context-parallel algorithm (cp > 1; see TrainingSettings)
   // Transformer layers of the first / last pipeline chunk (Megatron's --decoder-first-pipeline-num-layers /
   // --decoder-last-pipeline-num-layers); 0: chosen by the split rule (see pipeline_split()).
   int first_stage_layers = 0;
@@ -187,7 +188,7 @@ struct Strategy {
 
 // The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
 // `-etp<N>` (after `-ep<N>`), `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`,
-// `-fsdp|-nofsdp`. Recompute: `RC` full,
+// `-fsdp|-nofsdp`, `-p2p|-a2a|-allgather` (the context-parallel algorithm, with cp > 1). Recompute: `RC` full,
 // `noRC` none, `selRC` selective.
 std::string config_name(const Strategy& s);
 
@@ -205,6 +206,7 @@ struct ResolvedStrategy {
   bool sequence_parallel;
   bool distributed_optimizer;  // the optimizer state is sharded (always under FSDP)
   bool fsdp;
+  CpCommType cp_comm_type;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 

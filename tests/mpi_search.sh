@@ -23,6 +23,22 @@ done
 for f in "$tmp"/r_*.h5; do same_ranking "$tmp/r_1_1.h5" "$f"; done
 say "determinism across ranks/threads checked"
 
+# Context-parallel algorithms swept where cp > 1: their column in /ranking and /all, their token in the names.
+OMP_NUM_THREADS=1 timeout 120 mpirun -np 2 "$lmsim" search --model Llama-3-8B --system h100_sxm_80g --devices 16 \
+  --seq 65536 --global-batch 64 --cp 1,2,4 --cp-comm-type p2p,ulysses_cp_algo --top 50 --write-all --quiet \
+  --out "$tmp/cpc.h5" >/dev/null 2>"$tmp/err" || bad "CP-algorithm search failed: $(tail -3 "$tmp/err")"
+/usr/bin/python3 - "$tmp/cpc.h5" <<'PY' || bad "CP-algorithm columns"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+names = [n.decode() for n in f["/ranking/config_name"][...]]
+algos = [a.decode() for a in f["/ranking/cp_comm_type"][...]]
+cps = f["/ranking/cp"][...]
+assert {a for a, c in zip(algos, cps) if c > 1} == {"p2p", "a2a"}, algos
+for n, a, c in zip(names, algos, cps):
+    assert n.endswith("-" + a) == (c > 1), (n, a, c)
+assert h5py.check_enum_dtype(f["/all/cp_comm_type"].dtype) == {"p2p": 0, "a2a": 1, "allgather": 2}
+PY
+
 # Every rank resolves the same model and θ: their warnings are said once (rank 0), not once per rank.
 OMP_NUM_THREADS=1 timeout 120 mpirun -np 3 "$lmsim" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 16 \
   --global-batch 256 --top 3 >/dev/null 2>"$tmp/moe.err" || bad "3-rank MoE search failed: $(tail -3 "$tmp/moe.err")"

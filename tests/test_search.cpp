@@ -145,6 +145,44 @@ TEST(Space, FsdpVariantsPairOnlyWithTheShardedOptimizer) {
   EXPECT_EQ(static_cast<std::uint64_t>(fsdp), space.size() / 3);
 }
 
+// The context-parallel algorithms are swept where cp > 1 only; each variant predicts as the setting would.
+TEST(Space, ContextParallelAlgorithmsAreSweptWhereThereIsContextParallelism) {
+  const Model m = io::presets().find_model("Llama-3-8B")->model;
+  SpaceFilter f;
+  f.tp = {1};
+  f.pp = {1};
+  f.recompute = {Recompute::none};
+  f.micro_batch = {1};
+  f.distributed_optimizer = {true};
+  Scenario sc = scenario(8);
+  sc.settings.seq_length = 32768;
+  const Space plain(m, {sc}, f);  // cp 1, 2, 4, 8 over 8 devices: one candidate each
+  ASSERT_EQ(plain.size(), 4u);
+  f.cp_comm_type = {CpCommType::p2p, CpCommType::a2a};
+  const Space space(m, {sc}, f);
+  ASSERT_EQ(space.size(), 1u + 3 * 2);
+  int a2a = 0;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Strategy s = space.at(i).strategy;
+    EXPECT_EQ(s.cp_comm_type.has_value(), s.context_parallel > 1) << config_name(s);
+    if (s.cp_comm_type != CpCommType::a2a) continue;
+    ++a2a;
+    EXPECT_EQ(parse_config_name(config_name(s)).strategy, s);
+    TrainingSettings t = sc.settings;
+    Strategy by_setting = s;
+    by_setting.cp_comm_type.reset();
+    t.cp_comm_type = CpCommType::a2a;
+    const Prediction a = simulate(m, s, sc.system, sc.settings, PlatformParams{}),
+                     b = simulate(m, by_setting, sc.system, t, PlatformParams{}),
+                     ring = simulate(m, by_setting, sc.system, sc.settings, PlatformParams{});
+    ASSERT_TRUE(a.ok() && b.ok() && ring.ok());
+    EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s);
+    EXPECT_NE(a.iteration_time_s, ring.iteration_time_s);
+  }
+  EXPECT_EQ(a2a, 3);
+  EXPECT_NE(space.signature(), plain.signature());
+}
+
 // With a one-rank data-parallel group there is nothing to shard: the distributed-optimizer and FSDP variants are
 // the same run, so one is swept (not FSDP while another variant is allowed), and it predicts as the others would.
 TEST(Space, OneRankDataParallelGroupsSweepOneShardingVariant) {
