@@ -374,14 +374,20 @@ void infer_settings(Collection& c) {
   }
   // The context-parallel algorithm shows in the cp group's measured collectives: point-to-point under the ring
   // (p2p), all-to-alls under Ulysses (a2a), all-gathers under the K/V gather; the one that took the most time.
+  // Where no group is named cp (a profiler's own group names), a dense model's all-to-alls still tell: nothing
+  // but Ulysses context parallelism runs one there.
   std::array<double, kNumCpCommTypes> cp_s{};
+  double dense_a2a_s = 0;
   for (const auto& row : c.comm_summary) {
+    if (row.comm_type == "all_to_all") dense_a2a_s += row.elapsed_time_sum_s;
     if (row.comm_group != "cp") continue;
     if (row.comm_type == "point_to_point") cp_s[static_cast<std::size_t>(CpCommType::p2p)] += row.elapsed_time_sum_s;
     if (row.comm_type == "all_to_all") cp_s[static_cast<std::size_t>(CpCommType::a2a)] += row.elapsed_time_sum_s;
     if (row.comm_type == "all_gather") cp_s[static_cast<std::size_t>(CpCommType::allgather)] += row.elapsed_time_sum_s;
   }
   const auto most = static_cast<std::size_t>(std::max_element(cp_s.begin(), cp_s.end()) - cp_s.begin());
+  const bool has_cp =
+      std::any_of(c.runs.begin(), c.runs.end(), [](const Run& r) { return r.strategy.context_parallel > 1; });
   if (cp_s[most] > 0 && static_cast<CpCommType>(most) != c.settings.cp_comm_type) {
     c.settings.cp_comm_type = static_cast<CpCommType>(most);
     say(std::string("cp_comm_type ") + to_string(c.settings.cp_comm_type) +
@@ -390,6 +396,11 @@ void infer_settings(Collection& c) {
          : most == 1 ? "all-to-alls"
                      : "all-gathers") +
         " (comm_summary.csv)");
+  } else if (cp_s[most] == 0 && dense_a2a_s > 0 && has_cp && !presets().find_model(c.model)->model.is_moe() &&
+             c.settings.cp_comm_type != CpCommType::a2a) {
+    c.settings.cp_comm_type = CpCommType::a2a;
+    say("cp_comm_type a2a: the dense model's runs measured all-to-alls, which only Ulysses context parallelism runs "
+        "(comm_summary.csv)");
   }
   // Memory-saving settings a run's feasibility can prove: a run that ran could not have needed more memory than
   // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs

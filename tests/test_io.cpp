@@ -302,6 +302,12 @@ TEST(Dataset, TheContextParallelAlgorithmIsReadFromTheCpGroupsCollectives) {
   EXPECT_EQ(ring.settings.cp_comm_type, CpCommType::p2p);
   EXPECT_TRUE(ring.settings.flash_attention);
   EXPECT_NE(ring.settings_inferred.find("context parallelism by p2p"), std::string::npos) << ring.settings_inferred;
+  // Groups under the profiler's own names: a dense model's all-to-alls are Ulysses'.
+  spit(s.file("comm_summary.csv"), header + "intra,hcom_alltoall,hccl_group_7,224,900,10,120\n");
+  const io::Collection unnamed = io::read_dataset(s.root.string()).collections.at(0);
+  EXPECT_EQ(unnamed.settings.cp_comm_type, CpCommType::a2a) << unnamed.settings_inferred;
+  spit(s.file("comm_summary.csv"), header + "intra,hcom_allreduce,hccl_group_7,224,900,10,120\n");
+  EXPECT_EQ(io::read_dataset(s.root.string()).collections.at(0).settings.cp_comm_type, CpCommType::p2p);
 }
 
 // Fused norms are read off a run like flash attention: InternLM2.5-7B at 32K, dp1-tp4-cp2 without recompute, would
