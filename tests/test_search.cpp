@@ -18,6 +18,16 @@ Scenario scenario(int devices, std::int64_t gbs = 32) {
   s.settings.global_batch_size = gbs;
   return s;
 }
+// A filter that leaves Llama-3-8B one candidate per (dp, cp) layout: tp 1, pp 1, no recompute, micro-batch 1.
+SpaceFilter tp1_pp1_filter() {
+  SpaceFilter f;
+  f.tp = {1};
+  f.pp = {1};
+  f.recompute = {Recompute::none};
+  f.micro_batch = {1};
+  return f;
+}
+const Model& llama3_8b() { return io::presets().find_model("Llama-3-8B")->model; }
 }  // namespace
 
 TEST(Space, EnumerationMatchesBruteForce) {
@@ -114,12 +124,8 @@ TEST(Space, ExpertTensorParallelFoldsExpertsOverTheStageRanks) {
 }
 
 TEST(Space, FsdpVariantsPairOnlyWithTheShardedOptimizer) {
-  const Model m = io::presets().find_model("Llama-3-8B")->model;
-  SpaceFilter f;
-  f.tp = {1};
-  f.pp = {1};
-  f.recompute = {Recompute::none};
-  f.micro_batch = {1};
+  const Model& m = llama3_8b();
+  SpaceFilter f = tp1_pp1_filter();
   const std::uint64_t plain = Space(m, {scenario(8)}, f).size();  // no-do and do
   f.fsdp = {false, true};
   const Space space(m, {scenario(8)}, f);
@@ -147,12 +153,8 @@ TEST(Space, FsdpVariantsPairOnlyWithTheShardedOptimizer) {
 
 // The context-parallel algorithms are swept where cp > 1 only; each variant predicts as the setting would.
 TEST(Space, ContextParallelAlgorithmsAreSweptWhereThereIsContextParallelism) {
-  const Model m = io::presets().find_model("Llama-3-8B")->model;
-  SpaceFilter f;
-  f.tp = {1};
-  f.pp = {1};
-  f.recompute = {Recompute::none};
-  f.micro_batch = {1};
+  const Model& m = llama3_8b();
+  SpaceFilter f = tp1_pp1_filter();
   f.distributed_optimizer = {true};
   Scenario sc = scenario(8);
   sc.settings.seq_length = 32768;
