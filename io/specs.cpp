@@ -171,6 +171,7 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
   m.post_norms = o.boolean_or("post_norms", false);
   m.sliding_window = o.integer_or("sliding_window", 0, std::int64_t{1} << 40, 0);
   m.window_attn_skip_freq = o.integer_or("window_attn_skip_freq", 0, 4096, 0);
+  m.final_logit_softcapping = o.number_or("final_logit_softcapping", 0, 1e6, 0);
   m.mtp_layers = o.integer_or("mtp_layers", 0, 16, 0);
   if (o.has("moe")) {
     Obj e = o.sub("moe");
@@ -282,6 +283,9 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.sliding_window = integer("sliding_window", 1, std::int64_t{1} << 40);
     m.window_attn_skip_freq = family == "gemma2" ? 2 : 0;
   }
+  if (j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_number() &&
+      j["final_logit_softcapping"].get<double>() > 0)
+    m.final_logit_softcapping = j["final_logit_softcapping"].get<double>();
   if (family == "mixtral") {
     m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
     m.num_experts = integer("num_local_experts", 1, 65536);
@@ -337,6 +341,7 @@ Json to_json(const Model& m) {
     j["sliding_window"] = m.sliding_window;
     j["window_attn_skip_freq"] = m.window_attn_skip_freq;
   }
+  if (m.final_logit_softcapping > 0) j["final_logit_softcapping"] = m.final_logit_softcapping;
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.is_moe())
     j["moe"] = {{"num_experts", m.num_experts},

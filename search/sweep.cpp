@@ -88,7 +88,7 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
   d << m.name << ' ' << m.hidden_size << ' ' << m.num_layers << ' ' << m.num_attention_heads << ' ' << m.num_kv_heads
     << ' ' << m.head_dim << ' ' << m.ffn_hidden_size << ' ' << m.vocab_size << ' ' << m.tied_embeddings << ' '
     << static_cast<int>(m.activation) << ' ' << static_cast<int>(m.norm) << ' ' << m.qkv_bias << m.qk_norm
-    << m.post_norms << ' ' << m.num_experts << ' ' << m.experts_per_token << ' ' << m.moe_ffn_hidden_size << ' '
+    << m.post_norms << ' ' << m.final_logit_softcapping << ' ' << m.num_experts << ' ' << m.experts_per_token << ' ' << m.moe_ffn_hidden_size << ' '
     << m.num_shared_experts << ' ' << m.first_dense_layers << ' ' << m.moe_layer_frequency << ' ' << m.mtp_layers << ' '
     << m.q_lora_rank << ' ' << m.kv_lora_rank << ' ' << m.qk_rope_head_dim << ' ' << m.v_head_dim << '\n';
   for (const auto& sc : s.scenarios()) {

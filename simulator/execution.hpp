@@ -275,6 +275,11 @@ constexpr double kOptimizerBytesPerParam = 38;
 // softmax it keeps for backward (4), the 16-bit logit gradient (2). Transformer Engine's fused cross entropy
 // (transformer_engine/pytorch/cross_entropy.py) keeps the 16-bit logits and writes the gradient into them (2).
 constexpr double kLogitBytesPerElement = 8, kLogitBytesPerElementTe = 2;
+// Final-logit soft-capping (Gemma-2; MindSpeed-LLM's output_logit_softcapping): divide, tanh, multiply, three
+// 16-bit elementwise kernels over the logits (read and write each: 12 bytes per element); backward the multiply's
+// and the divide's gradients (4 each) and tanh's (its kept output and the gradient read, one written: 6). The
+// tanh output is what it keeps: 2 bytes per logit element more alive at the loss.
+constexpr double kSoftcapBytesFwd = 12, kSoftcapBytesBwd = 14, kSoftcapKernels = 3, kSoftcapKeptBytes = 2;
 
 // One step of a transformer layer's forward pass for one micro-batch on one rank — an op that carries its own
 // costs (as Calculon's layers.py): a GEMM, or memory-bound work, with the activation bytes it keeps for backward.

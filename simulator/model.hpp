@@ -36,6 +36,9 @@ struct Model {
   // v0.1). MindSpeed-LLM passes them as --sliding-window / --interleave-sliding-window.
   std::int64_t sliding_window = 0;
   std::int64_t window_attn_skip_freq = 0;
+  // Gemma-2's final-logit soft-capping: logits = c·tanh(logits / c) before the loss (HF final_logit_softcapping,
+  // MindSpeed-LLM --output-logit-softcapping); 0: none.
+  double final_logit_softcapping = 0;
 
   // Mixture of experts: 0 experts = dense.
   std::int64_t num_experts = 0;

@@ -286,6 +286,10 @@ EdgeTime edge_time(const Ctx& c, bool first, bool last) {
                            fused ? 4 : 12);
     e.bwd += vector_time_s(c, 4 * act / c.sp_div + logits * (fused ? kLossBytesBwdFused : kLossBytesBwdUnfused),
                            fused ? 4 : 8);
+    if (c.m->final_logit_softcapping > 0) {
+      e.fwd += vector_time_s(c, logits * kSoftcapBytesFwd, kSoftcapKernels);
+      e.bwd += vector_time_s(c, logits * kSoftcapBytesBwd, kSoftcapKernels);
+    }
   }
   visit_edge_collectives(c, first, last, [&](const Collective& k) {
     const double one = collective_time_s(c, k.prim, k.group, k.bytes);
@@ -438,8 +442,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   visit_pipeline_collectives(
       c, [&](const Collective& k) { p2p += (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes); });
   // Loss peak on the last stage (the logits and what the cross entropy keeps of them).
-  const double logits_bytes =
-      (t.te_cross_entropy ? kLogitBytesPerElementTe : kLogitBytesPerElement) * c.tokens * c.vocab_padded / c.tp;
+  const double logits_bytes = ((t.te_cross_entropy ? kLogitBytesPerElementTe : kLogitBytesPerElement) +
+                               (m.final_logit_softcapping > 0 ? kSoftcapKeptBytes : 0.0)) *
+                              c.tokens * c.vocab_padded / c.tp;
   const double grad_bytes = grad_bytes_per_param(t);
   const double weight_bytes = weight_bytes_per_param(t);
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;

@@ -792,6 +792,25 @@ TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
   EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").te_cross_entropy);
 }
 
+// Gemma-2's final-logit soft-capping (c·tanh(logits / c)): three elementwise kernels over the logits each way
+// (12 bytes per element forward, 14 backward) and tanh's 16-bit output kept at the loss.
+TEST(Fidelity, FinalLogitSoftcappingKeepsItsTanhOutput) {
+  const Model& capped = preset("Gemma-2-9B");
+  ASSERT_EQ(capped.final_logit_softcapping, 30.0);
+  Model plain = capped;
+  plain.final_logit_softcapping = 0;
+  const TrainingSettings t = run_settings(8192, 8);
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  const PlatformParams p;
+  const Prediction a = simulate(plain, s, h100(), t, p), b = simulate(capped, s, h100(), t, p);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double logits = 8192.0 * 256000;  // 256000 = 2000 x 128: no padding at tp 1
+  EXPECT_DOUBLE_EQ(b.stages[0].transient_bytes - a.stages[0].transient_bytes, 2 * logits);
+  const double per_mb = 26 * logits / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) +
+                        6 * p.kernel_launch_us * 1e-6;
+  EXPECT_NEAR(b.breakdown.compute_s - a.breakdown.compute_s, per_mb, 1e-9 * b.breakdown.compute_s);  // 1 micro-batch
+}
+
 TEST(Fidelity, ContextParallelAttentionMergesItsStepsOutputs) {
   // CP 2 at sequence 8192 against no CP at 4096: the same tokens per rank, so the memory-bound bytes differ only
   // by the merge of the two steps (Transformer Engine's P2P context parallelism). Per layer, with Q and the output

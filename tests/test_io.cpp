@@ -759,6 +759,7 @@ TEST(HuggingFace, ASlidingWindowIsReadUnlessTheConfigTurnsItOff) {
   const Model gemma = io::resolve_model(std::string(LMSIM_TEST_FIXTURES) + "/hf/gemma2_9b/config.json");
   EXPECT_EQ(gemma.sliding_window, 4096);
   EXPECT_EQ(gemma.window_attn_skip_freq, 2);
+  EXPECT_EQ(gemma.final_logit_softcapping, 30.0);
 }
 
 TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {

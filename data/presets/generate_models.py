@@ -67,6 +67,13 @@ with open(sys.argv[1]) as f:
             windows[r["hf_architecture"]] = (m["sliding_window"], m["window_attn_skip_freq"])
         elif r["special_features"].startswith("same as") and r["hf_architecture"] in windows:
             m["sliding_window"], m["window_attn_skip_freq"] = windows[r["hf_architecture"]]
+        # Gemma-2's final-logit soft-capping ("final softcap 30"), inherited by a row "same as 9B".
+        cap = re.search(r"final softcap (\d+)", r["special_features"])
+        if cap:
+            m["final_logit_softcapping"] = float(cap.group(1))
+            windows[r["hf_architecture"] + "/softcap"] = m["final_logit_softcapping"]
+        elif r["special_features"].startswith("same as") and r["hf_architecture"] + "/softcap" in windows:
+            m["final_logit_softcapping"] = windows[r["hf_architecture"] + "/softcap"]
         if num(r["num_experts"]):
             m["moe"] = {"num_experts": num(r["num_experts"]), "experts_per_token": num(r["num_experts_per_tok"]),
                         "moe_ffn_hidden_size": num(r["moe_intermediate_size"])}
