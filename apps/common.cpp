@@ -44,10 +44,12 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
       "preset defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   cmd.add_option("--stack", o.platform_stack,
-                 "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels, stored scores, no SP, "
+                 "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels and weight-gradient "
+                 "accumulation, stored scores, no SP, "
                  "peak before "
                  "Adam's first applied step) or npu "
-                 "(MindSpeed BF16, fused kernels; SP off, scores stored, --reuse-fp32-param, unfused RMSNorm: "
+                 "(MindSpeed BF16, fused kernels, --no-gradient-accumulation-fusion; SP off, scores stored, "
+                 "--reuse-fp32-param, unfused RMSNorm: "
                  "in-sample readings of the "
                  "bundled NPU data)")
       ->check(CLI::IsMember({"gpu", "npu"}));

@@ -24,7 +24,9 @@ SETTINGS = {
     "gpu": {"seq_length": 4096, "global_batch_size": 32, "micro_batch_size": 1, "precision": "fp16",
             "distributed_optimizer": True, "flash_attention": False, "fused_kernels": False,
             "sequence_parallel": False, "fp32_gradients": False, "optimizer_moments_allocated": False,
-            "note": "Megatron-LM on 8x V100 32 GB: FP16, no fused kernels, no sequence parallel; 16-bit gradient "
+            "gradient_accumulation_fusion": False,
+            "note": "Megatron-LM on 8x V100 32 GB: FP16, no fused kernels (so neither APEX's fused weight-gradient "
+                    "accumulation: gradient_accumulation_fusion false), no sequence parallel; 16-bit gradient "
                     "buffers (Megatron's default for --fp16: --accumulate-allreduce-grads-in-fp32 off); Adam "
                     "moments not yet allocated at the recorded peak (optimizer_moments_allocated false): FP16 "
                     "dynamic loss scaling starts at 2^32 and skips the first steps, and Adam creates exp_avg / "
@@ -34,7 +36,9 @@ SETTINGS = {
     "npu": {"seq_length": 4096, "global_batch_size": 32, "micro_batch_size": 1, "precision": "bf16",
             "distributed_optimizer": True, "flash_attention": False, "fused_kernels": True,
             "fused_norm": False, "sequence_parallel": False, "fp32_gradients": False, "reuse_fp32_param": True,
-            "note": "MindSpeed-LLM on 8x Ascend 910B3 64 GB: BF16, fused kernels. The paper lists sequence "
+            "gradient_accumulation_fusion": False,
+            "note": "MindSpeed-LLM on 8x Ascend 910B3 64 GB: BF16, fused kernels; --no-gradient-accumulation-fusion "
+                    "as MindSpeed-LLM's Qwen3 recipes set it (examples/mcore/qwen3). The paper lists sequence "
                     "parallelism as enabled, but its own measurements show it was not in effect: communication "
                     "time is 83-84 % all-reduce and under 1 % all-gather/reduce-scatter (Table 30), and no-recompute "
                     "memory falls as A/t + B with B about 20 s*h bytes per layer (activations outside the TP region "

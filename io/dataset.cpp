@@ -119,6 +119,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.sequence_parallel = false;
     t.fp32_gradients = false;
     t.optimizer_moments_allocated = false;
+    t.gradient_accumulation_fusion = false;  // no fused kernels: no APEX fused weight-gradient accumulation
   } else {  // MindSpeed-LLM on Ascend: BF16, fused kernels; SP not in effect, scores stored
     t.precision = Precision::bf16;
     t.flash_attention = false;
@@ -127,6 +128,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.fp32_gradients = false;
     t.reuse_fp32_param = true;
     t.fused_norm = false;
+    t.gradient_accumulation_fusion = false;  // MindSpeed-LLM's recipes: --no-gradient-accumulation-fusion
   }
   return t;
 }

@@ -148,6 +148,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.overlap_param_gather = flag("overlap_param_gather", false);
   t.tp_comm_overlap = flag("tp_comm_overlap", false);
   t.fp32_gradients = flag("accumulate_allreduce_grads_in_fp32", false);
+  t.gradient_accumulation_fusion = flag("gradient_accumulation_fusion", true);  // Megatron's default
   t.overlap_p2p_comm = flag("overlap_p2p_comm", false);
   t.fp8_param_gather = t.precision == Precision::fp8 && flag("fp8_param_gather", false);
   t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);

@@ -177,11 +177,19 @@ struct LayerTime {
 constexpr std::size_t kNumRoles = 7;
 inline std::size_t role_index(OpRole r) { return static_cast<std::size_t>(r); }
 
+// Without gradient-accumulation fusion each weight-gradient GEMM writes a 16-bit gradient that Megatron's backward
+// hook adds into the gradient buffer (main_grad.add_): the buffer read and written, the gradient read, one kernel
+// per GEMM call, every micro-batch. Fused, the GEMM accumulates in place at no extra cost.
+double unfused_wgrad_accumulation_s(const Ctx& c, double weights, double gemm_calls) {
+  if (c.t.gradient_accumulation_fusion) return 0;
+  return vector_time_s(c, weights * (2 + 2 * grad_bytes_per_param(c.t)), gemm_calls);
+}
+
 LayerTime layer_time(const Ctx& c, bool moe) {
   LayerTime lt{};
   std::array<double, kNumRoles> call{};  // one forward call of each role's GEMMs (compute that can hide a collective)
   std::array<double, kNumRecomputeModules + 1> module_gemm_fwd{};  // forward GEMM time per recompute module
-  double gemm_fwd = 0, gemm_bwd = 0;
+  double gemm_fwd = 0, gemm_bwd = 0, weights = 0, weight_gemms = 0;
   VectorWork v;
   visit_layer(c, moe, [&](const LayerOp& o) {  // one pass: GEMMs and memory-bound work
     if (!o.is_gemm) {
@@ -195,13 +203,20 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
     lt.model_flops += 3 * 2 * g.batch * g.m * g.n * g.k * causal;
     call[role_index(g.role)] += gt.call;
+    if (has_weight(g.role)) {
+      weights += o.params;
+      weight_gemms += g.launches;
+    }
     gemm_fwd += gt.forward;
     gemm_bwd += gt.backward;
   });
   const double score_fwd = vector_time_s(c, v.score_fwd_bytes, 0);
   const double score_bwd = vector_time_s(c, v.score_bwd_bytes, 0);
   lt.fwd_compute = gemm_fwd + vector_time_s(c, v.fwd_bytes, v.fwd_kernels) + score_fwd;
-  lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels()) + score_bwd;
+  // Without gradient-accumulation fusion each weight gradient is written in 16 bits and added into the gradient
+  // buffer by Megatron's backward hook (main_grad.add_): read the buffer and the gradient, write the buffer.
+  lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels()) + score_bwd +
+                   unfused_wgrad_accumulation_s(c, weights, weight_gemms);
   lt.attn_fwd = call[role_index(OpRole::attn_core)] + score_fwd;
   // Compute that can hide a collective: one call of a linear (forward, or one of its two backward GEMMs), or the
   // attention core (forward; backward is twice as long).
@@ -277,9 +292,10 @@ EdgeTime edge_time(const Ctx& c, bool first, bool last) {
     e.bwd += vector_time_s(c, 2 * act, 2);
   }
   if (last) {
-    const GemmTime g = gemm_time(c, head_gemm(c));
+    const Gemm head = head_gemm(c);
+    const GemmTime g = gemm_time(c, head);
     e.fwd += g.forward;
-    e.bwd += g.backward;
+    e.bwd += g.backward + unfused_wgrad_accumulation_s(c, head.n * head.k, 1);
     const bool fused = c.t.fused_kernels;
     const double logits = c.tokens * c.vocab_padded / c.tp;
     e.fwd += vector_time_s(c, 2 * act / c.sp_div + logits * (fused ? kLossBytesFwdFused : kLossBytesFwdUnfused),

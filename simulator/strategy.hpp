@@ -80,6 +80,10 @@ struct TrainingSettings {
   bool sequence_parallel = false;  // default for tp > 1
   bool dropout = false;            // attention and hidden dropout active (masks stored)
   bool fp32_gradients = true;      // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
+  // Weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron --gradient-accumulation-fusion,
+  // APEX / TE fused wgrad). false (--no-gradient-accumulation-fusion, set by MindSpeed-LLM's recipes): each writes a
+  // 16-bit gradient that the backward hook then adds into the buffer, per micro-batch.
+  bool gradient_accumulation_fusion = true;
   // Adam's two fp32 moments exist. They are created by the first applied optimizer step; false describes a
   // peak recorded before it, e.g. while FP16 dynamic loss scaling (initial scale 2^32) still skips every step.
   bool optimizer_moments_allocated = true;
@@ -132,6 +136,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"sequence_parallel", &TrainingSettings::sequence_parallel},
     {"dropout", &TrainingSettings::dropout},
     {"fp32_gradients", &TrainingSettings::fp32_gradients},
+    {"gradient_accumulation_fusion", &TrainingSettings::gradient_accumulation_fusion},
     {"optimizer_moments_allocated", &TrainingSettings::optimizer_moments_allocated},
     {"reuse_fp32_param", &TrainingSettings::reuse_fp32_param},
     {"bf16_optimizer_state", &TrainingSettings::bf16_optimizer_state},

@@ -806,9 +806,36 @@ TEST(Fidelity, FinalLogitSoftcappingKeepsItsTanhOutput) {
   ASSERT_TRUE(a.ok() && b.ok());
   const double logits = 8192.0 * 256000;  // 256000 = 2000 x 128: no padding at tp 1
   EXPECT_DOUBLE_EQ(b.stages[0].transient_bytes - a.stages[0].transient_bytes, 2 * logits);
-  const double per_mb = 26 * logits / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) +
-                        6 * p.kernel_launch_us * 1e-6;
+  const double per_mb =
+      26 * logits / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) + 6 * p.kernel_launch_us * 1e-6;
   EXPECT_NEAR(b.breakdown.compute_s - a.breakdown.compute_s, per_mb, 1e-9 * b.breakdown.compute_s);  // 1 micro-batch
+}
+
+// Without gradient-accumulation fusion every weight gradient is written in 16 bits and added into the gradient
+// buffer each micro-batch: 2 + 2·4 bytes per weight with fp32 buffers, 2 + 2·2 with 16-bit ones, one kernel per GEMM.
+TEST(Fidelity, UnfusedGradientAccumulationAddsEachWeightGradientIntoTheBuffer) {
+  const Model& m = preset("Llama-3-8B");
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  const PlatformParams p;
+  const double layer = 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 4096.0 * 2 * 14336 + 14336.0 * 4096;
+  const double weights = 32 * layer + 128256.0 * 4096, calls = 32 * 4 + 1;  // the layers' four linears, the head
+  for (bool fp32 : {true, false}) {
+    TrainingSettings t = run_settings(4096, 16);  // two micro-batches per rank
+    t.fp32_gradients = fp32;
+    const Prediction fused = simulate(m, s, h100(), t, p);
+    t.gradient_accumulation_fusion = false;
+    const Prediction unfused = simulate(m, s, h100(), t, p);
+    ASSERT_TRUE(fused.ok() && unfused.ok());
+    const double per_mb =
+        weights * (fp32 ? 10 : 6) / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) +
+        calls * p.kernel_launch_us * 1e-6;
+    EXPECT_NEAR(unfused.breakdown.compute_s - fused.breakdown.compute_s, 2 * per_mb, 1e-9 * fused.breakdown.compute_s)
+        << fp32;
+    EXPECT_DOUBLE_EQ(unfused.max_peak_memory_bytes, fused.max_peak_memory_bytes);
+  }
+  TrainingSettings t = run_settings(4096, 16);
+  t.gradient_accumulation_fusion = false;
+  EXPECT_FALSE(io::settings_from_json(io::to_json(t), "settings.json").gradient_accumulation_fusion);
 }
 
 TEST(Fidelity, ContextParallelAttentionMergesItsStepsOutputs) {
