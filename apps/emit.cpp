@@ -64,6 +64,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (t.precision == Precision::fp16) add("--fp16");
     if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
     if (!t.gradient_accumulation_fusion) add("--no-gradient-accumulation-fusion");
+    if (!t.masked_softmax_fusion && !t.flash_attention) add("--no-masked-softmax-fusion");
     if (t.flash_attention) add(framework == "mindspeed" ? "--use-flash-attn" : "--attention-backend flash");
     if (t.reuse_fp32_param && framework == "mindspeed") add("--reuse-fp32-param");
     add("--micro-batch-size " + n(r.micro_batch_size));

@@ -129,6 +129,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.reuse_fp32_param = true;
     t.fused_norm = false;
     t.gradient_accumulation_fusion = false;  // MindSpeed-LLM's recipes: --no-gradient-accumulation-fusion
+    t.masked_softmax_fusion = false;         // and --no-masked-softmax-fusion
   }
   return t;
 }

@@ -149,6 +149,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.tp_comm_overlap = flag("tp_comm_overlap", false);
   t.fp32_gradients = flag("accumulate_allreduce_grads_in_fp32", false);
   t.gradient_accumulation_fusion = flag("gradient_accumulation_fusion", true);  // Megatron's default
+  t.masked_softmax_fusion = flag("masked_softmax_fusion", true);
   t.overlap_p2p_comm = flag("overlap_p2p_comm", false);
   t.fp8_param_gather = t.precision == Precision::fp8 && flag("fp8_param_gather", false);
   t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);

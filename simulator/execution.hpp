@@ -438,8 +438,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     LayerOp o{"softmax"};
     o.score = true;
     o.module = R::core_attn;
-    o.fwd_bytes = scores * (fused ? kScoreBytesFwdFused : kScoreBytesFwdUnfused);
-    o.bwd_bytes = scores * (fused ? kScoreBytesBwdFused : kScoreBytesBwdUnfused);
+    const bool fused_softmax = fused && c.t.masked_softmax_fusion;
+    o.fwd_bytes = scores * (fused_softmax ? kScoreBytesFwdFused : kScoreBytesFwdUnfused);
+    o.bwd_bytes = scores * (fused_softmax ? kScoreBytesBwdFused : kScoreBytesBwdUnfused);
     if (c.t.dropout) {  // attention-probability dropout: read, write, 1-byte mask; backward likewise
       o.fwd_bytes += scores * kScoreDropoutBytes;
       o.bwd_bytes += scores * kScoreDropoutBytes;

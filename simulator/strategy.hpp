@@ -74,6 +74,9 @@ struct TrainingSettings {
   bool distributed_optimizer = true;
   bool flash_attention = true;  // false: s x s attention scores are materialised and stored
   bool fused_kernels = true;    // fused norm / rotary / softmax / cross-entropy / bias-activation kernels
+  // The stored-scores softmax as one fused scale-mask-softmax kernel (Megatron --masked-softmax-fusion, on by
+  // default; MindSpeed-LLM's recipes pass --no-masked-softmax-fusion). Needs fused_kernels; moot under flash.
+  bool masked_softmax_fusion = true;
   // A fused RMSNorm / LayerNorm kernel (apex, Transformer Engine, MindSpeed --use-fused-rmsnorm), which keeps only
   // its input. false: the framework's PyTorch norm, which keeps an fp32 copy of its input and its normalised output.
   bool fused_norm = true;
@@ -132,6 +135,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"distributed_optimizer", &TrainingSettings::distributed_optimizer},
     {"flash_attention", &TrainingSettings::flash_attention},
     {"fused_kernels", &TrainingSettings::fused_kernels},
+    {"masked_softmax_fusion", &TrainingSettings::masked_softmax_fusion},
     {"fused_norm", &TrainingSettings::fused_norm},
     {"sequence_parallel", &TrainingSettings::sequence_parallel},
     {"dropout", &TrainingSettings::dropout},

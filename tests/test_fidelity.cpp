@@ -838,6 +838,28 @@ TEST(Fidelity, UnfusedGradientAccumulationAddsEachWeightGradientIntoTheBuffer) {
   EXPECT_FALSE(io::settings_from_json(io::to_json(t), "settings.json").gradient_accumulation_fusion);
 }
 
+// --no-masked-softmax-fusion (MindSpeed-LLM's recipes): stored scores go through PyTorch's fp32 scale-mask-softmax,
+// 20 + 24 bytes per score element forward and backward where the fused kernel moves 4 + 6.
+TEST(Fidelity, AnUnfusedMaskedSoftmaxMovesTheScoresInFp32) {
+  const Model& m = preset("Qwen3-0.6B");  // 28 layers, 16 heads
+  TrainingSettings t = run_settings(4096, 8);
+  t.flash_attention = false;
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  const PlatformParams p;
+  const Prediction fused = simulate(m, s, h100(), t, p);
+  t.masked_softmax_fusion = false;
+  const Prediction unfused = simulate(m, s, h100(), t, p);
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  const double scores = 16.0 * 4096 * 4096;
+  EXPECT_NEAR(unfused.breakdown.compute_s - fused.breakdown.compute_s,
+              28 * scores * (20 + 24 - 4 - 6) / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency),
+              1e-9 * fused.breakdown.compute_s);
+  t.flash_attention = true;  // moot under flash attention
+  TrainingSettings f = t;
+  f.masked_softmax_fusion = true;
+  EXPECT_DOUBLE_EQ(simulate(m, s, h100(), t, p).iteration_time_s, simulate(m, s, h100(), f, p).iteration_time_s);
+}
+
 TEST(Fidelity, ContextParallelAttentionMergesItsStepsOutputs) {
   // CP 2 at sequence 8192 against no CP at 4096: the same tokens per rank, so the memory-bound bytes differ only
   // by the merge of the two steps (Transformer Engine's P2P context parallelism). Per layer, with Q and the output

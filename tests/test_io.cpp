@@ -143,6 +143,9 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
   EXPECT_FALSE(c.settings.fp32_gradients);
   EXPECT_TRUE(c.settings.reuse_fp32_param);
   EXPECT_FALSE(c.settings.fused_norm);
+  // ... and, as MindSpeed-LLM's recipes run, neither fused weight-gradient accumulation nor the fused softmax ...
+  EXPECT_FALSE(c.settings.gradient_accumulation_fusion);
+  EXPECT_FALSE(c.settings.masked_softmax_fusion);
   // ... and the scores stored, but this collection has a context-parallel run, which only flash attention runs.
   EXPECT_TRUE(c.settings.flash_attention);
   EXPECT_NE(c.settings_inferred.find("context parallelism"), std::string::npos) << c.settings_inferred;
@@ -796,6 +799,11 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   };
   const TrainingSettings none = read("");
   EXPECT_FALSE(none.te_cross_entropy || none.overlap_p2p_comm || none.overlap_moe_expert_parallel_comm);
+  EXPECT_TRUE(none.gradient_accumulation_fusion && none.masked_softmax_fusion);  // Megatron's defaults
+  const TrainingSettings unfused = read(
+      "  gradient_accumulation_fusion .................... False\n"
+      "  masked_softmax_fusion ........................... False\n");
+  EXPECT_FALSE(unfused.gradient_accumulation_fusion || unfused.masked_softmax_fusion);
   const TrainingSettings te = read(
       "  cross_entropy_fusion_impl ....................... te\n"
       "  cross_entropy_loss_fusion ....................... True\n"
