@@ -19,7 +19,7 @@ struct PredictCli {
 std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
-  out += t.flash_attention ? ", flash attention" : ", attention scores stored";
+  out += t.flash_in(s.context_parallel) ? ", flash attention" : ", attention scores stored";
   if (r.sequence_parallel) out += ", SP";
   if (s.context_parallel > 1) {
     static const char* const kCp[kNumCpCommTypes] = {"ring (p2p)", "Ulysses (a2a)", "K/V all-gather"};

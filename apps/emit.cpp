@@ -64,8 +64,12 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (t.precision == Precision::fp16) add("--fp16");
     if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
     if (!t.gradient_accumulation_fusion) add("--no-gradient-accumulation-fusion");
-    if (!t.masked_softmax_fusion && !t.flash_attention) add("--no-masked-softmax-fusion");
-    if (t.flash_attention) add(framework == "mindspeed" ? "--use-flash-attn" : "--attention-backend flash");
+    const bool flash = t.flash_in(s.context_parallel);
+    if (!t.masked_softmax_fusion && !flash) add("--no-masked-softmax-fusion");
+    if (flash) add(framework == "mindspeed" ? "--use-flash-attn" : "--attention-backend flash");
+    if (framework == "mindspeed" && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a &&
+        t.kv_head_repeat_before_uly_alltoall)
+      add("--kv-head-repeat-before-uly-alltoall");
     if (t.reuse_fp32_param && framework == "mindspeed") add("--reuse-fp32-param");
     add("--micro-batch-size " + n(r.micro_batch_size));
     add("--global-batch-size " + n(t.global_batch_size));

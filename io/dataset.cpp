@@ -130,6 +130,9 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.fused_norm = false;
     t.gradient_accumulation_fusion = false;  // MindSpeed-LLM's recipes: --no-gradient-accumulation-fusion
     t.masked_softmax_fusion = false;         // and --no-masked-softmax-fusion
+    // MindSpeed-LLM's argument validation: flash attention in every CP run; Ulysses repeats K, V to every head.
+    t.flash_attention_with_cp = true;
+    t.kv_head_repeat_before_uly_alltoall = true;
   }
   return t;
 }
@@ -427,6 +430,10 @@ void infer_settings(Collection& c) {
     for (const Run& r : c.runs) {
       if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
       std::string why;
+      // A context-parallel run says nothing of the others where the stack turns flash on for it alone.
+      if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1 &&
+          c.settings.flash_attention_with_cp)
+        continue;
       if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1 &&
           c.settings.cp_comm_type != CpCommType::a2a) {
         why = "'" + r.config + "' uses context parallelism by " + to_string(c.settings.cp_comm_type) +

@@ -149,10 +149,11 @@ inline double flash_inverse_efficiency(const Ctx& c) {
   return (1 / flash_efficiency(c, L) + (c.cp - 1) / flash_efficiency(c, L / 2)) / c.cp;
 }
 // Ulysses scatters each tensor's heads over the cp ranks, so a rank's KV heads (g/t) must split cp ways; where
-// they do not, K and V are repeated by the smallest factor that makes them (MindSpeed-LLM repeats them for
-// ulysses_cp_algo; with g/t a multiple of cp the factor is 1).
+// they do not, K and V are repeated by the smallest factor that makes them (with g/t a multiple of cp the factor
+// is 1). MindSpeed-LLM's --kv-head-repeat-before-uly-alltoall repeats them to every query head (a/g) instead.
 inline double ulysses_kv_repeat(const Ctx& c) {
   if (c.cp <= 1 || c.r.cp_comm_type != CpCommType::a2a || c.m->is_mla()) return 1;
+  if (c.t.kv_head_repeat_before_uly_alltoall) return c.a / c.g;
   const auto kv = static_cast<std::int64_t>(c.g / c.tp), cp = static_cast<std::int64_t>(c.cp);
   std::int64_t a = kv, b = cp;
   while (b != 0) a = std::exchange(b, a % b);  // gcd(kv, cp)

@@ -60,6 +60,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.p = &p;
   c.r = resolve(s, t);
   c.t = t;
+  c.t.flash_attention = t.flash_in(s.context_parallel);  // the run's own: MindSpeed-LLM turns it on under CP
   c.b = static_cast<double>(c.r.micro_batch_size);
   c.s = static_cast<double>(t.seq_length);
   c.cp = s.context_parallel;

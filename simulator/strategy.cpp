@@ -332,7 +332,7 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
   const bool a2a = r.cp_comm_type == CpCommType::a2a;
-  if (s.context_parallel > 1 && !a2a && !t.flash_attention) return Rejection::cp_needs_flash_attention;
+  if (s.context_parallel > 1 && !a2a && !t.flash_in(s.context_parallel)) return Rejection::cp_needs_flash_attention;
   if (t.seq_length % (s.context_parallel > 1 && !a2a ? 2 * s.context_parallel : s.context_parallel) != 0)
     return Rejection::sequence_not_divisible_by_cp;
   if (s.context_parallel > 1 && a2a && !o.allow_padded_heads &&

@@ -73,7 +73,13 @@ struct TrainingSettings {
   Precision precision = Precision::bf16;
   bool distributed_optimizer = true;
   bool flash_attention = true;  // false: s x s attention scores are materialised and stored
-  bool fused_kernels = true;    // fused norm / rotary / softmax / cross-entropy / bias-activation kernels
+  // Flash attention in every context-parallel run whatever flash_attention says: MindSpeed-LLM's argument
+  // validation turns --use-flash-attn on when context_parallel_size > 1 (its runs without CP keep the setting).
+  bool flash_attention_with_cp = false;
+  bool flash_in(int context_parallel) const {
+    return flash_attention || (context_parallel > 1 && flash_attention_with_cp);
+  }
+  bool fused_kernels = true;  // fused norm / rotary / softmax / cross-entropy / bias-activation kernels
   // The stored-scores softmax as one fused scale-mask-softmax kernel (Megatron --masked-softmax-fusion, on by
   // default; MindSpeed-LLM's recipes pass --no-masked-softmax-fusion). Needs fused_kernels; moot under flash.
   bool masked_softmax_fusion = true;
@@ -107,6 +113,9 @@ struct TrainingSettings {
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
   double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
+  // Under Ulysses, K and V repeated to every query head before the all-to-all (MindSpeed-LLM's
+  // --kv-head-repeat-before-uly-alltoall, on by default there); false: only as far as the heads must split cp ways.
+  bool kv_head_repeat_before_uly_alltoall = false;
   // Overlap features of the framework (Megatron-LM / NeMo flag names).
   bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
   bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
@@ -134,6 +143,7 @@ struct SettingFlag {
 inline constexpr SettingFlag kSettingFlags[] = {
     {"distributed_optimizer", &TrainingSettings::distributed_optimizer},
     {"flash_attention", &TrainingSettings::flash_attention},
+    {"flash_attention_with_cp", &TrainingSettings::flash_attention_with_cp},
     {"fused_kernels", &TrainingSettings::fused_kernels},
     {"masked_softmax_fusion", &TrainingSettings::masked_softmax_fusion},
     {"fused_norm", &TrainingSettings::fused_norm},
@@ -153,6 +163,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"overlap_moe_expert_parallel_comm", &TrainingSettings::overlap_moe_expert_parallel_comm},
     {"te_cross_entropy", &TrainingSettings::te_cross_entropy},
     {"fp8_param_gather", &TrainingSettings::fp8_param_gather},
+    {"kv_head_repeat_before_uly_alltoall", &TrainingSettings::kv_head_repeat_before_uly_alltoall},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and

@@ -925,6 +925,11 @@ TEST(Fidelity, UlyssesContextParallelTradesTheSequenceSplitForAHeadSplit) {
                    u4 = simulate(m, s4, h100(), ulysses, PlatformParams{});
   ASSERT_TRUE(r4.ok() && u4.ok());
   EXPECT_DOUBLE_EQ(u4.stages[0].activation_bytes - r4.stages[0].activation_bytes, 32 * 2 * kv4);  // K, V kept twice
+  // MindSpeed-LLM's --kv-head-repeat-before-uly-alltoall: K and V repeated to all 32 query heads (4x) at any tp.
+  TrainingSettings full = ulysses;
+  full.kv_head_repeat_before_uly_alltoall = true;
+  EXPECT_DOUBLE_EQ(total_bytes_of(collective_diagnostics(m, s, h100(), full, PlatformParams{}), "all_to_all", "cp"),
+                   2 * q + 2 * 4 * kv);
   // Validity: Ulysses splits the heads over tp·cp and the sequence cp ways; the ring needs 2·cp chunks and flash.
   const ValidityOptions vo;
   EXPECT_EQ(check(m, *parse_config_name("dp1-tp4-pp1-cp16-noRC").strategy, ulysses, vo),
@@ -953,6 +958,28 @@ TEST(Fidelity, UlyssesContextParallelTradesTheSequenceSplitForAHeadSplit) {
 
 // The K/V all-gather (cp_comm_type allgather): K and V gathered before the core in forward and backward, their
 // gradients reduce-scattered; each a full cp-fold buffer, exposed.
+// MindSpeed-LLM turns flash attention on in context-parallel runs only (flash_attention_with_cp): a run without
+// CP keeps its stored scores, a CP run predicts as with flash attention set.
+TEST(Fidelity, FlashAttentionWithCpTurnsItOnForContextParallelRunsAlone) {
+  const Model& m = preset("Qwen3-0.6B");
+  TrainingSettings stored = run_settings(4096, 8), flash = stored, mindspeed = stored;
+  stored.flash_attention = false;
+  mindspeed.flash_attention = false;
+  mindspeed.flash_attention_with_cp = true;
+  const Strategy cp1 = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  const Strategy cp2 = *parse_config_name("dp4-tp1-pp1-cp2-noRC").strategy;
+  const PlatformParams p;
+  EXPECT_DOUBLE_EQ(simulate(m, cp1, h100(), mindspeed, p).max_peak_memory_bytes,
+                   simulate(m, cp1, h100(), stored, p).max_peak_memory_bytes);
+  EXPECT_DOUBLE_EQ(simulate(m, cp2, h100(), mindspeed, p).max_peak_memory_bytes,
+                   simulate(m, cp2, h100(), flash, p).max_peak_memory_bytes);
+  EXPECT_DOUBLE_EQ(simulate(m, cp2, h100(), mindspeed, p).iteration_time_s,
+                   simulate(m, cp2, h100(), flash, p).iteration_time_s);
+  const ValidityOptions vo;
+  EXPECT_EQ(check(m, cp2, stored, vo), Rejection::cp_needs_flash_attention);
+  EXPECT_EQ(check(m, cp2, mindspeed, vo), Rejection::ok);
+}
+
 TEST(Fidelity, AllGatherContextParallelGathersKeysAndValues) {
   const Model& m = preset("Llama-3-8B");
   TrainingSettings t = run_settings(32768, 4);

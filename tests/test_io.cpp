@@ -146,9 +146,50 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
   // ... and, as MindSpeed-LLM's recipes run, neither fused weight-gradient accumulation nor the fused softmax ...
   EXPECT_FALSE(c.settings.gradient_accumulation_fusion);
   EXPECT_FALSE(c.settings.masked_softmax_fusion);
-  // ... and the scores stored, but this collection has a context-parallel run, which only flash attention runs.
+  // ... flash attention in its context-parallel runs (MindSpeed-LLM turns it on there) and K, V repeated to every
+  // head before a Ulysses all-to-all ...
+  EXPECT_TRUE(c.settings.flash_attention_with_cp);
+  EXPECT_TRUE(c.settings.kv_head_repeat_before_uly_alltoall);
+  // ... and the scores stored otherwise, which this 32K collection's runs without CP rule out: they ran.
   EXPECT_TRUE(c.settings.flash_attention);
-  EXPECT_NE(c.settings_inferred.find("context parallelism"), std::string::npos) << c.settings_inferred;
+  EXPECT_NE(c.settings_inferred.find("ran, yet with the attention scores stored"), std::string::npos)
+      << c.settings_inferred;
+}
+
+// A MindSpeed-LLM collection turns flash attention on for its context-parallel runs alone: the bundled Qwen3 runs
+// store their scores (memory) while the full collections also hold CP runs. A CP run says nothing of the others
+// there, as it does on a stack whose CP needs flash attention everywhere (Megatron-LM on the V100s).
+TEST(Dataset, AContextParallelRunProvesFlashAttentionOnlyWhereTheStackDoesNotForceIt) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_cp_flash_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const std::string runs =
+      "optimization_config,iteration_time_ms\ndp4-tp1-pp1-cp2-noRC,5000\ndp8-tp1-pp1-cp1-noRC,4000\n";
+  for (const char* d : {"qwen3_0.6b_4k", "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu"}) {
+    fs::create_directories(root / d);
+    spit(root / d / "step_time_summary.csv", runs);
+  }
+  const io::Dataset ds = io::read_dataset(root.string());
+  ASSERT_EQ(ds.collections.size(), 2u);
+  for (const io::Collection& c : ds.collections) {
+    const Model& m = io::presets().find_model(c.model)->model;
+    const auto* sp = io::presets().find_system(c.system);
+    const Prediction cp1 = simulate(m, c.find("dp8-tp1-pp1-cp1-noRC")->strategy, sp->system, c.settings, sp->params());
+    TrainingSettings stored = c.settings;
+    stored.flash_attention = false;
+    stored.flash_attention_with_cp = false;
+    const Prediction cp1_stored =
+        simulate(m, c.find("dp8-tp1-pp1-cp1-noRC")->strategy, sp->system, stored, sp->params());
+    if (c.platform == "npu") {  // MindSpeed-LLM: the CP run has flash, the other keeps its scores
+      EXPECT_FALSE(c.settings.flash_attention) << c.settings_inferred;
+      EXPECT_TRUE(c.settings.flash_in(2));
+      EXPECT_DOUBLE_EQ(cp1.max_peak_memory_bytes, cp1_stored.max_peak_memory_bytes);
+    } else {  // Megatron-LM: CP needs flash attention, which the collection then ran everywhere
+      EXPECT_TRUE(c.settings.flash_attention);
+      EXPECT_NE(c.settings_inferred.find("context parallelism by p2p"), std::string::npos) << c.settings_inferred;
+      EXPECT_LT(cp1.max_peak_memory_bytes, cp1_stored.max_peak_memory_bytes);
+    }
+  }
+  fs::remove_all(root);
 }
 
 // Without recorded settings the scores are stored unless the runs themselves rule it out: a run that ran could
@@ -297,14 +338,11 @@ TEST(Dataset, TheContextParallelAlgorithmIsReadFromTheCpGroupsCollectives) {
   EXPECT_NE(ulysses.settings_inferred.find("cp_comm_type a2a"), std::string::npos) << ulysses.settings_inferred;
   // At 32K tokens flash attention still shows, but by a run's memory, not by its context parallelism.
   EXPECT_TRUE(ulysses.settings.flash_attention);
-  EXPECT_EQ(ulysses.settings_inferred.find("context parallelism"), std::string::npos) << ulysses.settings_inferred;
   EXPECT_NE(ulysses.settings_inferred.find("ran, yet with the attention scores stored"), std::string::npos)
       << ulysses.settings_inferred;
   spit(s.file("comm_summary.csv"), header + "intra,hcom_send,CP,224,900,10,120\nintra,hcom_alltoall,CP,2,5,1,120\n");
   const io::Collection ring = io::read_dataset(s.root.string()).collections.at(0);
   EXPECT_EQ(ring.settings.cp_comm_type, CpCommType::p2p);
-  EXPECT_TRUE(ring.settings.flash_attention);
-  EXPECT_NE(ring.settings_inferred.find("context parallelism by p2p"), std::string::npos) << ring.settings_inferred;
   // Groups under the profiler's own names: a dense model's all-to-alls are Ulysses'.
   spit(s.file("comm_summary.csv"), header + "intra,hcom_alltoall,hccl_group_7,224,900,10,120\n");
   const io::Collection unnamed = io::read_dataset(s.root.string()).collections.at(0);
@@ -323,7 +361,7 @@ TEST(Dataset, FusedNormsAreReadFromARunThatCouldNotHaveRunWithout) {
   const fs::path f = root / "internlm25_7b_32k" / "step_time_summary.csv";
   spit(f, "optimization_config,iteration_time_ms\ndp1-tp4-pp1-cp2-noRC,80000\n");
   const io::Collection c = io::read_dataset(root.string()).collections.at(0);
-  EXPECT_TRUE(c.settings.flash_attention);
+  EXPECT_TRUE(c.settings.flash_in(2));  // MindSpeed-LLM turns it on under CP
   EXPECT_TRUE(c.settings.fused_norm);
   EXPECT_NE(c.settings_inferred.find("fused_norm true: 'dp1-tp4-pp1-cp2-noRC' ran"), std::string::npos)
       << c.settings_inferred;
