@@ -460,11 +460,15 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // steps above the causal diagonal touch its second half only), all 16-bit; backward, each step's dQ is added
     // into dQ and its dK, dV into the K, V gradient that travels the ring, after one copy of K, V into it. Kernels:
     // the cp - 1 further flash launches, one output and (after the first) one log-sum-exp merge per step.
+    // The merge also reads the running and the step's softmax statistics and writes the new ones, in the device
+    // kernel's own layout (flash_softmax_stats_bytes per head and token: TE's fp32 log-sum-exp, 4; MindSpeed's
+    // ring-attention update on Ascend, fp32 max and sum [b, n, s, 8] each, 64); backward reads them once a step.
     const double out = c.tokens * c.a * vd / t, q_el = c.tokens * c.a * qk / t;
     const double kv_el = c.tokens * kv_heads * (qk + vd) / t, steps = static_cast<double>(c.cp);
+    const double stats = c.sys->flash_softmax_stats_bytes * c.tokens * c.a / t;
     LayerOp o{"cp_merge"};
-    o.fwd_bytes = out * (4 + 4.5 * (steps - 1));
-    o.bwd_bytes = q_el * (4 + 6 * (steps - 1)) + kv_el * (6 * steps + 4);
+    o.fwd_bytes = out * (4 + 4.5 * (steps - 1)) + 3 * stats * (steps - 1);
+    o.bwd_bytes = q_el * (4 + 6 * (steps - 1)) + kv_el * (6 * steps + 4) + stats * steps;
     o.kernels = 3 * steps - 2;
     o.module = R::core_attn;
     emit(o);
