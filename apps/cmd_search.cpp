@@ -658,8 +658,8 @@ void register_search(CLI::App& app) {
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")
       ->delimiter(',');
   cmd->add_option("--cp-comm-type", sc.cp_comm_type,
-                  "context-parallel algorithms to sweep where cp > 1: p2p (ring), a2a (Ulysses), allgather; "
-                  "default: the settings' cp_comm_type")
+                  "context-parallel algorithms to sweep where cp > 1: p2p (ring), a2a (Ulysses), allgather, a2a+p2p "
+                  "(with the settings' ulysses_degree_in_cp); default: the settings' cp_comm_type")
       ->delimiter(',');
   cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");
   cmd->add_flag("--allow-uneven-layers", sc.uneven, "let pipeline stages differ by one layer");

@@ -21,10 +21,14 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     add("--context-parallel-size " + n(s.context_parallel));
     if (s.context_parallel > 1) {
       static const char* const kMindSpeedAlgo[kNumCpCommTypes] = {"megatron_cp_algo", "ulysses_cp_algo",
-                                                                  "kvallgather_cp_algo"};
+                                                                  "kvallgather_cp_algo", "hybrid_cp_algo"};
       add(framework == "mindspeed"
               ? std::string("--context-parallel-algo ") + kMindSpeedAlgo[static_cast<int>(r.cp_comm_type)]
               : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
+      if (r.cp_comm_type == CpCommType::a2a_p2p && t.ulysses_degree_in_cp > 0)
+        add(framework == "mindspeed" ? "--ulysses-degree-in-cp " + n(t.ulysses_degree_in_cp)
+                                     : "--hierarchical-context-parallel-sizes " + n(t.ulysses_degree_in_cp) + " " +
+                                           n(s.context_parallel / t.ulysses_degree_in_cp));
     }
     if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
     if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
@@ -83,6 +87,9 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
         (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
     add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
     if (s.context_parallel > 1) add(std::string("model.config.cp_comm_type=") + to_string(r.cp_comm_type));
+    if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && t.ulysses_degree_in_cp > 0)
+      add("model.config.hierarchical_context_parallel_sizes=[" + n(t.ulysses_degree_in_cp) + "," +
+          n(s.context_parallel / t.ulysses_degree_in_cp) + "]");
     add("trainer.strategy.expert_model_parallel_size=" + n(s.expert_parallel));
     if (s.expert_tensor_parallel > 0)
       add("trainer.strategy.expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));

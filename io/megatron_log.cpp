@@ -180,6 +180,22 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
     const auto c = parse_cp_comm_type(names[0]);
     if (!c) throw InputError(path, line, key, cp_comm_type_problem(names[0]));
     t.cp_comm_type = *c;
+    // The Ulysses degree of a2a+p2p: MindSpeed-LLM's --ulysses-degree-in-cp, or the first of Megatron-core's
+    // --hierarchical-context-parallel-sizes.
+    if (*c == CpCommType::a2a_p2p) {
+      const char* deg =
+          args.count("ulysses_degree_in_cp") ? "ulysses_degree_in_cp" : "hierarchical_context_parallel_sizes";
+      const auto [dv, dl] = get(deg, "None");
+      std::string first;
+      for (char ch : dv) {
+        if (ch == ',') break;
+        if (ch != '[' && ch != ']' && ch != ' ') first += ch;
+      }
+      double u = 0;
+      if (!parse_number(first, u) || u < 2 || u != static_cast<double>(static_cast<std::int64_t>(u)))
+        throw InputError(path, dl, deg, "'" + dv + "' does not give a Ulysses degree of 2 or more for a2a+p2p");
+      t.ulysses_degree_in_cp = static_cast<std::int64_t>(u);
+    }
   }
   if (intervals.empty()) throw InputError(path, 0, "elapsed time per iteration (ms)", "no iteration lines in the log");
   // The first logged interval includes start-up and warm-up: the median of the others (all when there is one).

@@ -460,17 +460,18 @@ std::optional<CpCommType> parse_cp_comm_type(const std::string& name) {
   if (const auto c = from_name<CpCommType>(name, kNumCpCommTypes)) return c;
   static const std::pair<const char*, CpCommType> kMindSpeed[] = {{"megatron_cp_algo", CpCommType::p2p},
                                                                   {"ulysses_cp_algo", CpCommType::a2a},
-                                                                  {"kvallgather_cp_algo", CpCommType::allgather}};
+                                                                  {"kvallgather_cp_algo", CpCommType::allgather},
+                                                                  {"hybrid_cp_algo", CpCommType::a2a_p2p}};
   for (const auto& [n, c] : kMindSpeed)
     if (name == n) return c;
   return std::nullopt;
 }
 
 std::string cp_comm_type_problem(const std::string& name) {
-  if (name == "a2a+p2p" || name.rfind("hybrid", 0) == 0 || name.rfind("adaptive", 0) == 0)
-    return "'" + name + "': hierarchical / adaptive context parallelism is not modelled; use p2p, a2a or allgather";
+  if (name.find("adaptive") != std::string::npos)
+    return "'" + name + "': adaptive context parallelism is not modelled; use p2p, a2a, allgather or a2a+p2p";
   return "'" + name + "' is not one of " + names_of<CpCommType>(kNumCpCommTypes) +
-         " (or MindSpeed-LLM's megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo)";
+         " (or MindSpeed-LLM's megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo, hybrid_cp_algo)";
 }
 
 // Megatron-core's --cp-comm-type, or MindSpeed-LLM's --context-parallel-algo name for the same algorithm.
@@ -494,6 +495,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   t.cp_comm_type = cp_comm_type_or(o, "cp_comm_type", t.cp_comm_type);
+  t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
   o.mark("note");
   o.finish();
   if (auto bad = settings_problem(t))
@@ -517,6 +519,7 @@ Json to_json(const TrainingSettings& t) {
   j["recompute_modules"] = recompute_module_names(t);
   j["moe_load_imbalance"] = t.moe_load_imbalance;
   j["cp_comm_type"] = to_string(t.cp_comm_type);
+  if (t.ulysses_degree_in_cp > 0) j["ulysses_degree_in_cp"] = t.ulysses_degree_in_cp;
   return j;
 }
 

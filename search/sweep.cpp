@@ -88,9 +88,10 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
   d << m.name << ' ' << m.hidden_size << ' ' << m.num_layers << ' ' << m.num_attention_heads << ' ' << m.num_kv_heads
     << ' ' << m.head_dim << ' ' << m.ffn_hidden_size << ' ' << m.vocab_size << ' ' << m.tied_embeddings << ' '
     << static_cast<int>(m.activation) << ' ' << static_cast<int>(m.norm) << ' ' << m.qkv_bias << m.qk_norm
-    << m.post_norms << ' ' << m.final_logit_softcapping << ' ' << m.num_experts << ' ' << m.experts_per_token << ' ' << m.moe_ffn_hidden_size << ' '
-    << m.num_shared_experts << ' ' << m.first_dense_layers << ' ' << m.moe_layer_frequency << ' ' << m.mtp_layers << ' '
-    << m.q_lora_rank << ' ' << m.kv_lora_rank << ' ' << m.qk_rope_head_dim << ' ' << m.v_head_dim << '\n';
+    << m.post_norms << ' ' << m.final_logit_softcapping << ' ' << m.num_experts << ' ' << m.experts_per_token << ' '
+    << m.moe_ffn_hidden_size << ' ' << m.num_shared_experts << ' ' << m.first_dense_layers << ' '
+    << m.moe_layer_frequency << ' ' << m.mtp_layers << ' ' << m.q_lora_rank << ' ' << m.kv_lora_rank << ' '
+    << m.qk_rope_head_dim << ' ' << m.v_head_dim << '\n';
   for (const auto& sc : s.scenarios()) {
     const System& y = sc.system;
     const TrainingSettings& t = sc.settings;
@@ -104,7 +105,8 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
     d << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
       << static_cast<int>(t.precision) << ' ';
     for (const SettingFlag& f : kSettingFlags) d << t.*f.member;
-    d << ' ' << int{t.recompute_modules} << ' ' << t.moe_load_imbalance << ' ' << to_string(t.cp_comm_type);
+    d << ' ' << int{t.recompute_modules} << ' ' << t.moe_load_imbalance << ' ' << to_string(t.cp_comm_type) << ' '
+      << t.ulysses_degree_in_cp;
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }

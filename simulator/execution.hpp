@@ -26,7 +26,9 @@ namespace lmsim::detail {
 enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
 // The parallel groups a rank belongs to; `etp` shards the routed experts (tp unless set apart), `edp` is the
 // expert-data-parallel group (tp·cp·dp / (ep·etp)) that reduces the expert weights' gradients.
-enum class Group { tp, cp, ep, etp, dp, edp, pp, count_ };
+// `cp` is the context-parallel group, or under a2a+p2p its inner Ulysses part, and `cp_ring` the ring over those
+// parts (size 1 otherwise).
+enum class Group { tp, cp, cp_ring, ep, etp, dp, edp, pp, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);
 const char* prim_name(Prim p);
@@ -56,6 +58,9 @@ struct Ctx {
   double b, s, s_local, tokens;  // micro-batch, full and per-CP-rank sequence, local tokens b*s_local
   double h, a, g, d, f, vocab_padded;
   double tp, cp, ep, etp, dp, pp, vpp;
+  // The cp ranks' split: a Ulysses degree (heads) times a ring degree (sequence: s / cp_ring queries a rank);
+  // p2p and allgather 1 x cp, a2a cp x 1, a2a+p2p ulysses_degree_in_cp x the rest.
+  double cp_ulysses, cp_ring;
   double sp_div;             // t when sequence parallel, else 1: divides work and activations outside the TP region
   double peak_flops;         // 16-bit dense FLOP/s (the training precision, or bf16/fp16 under FP8)
   double peak_flops_linear;  // FLOP/s of the linear layers: FP8 peak under FP8 training, else peak_flops
@@ -140,21 +145,21 @@ inline double flash_efficiency(const Ctx& c, double L) {
 // causal "diagonal" over the local sequence; every later step a "lower-triangle" (the local queries against half
 // the received keys) or "upper-triangle" (half the queries against all of them) block, one side half the local
 // sequence (TE `dot_product_attention/context_parallel.py`).
-// All-to-all context parallelism (Ulysses) runs one call over the whole sequence for a/(t·cp) heads; the K/V
-// all-gather runs one call per local half-chunk, each of s/(2cp) queries.
+// All-to-all context parallelism (Ulysses) runs one call over the whole sequence for a/(t·cp) heads; a2a+p2p
+// runs the ring's steps over the s/cp_ring queries its Ulysses exchange gathers; the K/V all-gather runs one call
+// per local half-chunk, each of s/(2cp) queries.
 inline double flash_inverse_efficiency(const Ctx& c) {
-  const double L = c.s_local;
-  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::a2a) return 1 / flash_efficiency(c, c.s);
-  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, L / 2);
-  return (1 / flash_efficiency(c, L) + (c.cp - 1) / flash_efficiency(c, L / 2)) / c.cp;
+  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, c.s_local / 2);
+  const double L = c.s / c.cp_ring, steps = c.cp_ring;
+  return (1 / flash_efficiency(c, L) + (steps - 1) / flash_efficiency(c, L / 2)) / steps;
 }
 // Ulysses scatters each tensor's heads over the cp ranks, so a rank's KV heads (g/t) must split cp ways; where
 // they do not, K and V are repeated by the smallest factor that makes them (with g/t a multiple of cp the factor
 // is 1). MindSpeed-LLM's --kv-head-repeat-before-uly-alltoall repeats them to every query head (a/g) instead.
 inline double ulysses_kv_repeat(const Ctx& c) {
-  if (c.cp <= 1 || c.r.cp_comm_type != CpCommType::a2a || c.m->is_mla()) return 1;
+  if (c.cp_ulysses <= 1 || c.m->is_mla()) return 1;
   if (c.t.kv_head_repeat_before_uly_alltoall) return c.a / c.g;
-  const auto kv = static_cast<std::int64_t>(c.g / c.tp), cp = static_cast<std::int64_t>(c.cp);
+  const auto kv = static_cast<std::int64_t>(c.g / c.tp), cp = static_cast<std::int64_t>(c.cp_ulysses);
   std::int64_t a = kv, b = cp;
   while (b != 0) a = std::exchange(b, a % b);  // gcd(kv, cp)
   return static_cast<double>(cp / std::max<std::int64_t>(a, 1));
@@ -429,9 +434,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
     inside("gqa_expand", 2 * S * (c.a + c.g) * c.d / t * 2, 0, R::none, 0);  // K and V repeated to every head
   // The core's calls: the local queries against the keys they see; under Ulysses (cp_comm_type a2a) the whole
-  // sequence for a/(t·cp) heads (the same FLOPs); under the K/V all-gather two calls, one per local half-chunk.
-  const bool ulysses = c.cp > 1 && c.r.cp_comm_type == CpCommType::a2a;
-  const double core_heads = ulysses ? heads / c.cp : heads, core_queries = ulysses ? c.s : c.s_local;
+  // sequence for a/(t·cp) heads (the same FLOPs; a2a+p2p: s/cp_ring queries for a/(t·cp_ulysses) heads); under the
+  // K/V all-gather two calls, one per local half-chunk.
+  const double core_heads = heads / c.cp_ulysses, core_queries = c.s / c.cp_ring;
   const double core_calls = c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather ? 2 : 1;
   gemm(Gemm{"scores", OpRole::attn_core, core_heads, core_queries, c.s * causal, qk, core_calls, R::core_attn});
   if (!c.t.flash_attention) {
@@ -453,7 +458,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // Flash attention keeps its softmax statistics (a log-sum-exp, or the device kernel's own).
   gemm(Gemm{"pv", OpRole::attn_core, core_heads, core_queries, vd, c.s * causal, core_calls, R::core_attn},
        c.t.flash_attention ? c.sys->flash_softmax_stats_bytes * c.b * c.a * c.s_local / t : 0);
-  if (c.cp > 1 && c.t.flash_attention && c.r.cp_comm_type == CpCommType::p2p) {
+  if (c.cp_ring > 1 && c.t.flash_attention && c.r.cp_comm_type != CpCommType::allgather) {
     // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps, one flash
     // kernel per KV block, and merges them by their log-sum-exp: forward, the first step's partial output is
     // scaled (read, write) and each later one added into the output (read it, read-modify-write the output;
@@ -464,7 +469,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // kernel's own layout (flash_softmax_stats_bytes per head and token: TE's fp32 log-sum-exp, 4; MindSpeed's
     // ring-attention update on Ascend, fp32 max and sum [b, n, s, 8] each, 64); backward reads them once a step.
     const double out = c.tokens * c.a * vd / t, q_el = c.tokens * c.a * qk / t;
-    const double kv_el = c.tokens * kv_heads * (qk + vd) / t, steps = static_cast<double>(c.cp);
+    const double kv_el = c.tokens * kv_heads * (qk + vd) / t, steps = c.cp_ring;
     const double stats = c.sys->flash_softmax_stats_bytes * c.tokens * c.a / t;
     LayerOp o{"cp_merge"};
     o.fwd_bytes = out * (4 + 4.5 * (steps - 1)) + 3 * stats * (steps - 1);
@@ -598,27 +603,29 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
   if (c.cp > 1) {
     const double kv_heads = c.m->is_mla() ? c.a : c.g;
     const double kv = 2 * c.tokens * kv_heads * c.d / c.tp * 2;
-    switch (c.r.cp_comm_type) {
-      case CpCommType::p2p:
-        f(Collective{Prim::send_recv, Group::cp, kv, c.cp - 1, 2 * (c.cp - 1), OpRole::attn_core, OpRole::attn_core});
-        break;
-      case CpCommType::a2a: {
-        // Ulysses: one all-to-all each for Q, K and V before the core (sequence shards to head shards) and one
-        // for its output after it; backward runs them the other way for the gradients. Nothing computes beside
-        // them: exposed.
-        const double rope = c.m->is_mla() ? static_cast<double>(c.m->qk_rope_head_dim) : 0.0;
-        const double vd = c.m->is_mla() ? static_cast<double>(c.m->v_head_dim) : c.d;
-        const double per_head = c.tokens / c.tp * 2, repeat = ulysses_kv_repeat(c);
-        const double tensors[4] = {per_head * c.a * (c.d + rope), per_head * kv_heads * repeat * (c.d + rope),
-                                   per_head * kv_heads * repeat * vd, per_head * c.a * vd};
-        for (double bytes : tensors) f(Collective{Prim::all_to_all, Group::cp, bytes, 1, 1});
-        break;
-      }
-      case CpCommType::allgather:
-        // K and V all-gathered before the core, again in backward, whose dK, dV are reduce-scattered: exposed.
-        f(Collective{Prim::all_gather, Group::cp, kv * c.cp, 1, 1});
-        f(Collective{Prim::reduce_scatter, Group::cp, kv * c.cp, 0, 1});
-        break;
+    const double repeat = ulysses_kv_repeat(c);
+    if (c.cp_ulysses > 1) {
+      // Ulysses (a2a, and the inner part of a2a+p2p): one all-to-all each for Q, K and V before the core (sequence
+      // shards to head shards) and one for its output after it; backward runs them the other way for the
+      // gradients. Nothing computes beside them: exposed.
+      const double rope = c.m->is_mla() ? static_cast<double>(c.m->qk_rope_head_dim) : 0.0;
+      const double vd = c.m->is_mla() ? static_cast<double>(c.m->v_head_dim) : c.d;
+      const double per_head = c.tokens / c.tp * 2;
+      const double tensors[4] = {per_head * c.a * (c.d + rope), per_head * kv_heads * repeat * (c.d + rope),
+                                 per_head * kv_heads * repeat * vd, per_head * c.a * vd};
+      for (double bytes : tensors) f(Collective{Prim::all_to_all, Group::cp, bytes, 1, 1});
+    }
+    if (c.r.cp_comm_type == CpCommType::allgather) {
+      // K and V all-gathered before the core, again in backward, whose dK, dV are reduce-scattered: exposed.
+      f(Collective{Prim::all_gather, Group::cp, kv * c.cp, 1, 1});
+      f(Collective{Prim::reduce_scatter, Group::cp, kv * c.cp, 0, 1});
+    } else if (c.cp_ring > 1) {
+      // The ring (p2p, and the outer part of a2a+p2p): a rank's K and V block passed cp_ring - 1 times forward,
+      // twice that with their gradients backward, under the attention core. After a Ulysses exchange the block
+      // holds s/cp_ring tokens of a/(t·cp_ulysses) heads: as many elements as the local one (K, V repeated).
+      const Group ring = c.cp_ulysses > 1 ? Group::cp_ring : Group::cp;
+      f(Collective{Prim::send_recv, ring, kv * repeat, c.cp_ring - 1, 2 * (c.cp_ring - 1), OpRole::attn_core,
+                   OpRole::attn_core});
     }
   }
   const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;

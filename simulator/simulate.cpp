@@ -33,6 +33,7 @@ const char* group_name(Group g) {
   switch (g) {
     case Group::tp: return "tp";
     case Group::cp: return "cp";
+    case Group::cp_ring: return "cp_ring";
     case Group::ep: return "ep";
     case Group::etp: return "etp";
     case Group::dp: return "dp";
@@ -65,6 +66,8 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.s = static_cast<double>(t.seq_length);
   c.cp = s.context_parallel;
   c.s_local = c.s / c.cp;
+  c.cp_ulysses = static_cast<double>(ulysses_degree(c.r.cp_comm_type, t.ulysses_degree_in_cp, s.context_parallel));
+  c.cp_ring = c.cp / c.cp_ulysses;  // the K/V all-gather's too: its queries stay the local s/cp
   c.tokens = c.b * c.s_local;
   c.h = static_cast<double>(m.hidden_size);
   c.tp = s.tensor_parallel;
@@ -100,7 +103,10 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
     gu.intra_share = ring_bandwidth_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
   };
   set(Group::tp, c.tp, 1);
-  set(Group::cp, c.cp, c.tp);
+  // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts
+  // (stride tp·cp_ulysses), as Megatron-core's hierarchical context-parallel groups are built.
+  set(Group::cp, c.cp_ulysses > 1 && c.cp_ring > 1 ? c.cp_ulysses : c.cp, c.tp);
+  set(Group::cp_ring, c.cp_ulysses > 1 ? c.cp_ring : 1, c.tp * c.cp_ulysses);
   set(Group::ep, c.ep, c.etp);
   set(Group::etp, c.etp, 1);
   set(Group::dp, c.dp * c.cp, c.tp);
@@ -237,6 +243,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         lt.tp_hidden += f - fe + b - be;
         break;
       case Group::cp:
+      case Group::cp_ring:
         lt.cp_fwd += fe;
         lt.cp_bwd += be;
         lt.cp_hidden += f - fe + b - be;

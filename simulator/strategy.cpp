@@ -36,6 +36,7 @@ const char* to_string(CpCommType c) {
     case CpCommType::p2p: return "p2p";
     case CpCommType::a2a: return "a2a";
     case CpCommType::allgather: return "allgather";
+    case CpCommType::a2a_p2p: return "a2a+p2p";
   }
   return "?";
 }
@@ -220,6 +221,7 @@ const char* to_string(Rejection r) {
     case Rejection::precision_unsupported: return "precision_unsupported";
     case Rejection::degree_out_of_range: return "degree_out_of_range";
     case Rejection::heads_not_divisible_by_tp_cp: return "heads_not_divisible_by_tp_cp";
+    case Rejection::cp_hierarchy_invalid: return "cp_hierarchy_invalid";
     case Rejection::count_: break;
   }
   return "?";
@@ -253,6 +255,8 @@ const char* describe(Rejection r) {
     case Rejection::heads_not_divisible_by_tp_cp:
       return "attention heads are not divisible by tensor_parallel x context_parallel (all-to-all context "
              "parallelism splits the heads over both)";
+    case Rejection::cp_hierarchy_invalid:
+      return "cp_comm_type a2a+p2p needs ulysses_degree_in_cp above 1, below context_parallel and dividing it";
     case Rejection::count_: break;
   }
   return "?";
@@ -332,11 +336,13 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
   const bool a2a = r.cp_comm_type == CpCommType::a2a;
-  if (s.context_parallel > 1 && !a2a && !t.flash_in(s.context_parallel)) return Rejection::cp_needs_flash_attention;
-  if (t.seq_length % (s.context_parallel > 1 && !a2a ? 2 * s.context_parallel : s.context_parallel) != 0)
-    return Rejection::sequence_not_divisible_by_cp;
-  if (s.context_parallel > 1 && a2a && !o.allow_padded_heads &&
-      m.num_attention_heads % (static_cast<std::int64_t>(s.tensor_parallel) * s.context_parallel) != 0)
+  const std::int64_t cp = s.context_parallel, uly = ulysses_degree(r.cp_comm_type, t.ulysses_degree_in_cp, cp);
+  if (cp > 1 && r.cp_comm_type == CpCommType::a2a_p2p &&
+      (t.ulysses_degree_in_cp < 2 || t.ulysses_degree_in_cp >= cp || cp % t.ulysses_degree_in_cp != 0))
+    return Rejection::cp_hierarchy_invalid;
+  if (cp > 1 && !a2a && !t.flash_in(s.context_parallel)) return Rejection::cp_needs_flash_attention;
+  if (t.seq_length % (cp > 1 && !a2a ? 2 * cp : cp) != 0) return Rejection::sequence_not_divisible_by_cp;
+  if (uly > 1 && !o.allow_padded_heads && m.num_attention_heads % (s.tensor_parallel * uly) != 0)
     return Rejection::heads_not_divisible_by_tp_cp;
   if (r.sequence_parallel && (t.seq_length / s.context_parallel) % s.tensor_parallel != 0)
     return Rejection::sequence_not_divisible_by_tp;

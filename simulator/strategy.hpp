@@ -42,8 +42,11 @@ constexpr int kNumRecompute = 3, kNumPrecisions = 3;
 // 2023), all-to-alls that trade the sequence split for a head split around the attention core (TE
 // AttnFuncWithCPAndQKVOA2A; MindSpeed ulysses_cp_algo). allgather: K/V all-gathered before the attention and their
 // gradients reduce-scattered after it (TE AttnFuncWithCPAndKVAllGather; MindSpeed kvallgather_cp_algo).
-enum class CpCommType : std::uint8_t { p2p, a2a, allgather };
-constexpr int kNumCpCommTypes = 3;
+// a2a_p2p ("a2a+p2p"): both, hierarchically: Ulysses over the inner ulysses_degree_in_cp ranks of the cp group, a
+// ring over the cp / ulysses_degree_in_cp groups so formed (Megatron-core --hierarchical-context-parallel-sizes;
+// MindSpeed hybrid_cp_algo with --ulysses-degree-in-cp).
+enum class CpCommType : std::uint8_t { p2p, a2a, allgather, a2a_p2p };
+constexpr int kNumCpCommTypes = 4;
 const char* to_string(CpCommType c);
 
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
@@ -113,6 +116,7 @@ struct TrainingSettings {
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
   double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
+  std::int64_t ulysses_degree_in_cp = 0;      // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
   // Under Ulysses, K and V repeated to every query head before the all-to-all (MindSpeed-LLM's
   // --kv-head-repeat-before-uly-alltoall, on by default there); false: only as far as the heads must split cp ways.
   bool kv_head_repeat_before_uly_alltoall = false;
@@ -229,6 +233,10 @@ struct ResolvedStrategy {
   CpCommType cp_comm_type;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
+// The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.
+constexpr std::int64_t ulysses_degree(CpCommType c, std::int64_t ulysses_degree_in_cp, std::int64_t cp) {
+  return c == CpCommType::a2a ? cp : c == CpCommType::a2a_p2p ? ulysses_degree_in_cp : 1;
+}
 
 // Why a strategy cannot run a model; `ok` when it can. Counted per reason by the search.
 enum class Rejection {
@@ -248,6 +256,7 @@ enum class Rejection {
   precision_unsupported,
   degree_out_of_range,
   heads_not_divisible_by_tp_cp,
+  cp_hierarchy_invalid,
   count_,  // number of reasons
 };
 const char* to_string(Rejection r);

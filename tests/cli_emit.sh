@@ -38,6 +38,12 @@ u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit mind
 u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit megatron)
 [[ "$u" == *"--cp-comm-type a2a"* ]] || fail "megatron cp algorithm: $u"
 [[ "$m" == *"--cp-comm-type p2p"* ]] || fail "megatron default cp algorithm: $m"
+echo '{"cp_comm_type": "a2a+p2p", "ulysses_degree_in_cp": 2}' > "$settings"
+h=$(run --strategy dp4-tp8-pp8-cp4-RC-vpp8-sp --settings "$settings" --emit mindspeed)
+[[ "$h" == *"--context-parallel-algo hybrid_cp_algo --ulysses-degree-in-cp 2"* ]] || fail "mindspeed hybrid: $h"
+h=$(run --strategy dp4-tp8-pp8-cp4-RC-vpp8-sp --settings "$settings" --emit megatron)
+[[ "$h" == *"--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2"* ]] || fail "megatron hybrid: $h"
+echo '{"cp_comm_type": "ulysses_cp_algo"}' > "$settings"
 u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings")
 [[ "$u" == *"context parallel by Ulysses (a2a)"* ]] || fail "settings line: $u"
 echo "cli_emit: all checks passed"

@@ -946,16 +946,59 @@ TEST(Fidelity, UlyssesContextParallelTradesTheSequenceSplitForAHeadSplit) {
   EXPECT_EQ(check(m, s, scores, vo), Rejection::ok);
   scores.cp_comm_type = CpCommType::allgather;
   EXPECT_EQ(check(m, s, scores, vo), Rejection::cp_needs_flash_attention);
-  // The settings file takes Megatron-core's names and MindSpeed-LLM's; the hierarchical algorithm is refused.
+  // The settings file takes Megatron-core's names and MindSpeed-LLM's; the adaptive algorithm is refused.
   EXPECT_EQ(io::settings_from_json(io::Json{{"cp_comm_type", "ulysses_cp_algo"}}, "s.json").cp_comm_type,
             CpCommType::a2a);
   EXPECT_EQ(io::settings_from_json(io::to_json(ulysses), "s.json").cp_comm_type, CpCommType::a2a);
   try {
-    io::settings_from_json(io::Json{{"cp_comm_type", "hybrid_cp_algo"}}, "s.json");
-    ADD_FAILURE() << "hybrid_cp_algo accepted";
+    io::settings_from_json(io::Json{{"cp_comm_type", "adaptive_cp_algo"}}, "s.json");
+    ADD_FAILURE() << "adaptive_cp_algo accepted";
   } catch (const io::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("not modelled"), std::string::npos) << e.what();
   }
+}
+
+// a2a+p2p (MindSpeed hybrid_cp_algo, Megatron-core's hierarchical CP): Ulysses over the inner u ranks, then a ring
+// over the cp/u groups. Llama-3-8B at cp 4 with u 2: the all-to-alls over a 2-rank "cp" group move the same local
+// Q, K, V and output as pure Ulysses; the ring passes the (gathered) K, V block once forward, twice backward.
+TEST(Fidelity, HierarchicalContextParallelRunsUlyssesInsideARing) {
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(32768, 4);
+  t.cp_comm_type = CpCommType::a2a_p2p;
+  t.ulysses_degree_in_cp = 2;
+  const Strategy s = *parse_config_name("dp1-tp1-pp1-cp4-noRC").strategy;
+  const auto d = collective_diagnostics(m, s, h100(), t, PlatformParams{});
+  const double tokens = 32768 / 4, q = tokens * 32 * 128 * 2, kv = tokens * 8 * 128 * 2;
+  EXPECT_DOUBLE_EQ(total_bytes_of(d, "all_to_all", "cp"), 2 * q + 2 * kv);
+  EXPECT_DOUBLE_EQ(bytes_of(d, "send_recv", "cp_ring"), 2 * kv);
+  for (const auto& c : d) {
+    if (c.group == "cp") {
+      EXPECT_EQ(c.group_size, 2);
+    }
+    if (c.group == "cp_ring") {
+      EXPECT_EQ(c.group_size, 2);
+      EXPECT_DOUBLE_EQ(c.count, 3.0 * 32 * 4);  // one step forward, two backward: 32 layers, 4 micro-batches
+    }
+  }
+  TrainingSettings ring = t;
+  ring.cp_comm_type = CpCommType::p2p;
+  const Prediction h = simulate(m, s, h100(), t, PlatformParams{});
+  ASSERT_TRUE(h.ok());
+  EXPECT_DOUBLE_EQ(h.model_flops_per_device, simulate(m, s, h100(), ring, PlatformParams{}).model_flops_per_device);
+  EXPECT_GT(h.breakdown.cp_comm_exposed_s, 0);     // the all-to-alls
+  EXPECT_GT(h.breakdown.cp_comm_overlapped_s, 0);  // the ring under the core
+  // The Ulysses degree must split cp, below it; the heads split tp·u ways.
+  const ValidityOptions vo;
+  for (std::int64_t u : {0, 1, 3, 4}) {
+    TrainingSettings bad = t;
+    bad.ulysses_degree_in_cp = u;
+    EXPECT_EQ(check(m, s, bad, vo), Rejection::cp_hierarchy_invalid) << u;
+  }
+  EXPECT_EQ(check(m, s, t, vo), Rejection::ok);
+  const TrainingSettings read =
+      io::settings_from_json(io::Json{{"cp_comm_type", "hybrid_cp_algo"}, {"ulysses_degree_in_cp", 2}}, "s.json");
+  EXPECT_EQ(read.cp_comm_type, CpCommType::a2a_p2p);
+  EXPECT_EQ(io::settings_from_json(io::to_json(read), "s.json").ulysses_degree_in_cp, 2);
 }
 
 // The K/V all-gather (cp_comm_type allgather): K and V gathered before the core in forward and backward, their

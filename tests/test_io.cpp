@@ -883,7 +883,11 @@ TEST(MegatronLog, ReadsTheContextParallelAlgorithm) {
                  "  cp_comm_type .................................... ['p2p']\n"),
             CpCommType::a2a);
   EXPECT_THROW(read("  cp_comm_type .................................... ['a2a', 'p2p']\n"), io::InputError);
-  EXPECT_THROW(read("  context_parallel_algo ........................... hybrid_cp_algo\n"), io::InputError);
+  EXPECT_EQ(read("  context_parallel_algo ........................... hybrid_cp_algo\n"
+                 "  ulysses_degree_in_cp ............................ 2\n"),
+            CpCommType::a2a_p2p);
+  EXPECT_THROW(read("  cp_comm_type .................................... ['a2a+p2p']\n"), io::InputError);  // no sizes
+  EXPECT_THROW(read("  context_parallel_algo ........................... adaptive_cp_algo\n"), io::InputError);
 }
 
 TEST(MegatronLog, ReadsExpertTensorParallelism) {
