@@ -459,7 +459,8 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   gemm(Gemm{"pv", OpRole::attn_core, core_heads, core_queries, vd, c.s * causal, core_calls, R::core_attn},
        c.t.flash_attention ? c.sys->flash_softmax_stats_bytes * c.b * c.a * c.s_local / t : 0);
   if (c.cp_ring > 1 && c.t.flash_attention && c.r.cp_comm_type != CpCommType::allgather) {
-    // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps, one flash
+    // Context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P) runs the attention as cp steps (cp_ring
+    // under a2a+p2p; "cp" below is that ring's degree), one flash
     // kernel per KV block, and merges them by their log-sum-exp: forward, the first step's partial output is
     // scaled (read, write) and each later one added into the output (read it, read-modify-write the output;
     // steps above the causal diagonal touch its second half only), all 16-bit; backward, each step's dQ is added

@@ -212,7 +212,7 @@ struct Strategy {
 
 // The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
 // `-etp<N>` (after `-ep<N>`), `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`,
-// `-fsdp|-nofsdp`, `-p2p|-a2a|-allgather` (the context-parallel algorithm, with cp > 1). Recompute: `RC` full,
+// `-fsdp|-nofsdp`, `-p2p|-a2a|-allgather|-a2a+p2p` (the context-parallel algorithm, with cp > 1). Recompute: `RC` full,
 // `noRC` none, `selRC` selective.
 std::string config_name(const Strategy& s);
 
