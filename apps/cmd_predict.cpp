@@ -25,7 +25,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
     static const char* const kCp[kNumCpCommTypes] = {"ring (p2p)", "Ulysses (a2a)", "K/V all-gather",
                                                      "Ulysses inside a ring (a2a+p2p)"};
     out += std::string(", context parallel by ") + kCp[static_cast<int>(r.cp_comm_type)];
-    if (r.cp_comm_type == CpCommType::a2a_p2p) out += " of degree " + std::to_string(t.ulysses_degree_in_cp);
+    if (r.cp_comm_type == CpCommType::a2a_p2p) out += " of degree " + std::to_string(r.ulysses_degree_in_cp);
   }
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
   if (s.recompute == Recompute::selective) {

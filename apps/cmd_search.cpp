@@ -197,6 +197,7 @@ void write_results(const std::string& file, const search::Space& space, const se
     std::vector<std::string> cpc;
     for (CpCommType c : strat.cp_comm_type) cpc.push_back(to_string(c));
     w.write(g + "/cp_comm_type", cpc);
+    w.write(g + "/ulysses_degree", strat.ulysses_degree);
     std::vector<std::string> rc;
     for (Recompute r : strat.recompute) rc.push_back(to_string(r));
     w.write(g + "/recompute", rc);
@@ -659,7 +660,7 @@ void register_search(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--cp-comm-type", sc.cp_comm_type,
                   "context-parallel algorithms to sweep where cp > 1: p2p (ring), a2a (Ulysses), allgather, a2a+p2p "
-                  "(with the settings' ulysses_degree_in_cp); default: the settings' cp_comm_type")
+                  "(at every Ulysses degree that splits cp below it); default: the settings' cp_comm_type")
       ->delimiter(',');
   cmd->add_flag("--allow-cross-node-tp", sc.cross_node_tp, "allow TP groups across nodes");
   cmd->add_flag("--allow-uneven-layers", sc.uneven, "let pipeline stages differ by one layer");

@@ -25,10 +25,10 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       add(framework == "mindspeed"
               ? std::string("--context-parallel-algo ") + kMindSpeedAlgo[static_cast<int>(r.cp_comm_type)]
               : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
-      if (r.cp_comm_type == CpCommType::a2a_p2p && t.ulysses_degree_in_cp > 0)
-        add(framework == "mindspeed" ? "--ulysses-degree-in-cp " + n(t.ulysses_degree_in_cp)
-                                     : "--hierarchical-context-parallel-sizes " + n(t.ulysses_degree_in_cp) + " " +
-                                           n(s.context_parallel / t.ulysses_degree_in_cp));
+      if (r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
+        add(framework == "mindspeed" ? "--ulysses-degree-in-cp " + n(r.ulysses_degree_in_cp)
+                                     : "--hierarchical-context-parallel-sizes " + n(r.ulysses_degree_in_cp) + " " +
+                                           n(s.context_parallel / r.ulysses_degree_in_cp));
     }
     if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
     if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
@@ -87,9 +87,9 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
         (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
     add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
     if (s.context_parallel > 1) add(std::string("model.config.cp_comm_type=") + to_string(r.cp_comm_type));
-    if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && t.ulysses_degree_in_cp > 0)
-      add("model.config.hierarchical_context_parallel_sizes=[" + n(t.ulysses_degree_in_cp) + "," +
-          n(s.context_parallel / t.ulysses_degree_in_cp) + "]");
+    if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
+      add("model.config.hierarchical_context_parallel_sizes=[" + n(r.ulysses_degree_in_cp) + "," +
+          n(s.context_parallel / r.ulysses_degree_in_cp) + "]");
     add("trainer.strategy.expert_model_parallel_size=" + n(s.expert_parallel));
     if (s.expert_tensor_parallel > 0)
       add("trainer.strategy.expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));

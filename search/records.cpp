@@ -117,6 +117,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
   std::vector<std::string> cpc_names;
   for (int i = 0; i < kNumCpCommTypes; ++i) cpc_names.push_back(to_string(static_cast<CpCommType>(i)));
   const auto c_cpc = w.enum_column("/all/cp_comm_type", cpc_names, n);
+  const auto c_uly = w.column("/all/ulysses_degree", H5Type::i32, n);
   const auto c_st = w.enum_column("/all/status", status_names, n);
   const auto c_t = w.column("/all/iteration_time_s", H5Type::f64, n);
   const auto c_m = w.column("/all/max_peak_memory_bytes", H5Type::f64, n);
@@ -164,6 +165,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
                                                                      {c_do, strat.distributed_optimizer.data()},
                                                                      {c_fsdp, strat.fsdp.data()},
                                                                      {c_cpc, cpc.data()},
+                                                                     {c_uly, strat.ulysses_degree.data()},
                                                                      {c_st, st.data()},
                                                                      {c_t, t.data()},
                                                                      {c_m, m.data()}};

@@ -42,7 +42,7 @@ std::set<std::uint64_t> spooled_chunks(const std::string& dir, std::uint64_t spa
 
 // Writes `/all` (one row per candidate, row = global index): scenario, dp, tp, pp, cp, ep, etp, vpp,
 // micro_batch_size, recompute (enum), sequence_parallel, distributed_optimizer, fsdp (booleans), cp_comm_type (enum:
-// p2p, a2a, allgather), status (enum of the
+// p2p, a2a, allgather, a2a+p2p), ulysses_degree (int32: a2a+p2p's, else 0), status (enum of the
 // rejection reasons), iteration_time_s, max_peak_memory_bytes. Throws when a chunk has no records.
 void write_all_records(io::H5Writer& w, const Space& space, const std::string& dir, std::uint64_t chunk);
 

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace lmsim::search {
 
@@ -85,7 +86,8 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
             if (stage_ranks % expert_tp != 0) continue;
             for (int ep : m.is_moe() ? divisors(stage_ranks / expert_tp) : std::vector<int>{1}) {
               if (!allowed(f.ep, ep)) continue;
-              Tuple t{si, dp, tp, pp, cp, ep, etp, total_, {}, {}, 0, 0, static_cast<std::uint32_t>(sharding_.size()),
+              Tuple t{si,     dp, tp, pp, cp, ep, etp,
+                      total_, {}, {}, 0,  {}, 0,  static_cast<std::uint32_t>(sharding_.size()),
                       0};
               // Nothing to shard over a one-rank data-parallel group (Megatron's dp·cp; for an MoE model also the
               // expert one): every (distributed optimizer, FSDP) variant is the same run, so one is swept, not FSDP
@@ -106,7 +108,14 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
               }
               if (t.vpp.empty()) t.vpp.push_back(1);
               t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
-              t.n_cpc = cp > 1 && !f.cp_comm_type.empty() ? static_cast<std::uint32_t>(f.cp_comm_type.size()) : 1;
+              if (cp > 1)
+                for (CpCommType a : f.cp_comm_type) {
+                  if (a != CpCommType::a2a_p2p) t.cpc.emplace_back(a, 0);
+                  for (int u = 2; a == CpCommType::a2a_p2p && u < cp; ++u)
+                    if (cp % u == 0) t.cpc.emplace_back(a, u);
+                }
+              t.n_cpc = t.cpc.empty() ? 1 : static_cast<std::uint32_t>(t.cpc.size());
+              if (cp > 1 && !f.cp_comm_type.empty() && t.cpc.empty()) continue;  // no variant runs at this cp
               const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
                                       t.n_sp * t.n_shard * t.n_cpc;
               if (n == 0) continue;
@@ -138,7 +147,7 @@ Candidate Space::at(std::uint64_t index) const {
   s.distributed_optimizer = dist;
   s.fsdp = fsdp;
   r /= t.n_shard;
-  if (t.cp > 1 && !filter_.cp_comm_type.empty()) s.cp_comm_type = filter_.cp_comm_type[r % t.n_cpc];
+  if (!t.cpc.empty()) std::tie(s.cp_comm_type, s.ulysses_degree) = t.cpc[r % t.n_cpc];
   r /= t.n_cpc;
   if (t.tp > 1) s.sequence_parallel = filter_.sequence_parallel[r % t.n_sp];
   r /= t.n_sp;
@@ -163,6 +172,8 @@ std::string Space::signature() const {
     o << t.scenario << ' ' << t.dp << ' ' << t.tp << ' ' << t.pp << ' ' << t.cp << ' ' << t.ep << ' ' << t.etp << ' '
       << t.first << ' ' << t.n_sp << ' ' << t.n_cpc << ' ' << t.n_shard << ' ' << t.shard0 << ':';
     for (auto mb : t.mbs) o << ' ' << mb;
+    o << ':';
+    for (const auto& [a, u] : t.cpc) o << ' ' << to_string(a) << '/' << u;
     o << ':';
     for (int v : t.vpp) o << ' ' << v;
     o << '\n';

@@ -43,7 +43,9 @@ struct SpaceFilter {
   std::vector<bool> sequence_parallel = {false, true};  // applies when tp > 1
   std::vector<bool> distributed_optimizer = {false, true};
   std::vector<bool> fsdp;  // empty: as the settings say; FSDP shards the optimizer too, so it pairs only with `do`
-  std::vector<CpCommType> cp_comm_type;  // context-parallel algorithms swept where cp > 1; empty: the settings'
+  // Context-parallel algorithms swept where cp > 1 (a2a+p2p at every Ulysses degree u, 1 < u < cp, dividing cp);
+  // empty: the settings'.
+  std::vector<CpCommType> cp_comm_type;
 };
 
 struct Candidate {
@@ -60,6 +62,7 @@ struct StrategyColumns {
   std::vector<Recompute> recompute;
   std::vector<Flag> sequence_parallel, distributed_optimizer, fsdp;
   std::vector<CpCommType> cp_comm_type;  // as it runs (meaningful where cp > 1)
+  std::vector<Int> ulysses_degree;       // a2a+p2p's Ulysses degree in effect, else 0
 
   void add(const Strategy& s, const TrainingSettings& t) {
     const ResolvedStrategy r = resolve(s, t);
@@ -76,6 +79,8 @@ struct StrategyColumns {
     distributed_optimizer.push_back(static_cast<Flag>(r.distributed_optimizer));
     fsdp.push_back(static_cast<Flag>(r.fsdp));
     cp_comm_type.push_back(r.cp_comm_type);
+    ulysses_degree.push_back(
+        static_cast<Int>(r.cp_comm_type == CpCommType::a2a_p2p && s.context_parallel > 1 ? r.ulysses_degree_in_cp : 0));
   }
   void clear() { *this = StrategyColumns{}; }
 };
@@ -100,7 +105,10 @@ class Space {
     std::vector<std::int64_t> mbs;
     std::vector<int> vpp;
     std::uint32_t n_sp;
-    std::uint32_t n_cpc;  // context-parallel algorithms swept: the filter's where cp > 1, else 1 (the settings')
+    // Context-parallel variants swept, (algorithm, Ulysses degree of a2a+p2p): the filter's where cp > 1; empty:
+    // one candidate with the settings' algorithm.
+    std::vector<std::pair<CpCommType, int>> cpc;
+    std::uint32_t n_cpc;
     // Sharding variants swept: all of `sharding_` from `shard0`, or only `shard0` where the data-parallel groups
     // (dp·cp, and the expert one) are single ranks and every variant is the same run.
     std::uint32_t n_shard, shard0;

@@ -66,7 +66,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.s = static_cast<double>(t.seq_length);
   c.cp = s.context_parallel;
   c.s_local = c.s / c.cp;
-  c.cp_ulysses = static_cast<double>(ulysses_degree(c.r.cp_comm_type, t.ulysses_degree_in_cp, s.context_parallel));
+  c.cp_ulysses = static_cast<double>(ulysses_degree(c.r.cp_comm_type, c.r.ulysses_degree_in_cp, s.context_parallel));
   c.cp_ring = c.cp / c.cp_ulysses;  // the K/V all-gather's too: its queries stay the local s/cp
   c.tokens = c.b * c.s_local;
   c.h = static_cast<double>(m.hidden_size);

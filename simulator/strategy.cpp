@@ -84,6 +84,7 @@ std::string config_name(const Strategy& s) {
   if (s.distributed_optimizer) n += *s.distributed_optimizer ? "-do" : "-nodo";
   if (s.fsdp) n += *s.fsdp ? "-fsdp" : "-nofsdp";
   if (s.cp_comm_type) n += std::string("-") + to_string(*s.cp_comm_type);
+  if (s.ulysses_degree > 0) n += "-uly" + std::to_string(s.ulysses_degree);
   return n;
 }
 
@@ -183,6 +184,11 @@ ParseResult parse_config_name(const std::string& name) {
       if (s.context_parallel == 1) return fail("'" + std::string(t) + "' names a context-parallel algorithm; cp is 1");
       s.cp_comm_type = *cpc;
       stage = 8;
+    } else if (auto u = degree(t, "uly"); u && stage == 8 && s.cp_comm_type == CpCommType::a2a_p2p) {
+      if (*u < 2 || *u >= s.context_parallel || s.context_parallel % *u != 0)
+        return fail("'" + std::string(t) + "': the Ulysses degree must be above 1, below cp and divide it");
+      s.ulysses_degree = static_cast<int>(*u);
+      stage = 9;
     } else
       return fail("unexpected or repeated field '" + std::string(t) + "'");
   }
@@ -197,7 +203,8 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
                      s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
                      s.distributed_optimizer.value_or(t.distributed_optimizer) || s.fsdp.value_or(t.fsdp),
                      s.fsdp.value_or(t.fsdp),
-                     s.cp_comm_type.value_or(t.cp_comm_type)};
+                     s.cp_comm_type.value_or(t.cp_comm_type),
+                     s.ulysses_degree > 0 ? s.ulysses_degree : t.ulysses_degree_in_cp};
   const std::int64_t per_step = static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size;
   r.num_micro_batches = per_step > 0 ? t.global_batch_size / per_step : 0;
   return r;
@@ -336,9 +343,9 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
   const bool a2a = r.cp_comm_type == CpCommType::a2a;
-  const std::int64_t cp = s.context_parallel, uly = ulysses_degree(r.cp_comm_type, t.ulysses_degree_in_cp, cp);
+  const std::int64_t cp = s.context_parallel, uly = ulysses_degree(r.cp_comm_type, r.ulysses_degree_in_cp, cp);
   if (cp > 1 && r.cp_comm_type == CpCommType::a2a_p2p &&
-      (t.ulysses_degree_in_cp < 2 || t.ulysses_degree_in_cp >= cp || cp % t.ulysses_degree_in_cp != 0))
+      (r.ulysses_degree_in_cp < 2 || r.ulysses_degree_in_cp >= cp || cp % r.ulysses_degree_in_cp != 0))
     return Rejection::cp_hierarchy_invalid;
   if (cp > 1 && !a2a && !t.flash_in(s.context_parallel)) return Rejection::cp_needs_flash_attention;
   if (t.seq_length % (cp > 1 && !a2a ? 2 * cp : cp) != 0) return Rejection::sequence_not_divisible_by_cp;

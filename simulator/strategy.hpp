@@ -195,6 +195,7 @@ struct Strategy {
   std::optional<bool> distributed_optimizer;
   std::optional<bool> fsdp;                // fully sharded data parallelism (see TrainingSettings::fsdp)
   std::optional<CpCommType> cp_comm_type;  // the context-parallel algorithm (cp > 1; see TrainingSettings)
+  int ulysses_degree = 0;  // the Ulysses degree of a2a+p2p (TrainingSettings::ulysses_degree_in_cp); 0: the settings'
   // Transformer layers of the first / last pipeline chunk (Megatron's --decoder-first-pipeline-num-layers /
   // --decoder-last-pipeline-num-layers); 0: chosen by the split rule (see pipeline_split()).
   int first_stage_layers = 0;
@@ -212,7 +213,8 @@ struct Strategy {
 
 // The configuration name: the dataset's form when only dataset fields are set, else with extension tokens
 // `-etp<N>` (after `-ep<N>`), `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`,
-// `-fsdp|-nofsdp`, `-p2p|-a2a|-allgather|-a2a+p2p` (the context-parallel algorithm, with cp > 1). Recompute: `RC` full,
+// `-fsdp|-nofsdp`, `-p2p|-a2a|-allgather|-a2a+p2p` (the context-parallel algorithm, with cp > 1), `-uly<N>` (after
+// `-a2a+p2p`: its Ulysses degree). Recompute: `RC` full,
 // `noRC` none, `selRC` selective.
 std::string config_name(const Strategy& s);
 
@@ -231,6 +233,7 @@ struct ResolvedStrategy {
   bool distributed_optimizer;  // the optimizer state is sharded (always under FSDP)
   bool fsdp;
   CpCommType cp_comm_type;
+  std::int64_t ulysses_degree_in_cp;  // a2a+p2p's Ulysses degree in effect (0: none given)
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.

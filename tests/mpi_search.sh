@@ -37,6 +37,7 @@ assert {a for a, c in zip(algos, cps) if c > 1} == {"p2p", "a2a"}, algos
 for n, a, c in zip(names, algos, cps):
     assert n.endswith("-" + a) == (c > 1), (n, a, c)
 assert h5py.check_enum_dtype(f["/all/cp_comm_type"].dtype) == {"p2p": 0, "a2a": 1, "allgather": 2, "a2a+p2p": 3}
+assert (f["/ranking/ulysses_degree"][...] == 0).all() and (f["/all/ulysses_degree"][...] == 0).all()
 PY
 
 # Every rank resolves the same model and θ: their warnings are said once (rank 0), not once per rank.

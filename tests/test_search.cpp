@@ -183,6 +183,24 @@ TEST(Space, ContextParallelAlgorithmsAreSweptWhereThereIsContextParallelism) {
   }
   EXPECT_EQ(a2a, 3);
   EXPECT_NE(space.signature(), plain.signature());
+  // a2a+p2p is swept at every Ulysses degree that splits cp below it: cp 4 at 2, cp 8 at 2 and 4, cp 2 at none.
+  f.cp_comm_type = {CpCommType::a2a_p2p};
+  const Space hybrid(m, {sc}, f);
+  ASSERT_EQ(hybrid.size(), 1u + 1 + 2);  // cp 1 (the settings' algorithm, moot), cp 4, cp 8
+  for (std::uint64_t i = 0; i < hybrid.size(); ++i) {
+    const Strategy s = hybrid.at(i).strategy;
+    if (s.context_parallel == 1) continue;
+    EXPECT_EQ(s.cp_comm_type, CpCommType::a2a_p2p);
+    EXPECT_TRUE(s.ulysses_degree == 2 || (s.context_parallel == 8 && s.ulysses_degree == 4)) << config_name(s);
+    TrainingSettings t = sc.settings;
+    t.cp_comm_type = CpCommType::a2a_p2p;
+    t.ulysses_degree_in_cp = s.ulysses_degree;
+    Strategy by_setting = s;
+    by_setting.cp_comm_type.reset();
+    by_setting.ulysses_degree = 0;
+    EXPECT_DOUBLE_EQ(simulate(m, s, sc.system, sc.settings, PlatformParams{}).iteration_time_s,
+                     simulate(m, by_setting, sc.system, t, PlatformParams{}).iteration_time_s);
+  }
 }
 
 // With a one-rank data-parallel group there is nothing to shard: the distributed-optimizer and FSDP variants are

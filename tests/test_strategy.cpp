@@ -30,11 +30,12 @@ TEST(ConfigName, TheDatasetsEp1SpellingIsReadAndWrittenCanonically) {
 }
 
 TEST(ConfigName, ExtendedFormRoundTrips) {
-  for (const char* n : {"dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC", "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do",
-                        "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp",
-                        "dp8-tp1-pp1-cp1-noRC-fsdp", "dp8-tp1-pp1-cp1-noRC-do-nofsdp",
-                        "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4", "dp8-tp2-pp1-cp1-etp1-RC", "dp2-tp1-pp1-cp4-noRC-a2a",
-                        "dp1-tp2-pp2-cp2-RC-mbs2-sp-do-allgather", "dp1-tp1-pp1-cp8-noRC-p2p"}) {
+  for (const char* n :
+       {"dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC", "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do",
+        "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp",
+        "dp8-tp1-pp1-cp1-noRC-fsdp", "dp8-tp1-pp1-cp1-noRC-do-nofsdp", "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4",
+        "dp8-tp2-pp1-cp1-etp1-RC", "dp2-tp1-pp1-cp4-noRC-a2a", "dp1-tp2-pp2-cp2-RC-mbs2-sp-do-allgather",
+        "dp1-tp1-pp1-cp8-noRC-p2p", "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly2", "dp2-tp2-pp1-cp4-RC-sp-a2a+p2p"}) {
     auto r = parse_config_name(n);
     ASSERT_TRUE(r.strategy) << n << ": " << r.error;
     EXPECT_EQ(config_name(*r.strategy), n);
@@ -81,7 +82,12 @@ TEST(ConfigName, RejectsEveryMalformedForm) {
                         "dp8-tp1-pp1-cp1-noRC-a2a",
                         "dp2-tp1-pp1-cp4-noRC-a2a-sp",
                         "dp2-tp1-pp1-cp4-noRC-a2a-p2p",
-                        "dp2-tp1-pp1-cp4-noRC-ring"}) {
+                        "dp2-tp1-pp1-cp4-noRC-ring",
+                        "dp1-tp1-pp1-cp8-noRC-a2a-uly2",
+                        "dp1-tp1-pp1-cp8-noRC-uly2",
+                        "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly8",
+                        "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly3",
+                        "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly1"}) {
     auto r = parse_config_name(n);
     EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
     EXPECT_FALSE(r.error.empty());
