@@ -20,11 +20,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     add("--pipeline-model-parallel-size " + n(s.pipeline_parallel));
     add("--context-parallel-size " + n(s.context_parallel));
     if (s.context_parallel > 1) {
-      static const char* const kMindSpeedAlgo[kNumCpCommTypes] = {"megatron_cp_algo", "ulysses_cp_algo",
-                                                                  "kvallgather_cp_algo", "hybrid_cp_algo"};
-      add(framework == "mindspeed"
-              ? std::string("--context-parallel-algo ") + kMindSpeedAlgo[static_cast<int>(r.cp_comm_type)]
-              : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
+      add(framework == "mindspeed" ? std::string("--context-parallel-algo ") + io::mindspeed_cp_algo(r.cp_comm_type)
+                                   : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
       if (r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
         add(framework == "mindspeed" ? "--ulysses-degree-in-cp " + n(r.ulysses_degree_in_cp)
                                      : "--hierarchical-context-parallel-sizes " + n(r.ulysses_degree_in_cp) + " " +

@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -382,27 +383,31 @@ void infer_settings(Collection& c) {
   // (p2p), all-to-alls under Ulysses (a2a), all-gathers under the K/V gather; the one that took the most time.
   // Where no group is named cp (a profiler's own group names), a dense model's all-to-alls still tell: nothing
   // but Ulysses context parallelism runs one there.
-  std::array<double, kNumCpCommTypes> cp_s{};
+  struct CpEvidence {
+    const char* primitive;
+    CpCommType type;
+    const char* words;
+    double seconds;
+  };
+  CpEvidence evidence[] = {{"point_to_point", CpCommType::p2p, "point-to-point", 0},
+                           {"all_to_all", CpCommType::a2a, "all-to-alls", 0},
+                           {"all_gather", CpCommType::allgather, "all-gathers", 0}};
   double dense_a2a_s = 0;
   for (const auto& row : c.comm_summary) {
     if (row.comm_type == "all_to_all") dense_a2a_s += row.elapsed_time_sum_s;
-    if (row.comm_group != "cp") continue;
-    if (row.comm_type == "point_to_point") cp_s[static_cast<std::size_t>(CpCommType::p2p)] += row.elapsed_time_sum_s;
-    if (row.comm_type == "all_to_all") cp_s[static_cast<std::size_t>(CpCommType::a2a)] += row.elapsed_time_sum_s;
-    if (row.comm_type == "all_gather") cp_s[static_cast<std::size_t>(CpCommType::allgather)] += row.elapsed_time_sum_s;
+    for (CpEvidence& e : evidence)
+      if (row.comm_group == "cp" && row.comm_type == e.primitive) e.seconds += row.elapsed_time_sum_s;
   }
-  const auto most = static_cast<std::size_t>(std::max_element(cp_s.begin(), cp_s.end()) - cp_s.begin());
+  const CpEvidence& most =
+      *std::max_element(std::begin(evidence), std::end(evidence),
+                        [](const CpEvidence& a, const CpEvidence& b) { return a.seconds < b.seconds; });
   const bool has_cp =
       std::any_of(c.runs.begin(), c.runs.end(), [](const Run& r) { return r.strategy.context_parallel > 1; });
-  if (cp_s[most] > 0 && static_cast<CpCommType>(most) != c.settings.cp_comm_type) {
-    c.settings.cp_comm_type = static_cast<CpCommType>(most);
-    say(std::string("cp_comm_type ") + to_string(c.settings.cp_comm_type) +
-        ": the cp group's measured collectives are " +
-        (most == 0   ? "point-to-point"
-         : most == 1 ? "all-to-alls"
-                     : "all-gathers") +
-        " (comm_summary.csv)");
-  } else if (cp_s[most] == 0 && dense_a2a_s > 0 && has_cp && !presets().find_model(c.model)->model.is_moe() &&
+  if (most.seconds > 0 && most.type != c.settings.cp_comm_type) {
+    c.settings.cp_comm_type = most.type;
+    say(std::string("cp_comm_type ") + to_string(most.type) + ": the cp group's measured collectives are " +
+        most.words + " (comm_summary.csv)");
+  } else if (most.seconds == 0 && dense_a2a_s > 0 && has_cp && !presets().find_model(c.model)->model.is_moe() &&
              c.settings.cp_comm_type != CpCommType::a2a) {
     c.settings.cp_comm_type = CpCommType::a2a;
     say("cp_comm_type a2a: the dense model's runs measured all-to-alls, which only Ulysses context parallelism runs "
@@ -430,12 +435,11 @@ void infer_settings(Collection& c) {
     for (const Run& r : c.runs) {
       if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;  // not measured: not known to have run
       std::string why;
-      // A context-parallel run says nothing of the others where the stack turns flash on for it alone.
-      if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1 &&
-          c.settings.flash_attention_with_cp)
-        continue;
-      if (v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1 &&
-          c.settings.cp_comm_type != CpCommType::a2a) {
+      // A context-parallel run says nothing of the others where the stack turns flash on for it alone; elsewhere
+      // the ring and the K/V gather need it (Ulysses does not, so its runs prove it only by their memory).
+      const bool cp_run = v.member == &TrainingSettings::flash_attention && r.strategy.context_parallel > 1;
+      if (cp_run && c.settings.flash_attention_with_cp) continue;
+      if (cp_run && c.settings.cp_comm_type != CpCommType::a2a) {
         why = "'" + r.config + "' uses context parallelism by " + to_string(c.settings.cp_comm_type) +
               ", which needs flash attention";
       } else {

@@ -17,6 +17,22 @@ struct Arg {
   long line;
 };
 
+// The items of a logged Python list or scalar (`['a2a', 'p2p']`, `[2, 4]`, `p2p`): brackets, quotes and blanks
+// dropped, split at commas.
+std::vector<std::string> logged_list(const std::string& v) {
+  std::vector<std::string> items;
+  std::string item;
+  for (char ch : v + ",") {
+    if (ch == ',') {
+      if (!item.empty()) items.push_back(item);
+      item.clear();
+    } else if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') {
+      item += ch;
+    }
+  }
+  return items;
+}
+
 }  // namespace
 
 MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
@@ -164,16 +180,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
     // per layer or one for all: one algorithm for every layer is modelled). Without CP neither matters.
     const char* key = args.count("context_parallel_algo") ? "context_parallel_algo" : "cp_comm_type";
     const auto [v, line] = get(key, "p2p");
-    std::vector<std::string> names;
-    std::string name;
-    for (char ch : v + ",") {
-      if (ch == ',') {
-        if (!name.empty()) names.push_back(name);
-        name.clear();
-      } else if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') {
-        name += ch;
-      }
-    }
+    std::vector<std::string> names = logged_list(v);
     if (names.empty()) names.push_back("p2p");
     if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n != names[0]; }))
       throw InputError(path, line, key, "'" + v + "': a context-parallel algorithm per layer is not modelled");
@@ -186,13 +193,10 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
       const char* deg =
           args.count("ulysses_degree_in_cp") ? "ulysses_degree_in_cp" : "hierarchical_context_parallel_sizes";
       const auto [dv, dl] = get(deg, "None");
-      std::string first;
-      for (char ch : dv) {
-        if (ch == ',') break;
-        if (ch != '[' && ch != ']' && ch != ' ') first += ch;
-      }
+      const std::vector<std::string> sizes = logged_list(dv);
       double u = 0;
-      if (!parse_number(first, u) || u < 2 || u != static_cast<double>(static_cast<std::int64_t>(u)))
+      if (sizes.empty() || !parse_number(sizes[0], u) || u < 2 ||
+          u != static_cast<double>(static_cast<std::int64_t>(u)))
         throw InputError(path, dl, deg, "'" + dv + "' does not give a Ulysses degree of 2 or more for a2a+p2p");
       t.ulysses_degree_in_cp = static_cast<std::int64_t>(u);
     }

@@ -456,22 +456,27 @@ Json to_json(const System& s) {
   return j;
 }
 
+const char* mindspeed_cp_algo(CpCommType c) {
+  static const char* const kNames[kNumCpCommTypes] = {"megatron_cp_algo", "ulysses_cp_algo", "kvallgather_cp_algo",
+                                                      "hybrid_cp_algo"};
+  return kNames[static_cast<int>(c)];
+}
+
 std::optional<CpCommType> parse_cp_comm_type(const std::string& name) {
   if (const auto c = from_name<CpCommType>(name, kNumCpCommTypes)) return c;
-  static const std::pair<const char*, CpCommType> kMindSpeed[] = {{"megatron_cp_algo", CpCommType::p2p},
-                                                                  {"ulysses_cp_algo", CpCommType::a2a},
-                                                                  {"kvallgather_cp_algo", CpCommType::allgather},
-                                                                  {"hybrid_cp_algo", CpCommType::a2a_p2p}};
-  for (const auto& [n, c] : kMindSpeed)
-    if (name == n) return c;
+  for (int i = 0; i < kNumCpCommTypes; ++i)
+    if (name == mindspeed_cp_algo(static_cast<CpCommType>(i))) return static_cast<CpCommType>(i);
   return std::nullopt;
 }
 
 std::string cp_comm_type_problem(const std::string& name) {
   if (name.find("adaptive") != std::string::npos)
-    return "'" + name + "': adaptive context parallelism is not modelled; use p2p, a2a, allgather or a2a+p2p";
-  return "'" + name + "' is not one of " + names_of<CpCommType>(kNumCpCommTypes) +
-         " (or MindSpeed-LLM's megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo, hybrid_cp_algo)";
+    return "'" + name + "': adaptive context parallelism is not modelled; use " + names_of<CpCommType>(kNumCpCommTypes);
+  std::string mindspeed;
+  for (int i = 0; i < kNumCpCommTypes; ++i)
+    mindspeed += std::string(i ? ", " : "") + mindspeed_cp_algo(static_cast<CpCommType>(i));
+  return "'" + name + "' is not one of " + names_of<CpCommType>(kNumCpCommTypes) + " (or MindSpeed-LLM's " + mindspeed +
+         ")";
 }
 
 // Megatron-core's --cp-comm-type, or MindSpeed-LLM's --context-parallel-algo name for the same algorithm.

@@ -57,6 +57,7 @@ std::vector<std::string> recompute_module_names(const TrainingSettings& t);
 // --context-parallel-algo name (megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo); nullopt otherwise, and
 // then why, for the message (the hierarchical a2a+p2p / hybrid_cp_algo is named as not modelled).
 std::optional<CpCommType> parse_cp_comm_type(const std::string& name);
+const char* mindspeed_cp_algo(CpCommType c);  // MindSpeed-LLM's --context-parallel-algo name
 std::string cp_comm_type_problem(const std::string& name);
 PlatformParams params_from_json(const Json& j, const std::string& file, const std::string& path = "",
                                 const PlatformParams& base = {});

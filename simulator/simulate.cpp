@@ -105,7 +105,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   set(Group::tp, c.tp, 1);
   // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts
   // (stride tp·cp_ulysses), as Megatron-core's hierarchical context-parallel groups are built.
-  set(Group::cp, c.cp_ulysses > 1 && c.cp_ring > 1 ? c.cp_ulysses : c.cp, c.tp);
+  set(Group::cp, c.cp_ulysses > 1 ? c.cp_ulysses : c.cp, c.tp);
   set(Group::cp_ring, c.cp_ulysses > 1 ? c.cp_ring : 1, c.tp * c.cp_ulysses);
   set(Group::ep, c.ep, c.etp);
   set(Group::etp, c.etp, 1);
@@ -220,8 +220,6 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   const double score_fwd = vector_time_s(c, v.score_fwd_bytes, 0);
   const double score_bwd = vector_time_s(c, v.score_bwd_bytes, 0);
   lt.fwd_compute = gemm_fwd + vector_time_s(c, v.fwd_bytes, v.fwd_kernels) + score_fwd;
-  // Without gradient-accumulation fusion each weight gradient is written in 16 bits and added into the gradient
-  // buffer by Megatron's backward hook (main_grad.add_): read the buffer and the gradient, write the buffer.
   lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels()) + score_bwd +
                    unfused_wgrad_accumulation_s(c, weights, weight_gemms);
   lt.attn_fwd = call[role_index(OpRole::attn_core)] + score_fwd;

@@ -821,20 +821,27 @@ TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
   }
 }
 
+namespace {
+// A Megatron log: `text` with `lines` inserted after its argument line `after`, read through a temporary file.
+io::MegatronRun read_log_with(const std::string& text, const std::string& after, const std::string& lines) {
+  std::string log = text;
+  log.insert(log.find(after) + after.size(), lines);
+  const auto f = fs::temp_directory_path() / ("lmsim_log_" + std::to_string(::getpid()) + ".log");
+  spit(f, log);
+  struct Remove {
+    fs::path f;
+    ~Remove() { fs::remove(f); }
+  } remove{f};
+  return io::read_megatron_log(f.string());
+}
+}  // namespace
+
 TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   // Transformer Engine's cross entropy needs both the loss fusion and its te implementation.
   const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
   const std::string marker = "  tp_comm_overlap ................................. False\n";
   ASSERT_NE(text.find(marker), std::string::npos);
-  auto read = [&](const std::string& lines) {
-    std::string log = text;
-    log.insert(log.find(marker) + marker.size(), lines);
-    const auto f = fs::temp_directory_path() / ("lmsim_flags_" + std::to_string(::getpid()) + ".log");
-    spit(f, log);
-    const io::MegatronRun r = io::read_megatron_log(f.string());
-    fs::remove(f);
-    return r.settings;
-  };
+  auto read = [&](const std::string& lines) { return read_log_with(text, marker, lines).settings; };
   const TrainingSettings none = read("");
   EXPECT_FALSE(none.te_cross_entropy || none.overlap_p2p_comm || none.overlap_moe_expert_parallel_comm);
   EXPECT_TRUE(none.gradient_accumulation_fusion && none.masked_softmax_fusion);  // Megatron's defaults
@@ -867,15 +874,7 @@ TEST(MegatronLog, ReadsTheContextParallelAlgorithm) {
   swap("  data_parallel_size .............................. 2\n",
        "  data_parallel_size .............................. 1\n");
   const std::string marker = "  seq_length ...................................... 4096\n";
-  auto read = [&](const std::string& lines) {
-    std::string log = text;
-    log.insert(log.find(marker) + marker.size(), lines);
-    const auto f = fs::temp_directory_path() / ("lmsim_cp_" + std::to_string(::getpid()) + ".log");
-    spit(f, log);
-    const io::MegatronRun r = io::read_megatron_log(f.string());
-    fs::remove(f);
-    return r.settings.cp_comm_type;
-  };
+  auto read = [&](const std::string& lines) { return read_log_with(text, marker, lines).settings.cp_comm_type; };
   EXPECT_EQ(read(""), CpCommType::p2p);
   EXPECT_EQ(read("  cp_comm_type .................................... ['a2a']\n"), CpCommType::a2a);
   EXPECT_EQ(read("  cp_comm_type .................................... allgather\n"), CpCommType::allgather);
@@ -896,13 +895,10 @@ TEST(MegatronLog, ReadsExpertTensorParallelism) {
   const std::string marker = "  expert_model_parallel_size ...................... 1\n";
   ASSERT_NE(text.find(marker), std::string::npos);
   const std::pair<const char*, int> cases[] = {{"None", 0}, {"2", 0}, {"1", 1}};
-  for (const auto& [value, etp] : cases) {
-    std::string log = text;
-    log.insert(log.find(marker) + marker.size(),
-               std::string("  expert_tensor_parallel_size ..................... ") + value + "\n");
-    const auto f = fs::temp_directory_path() / ("lmsim_etp_" + std::to_string(::getpid()) + ".log");
-    spit(f, log);
-    EXPECT_EQ(io::read_megatron_log(f.string()).strategy.expert_tensor_parallel, etp) << value;
-    fs::remove(f);
-  }
+  for (const auto& [value, etp] : cases)
+    EXPECT_EQ(
+        read_log_with(text, marker, std::string("  expert_tensor_parallel_size ..................... ") + value + "\n")
+            .strategy.expert_tensor_parallel,
+        etp)
+        << value;
 }
