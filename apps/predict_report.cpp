@@ -23,10 +23,18 @@ PredictResult predict(const PredictRequest& q) {
   res.allow_uneven = q.allow_uneven;
   const Resolved& r = res.r;
   const Strategy& s = res.s;
+  if (q.run.devices && io::fold_moe_replicas(res.s, q.run.devices))
+    spdlog::info(
+        "'{}' read as LM-SimBench writes MoE runs, dp·tp·pp·cp·ep = {} devices: Megatron's data-parallel "
+        "degree is dp·ep = {} ({})",
+        q.strategy, q.run.devices, s.data_parallel, config_name(s));
   if (q.run.devices && q.run.devices != s.devices())
-    throw io::InputError("--strategy", 0, "optimization_config",
-                         "'" + q.strategy + "' uses " + std::to_string(s.devices()) + " devices, --devices is " +
-                             std::to_string(q.run.devices));
+    throw io::InputError(
+        "--strategy", 0, "optimization_config",
+        "'" + q.strategy + "' uses dp*tp*pp*cp = " + std::to_string(s.devices()) +
+            (s.expert_parallel > 1 ? " (dp*tp*pp*cp*ep = " + std::to_string(s.devices() * s.expert_parallel) + ")"
+                                   : std::string()) +
+            " devices, --devices is " + std::to_string(q.run.devices));
   SimOptions so;
   so.validity = {r.system.devices_per_node, q.allow_cross_node, q.allow_uneven};
   res.p = simulate(r.model, s, r.system, r.settings, r.params, so);

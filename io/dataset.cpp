@@ -161,12 +161,8 @@ Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const Csv
   if (auto it = index.find(name); it != index.end()) return c.runs[it->second];
   ParseResult pr = parse_config_name(name);
   if (!pr.strategy) row.fail("optimization_config", pr.error);
-  // An MoE name may count its data-parallel replicas outside the expert group, dp·tp·pp·cp·ep = devices (the
-  // LM-SimBench Phi-3.5-MoE settings list dp 1 with tp and pp down to 1 on 16 devices): Megatron's
-  // data-parallel group is then dp·ep ranks, the expert group carved out of it.
   Strategy& st = *pr.strategy;
-  if (st.devices() != c.devices && st.expert_parallel > 1 && st.devices() * st.expert_parallel == c.devices)
-    st.data_parallel *= st.expert_parallel;
+  fold_moe_replicas(st, c.devices);  // an MoE name counting its replicas outside the expert group
   if (st.devices() != c.devices)
     row.fail(
         "optimization_config",

@@ -755,6 +755,12 @@ PlatformParams load_params(const std::string& file, const PlatformParams& base) 
   return params_from_json(j, file, "", base);
 }
 
+bool fold_moe_replicas(Strategy& s, std::int64_t devices) {
+  if (s.devices() == devices || s.expert_parallel <= 1 || s.devices() * s.expert_parallel != devices) return false;
+  s.data_parallel *= s.expert_parallel;
+  return true;
+}
+
 Strategy parse_strategy(const std::string& name, const std::string& source) {
   // On the command line the recompute token may also be spelled as Megatron's flag values (full, selective,
   // none), as `--recompute` accepts both; dataset names stay exactly as the dataset writes them.

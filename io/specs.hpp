@@ -90,5 +90,10 @@ PlatformParams load_params(const std::string& file, const PlatformParams& base =
 
 // Parses a configuration name or throws InputError naming `source` and the field.
 Strategy parse_strategy(const std::string& name, const std::string& source = "--strategy");
+// LM-SimBench's MoE names may count the data-parallel replicas outside the expert group: dp·tp·pp·cp·ep equals the
+// device count (its Phi-3.5-MoE settings list dp 1 with tp and pp down to 1 on 16 devices). Megatron's
+// data-parallel group is then dp·ep ranks, the expert group carved out of it. When `s` uses other than `devices`
+// devices and that reading makes them add up, it is applied (dp multiplied by ep) and true returned.
+bool fold_moe_replicas(Strategy& s, std::int64_t devices);
 
 }  // namespace lmsim::io

@@ -189,8 +189,15 @@ ParseResult parse_config_name(const std::string& name) {
         return fail("'" + std::string(t) + "': the Ulysses degree must be above 1, below cp and divide it");
       s.ulysses_degree = static_cast<int>(*u);
       stage = 9;
-    } else
-      return fail("unexpected or repeated field '" + std::string(t) + "'");
+    } else {
+      const bool known = degree(t, "mbs") || degree(t, "vpp") || degree(t, "first") || degree(t, "last") || t == "sp" ||
+                         t == "nosp" || t == "do" || t == "nodo" || t == "fsdp" || t == "nofsdp" ||
+                         from_name<CpCommType>(t, kNumCpCommTypes) || degree(t, "uly");
+      return fail((known ? "field '" + std::string(t) + "' is repeated or out of order"
+                         : "unknown field '" + std::string(t) + "'") +
+                  "; extension tokens, each at most once, go in this order: -mbs<N> -vpp<N> -first<N> -last<N> "
+                  "-sp|-nosp -do|-nodo -fsdp|-nofsdp -p2p|-a2a|-allgather|-a2a+p2p -uly<N> (after -a2a+p2p)");
+    }
   }
   r.strategy = s;
   return r;

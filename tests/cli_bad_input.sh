@@ -76,7 +76,16 @@ expect 2 "is not a number in" calibrate --platform gpu --out "$tmp/x.json" --fix
 expect 2 "no longer a platform parameter" calibrate --platform gpu --out "$tmp/x.json" --fix optimizer_bytes_per_param=12
 [ -e "$tmp/x.json" ] && { echo "FAIL: calibrate wrote output after bad input"; fail=1; }
 expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC --stack gpu
-expect 2 "uses 8 devices" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --devices 16
+expect 2 "uses dp\*tp\*pp\*cp = 8 devices, --devices is 16" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy dp8-tp1-pp1-cp1-RC --devices 16
+# An MoE name as LM-SimBench writes it (dp·tp·pp·cp·ep = devices) is read with Megatron's dp·ep; one that adds up
+# neither way names both products.
+expect 0 "Megatron's data-parallel degree is dp·ep = 16 (dp16-tp1-pp1-cp1-ep8-RC)" predict --model Qwen3-30B-A3B \
+  --system h100_sxm_80g --strategy dp2-tp1-pp1-cp1-ep8-RC --devices 16
+expect 2 "(dp\*tp\*pp\*cp\*ep = 16) devices, --devices is 32" predict --model Qwen3-30B-A3B --system h100_sxm_80g \
+  --strategy dp2-tp1-pp1-cp1-ep8-RC --devices 32
+expect 2 "sp' is repeated or out of order; extension tokens" predict --model Qwen3-0.6B --system h100_sxm_80g \
+  --strategy dp4-tp2-pp1-cp1-RC-sp-sp
 expect 2 "no bf16" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16"}')
 # Contradicting settings name the setting to blame as the field.
 expect 2 "field 'fp8_param_gather': fp8_param_gather needs precision fp8" predict --model Qwen3-0.6B \

@@ -50,6 +50,14 @@ TEST(ConfigName, ExtendedFormRoundTrips) {
   EXPECT_EQ(parse_config_name(config_name(s)).strategy, s);
 }
 
+TEST(ConfigName, AMisplacedTokenIsToldApartFromAnUnknownOneAndTheOrderIsSaid) {
+  const std::string misplaced = parse_config_name("dp1-tp8-pp1-cp1-noRC-sp-mbs4").error;
+  EXPECT_NE(misplaced.find("'mbs4' is repeated or out of order"), std::string::npos) << misplaced;
+  EXPECT_NE(misplaced.find("-mbs<N> -vpp<N>"), std::string::npos) << misplaced;
+  const std::string unknown = parse_config_name("dp1-tp8-pp1-cp1-noRC-zero3").error;
+  EXPECT_NE(unknown.find("unknown field 'zero3'"), std::string::npos) << unknown;
+}
+
 TEST(ConfigName, RejectsEveryMalformedForm) {
   for (const char* n : {"",
                         "dp2",
