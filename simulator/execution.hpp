@@ -42,10 +42,13 @@ struct LinkUse {
 // A group of `size` ranks spans `nodes` nodes with `per_node` of its ranks on each; a collective over it runs
 // inside the NVLink domain when nodes == 1, over one rail per rank when per_node == 1, else hierarchically.
 // `intra_share`: the share of the device's intra-node bandwidth its ring gets (`ring_bandwidth_share`: 1 on a
-// switch, less on direct links such as DGX-1's cube-mesh).
+// switch, less on direct links such as DGX-1's cube-mesh or the Ascend 910B server's full mesh). `p2p_share`: the
+// share a point-to-point transfer between neighbouring members gets (the context-parallel ring's K/V blocks, the
+// pipeline's activations): on a switch the whole port, on direct links only the links between that pair.
 struct GroupUse {
   double size = 1, per_node = 1, nodes = 1;
   double intra_share = 1;
+  double p2p_share = 1;
 };
 
 struct Ctx {
@@ -237,7 +240,10 @@ inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double by
 inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
   const double launch = c.p->kernel_launch_us * 1e-6;
   const LinkUse intra{c.intra.bandwidth_bytes_per_s * gu.intra_share, c.intra.latency_s};
-  if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : intra, 2, bytes) + launch;
+  if (prim == Prim::send_recv) {
+    const LinkUse pair{c.intra.bandwidth_bytes_per_s * gu.p2p_share, c.intra.latency_s};
+    return flat_collective_s(prim, gu.nodes > 1 ? c.inter : pair, 2, bytes) + launch;
+  }
   if (gu.size <= 1) return 0;
   // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
   const bool nvls = c.sys->nvlink_sharp && prim == Prim::all_reduce && gu.size > 2;

@@ -101,6 +101,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
     gu.intra_share = ring_bandwidth_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
+    gu.p2p_share = ring_bandwidth_share(sys, gu.per_node > 1 ? 2 : 1, static_cast<int>(stride), true);
   };
   set(Group::tp, c.tp, 1);
   // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts
@@ -114,9 +115,10 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
   const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
-  c.groups[static_cast<std::size_t>(Group::pp)] =
-      GroupUse{2, 1, crosses, ring_bandwidth_share(sys, 2, static_cast<int>(stage), true)};
-  c.embedding_pair = GroupUse{2, 1, crosses, ring_bandwidth_share(sys, 2, static_cast<int>(stage * (c.pp - 1)))};
+  const double pp_pair = ring_bandwidth_share(sys, 2, static_cast<int>(stage), true);
+  c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, crosses, pp_pair, pp_pair};
+  const double edge_pair = ring_bandwidth_share(sys, 2, static_cast<int>(stage * (c.pp - 1)));
+  c.embedding_pair = GroupUse{2, 1, crosses, edge_pair, edge_pair};
   return c;
 }
 
@@ -794,7 +796,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
       if (count <= 0) return;
       const GroupUse& gu = c.group(g);
       out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes),
-                     gu.intra_share, bytes, count, collective_time_s(c, prim, gu, bytes) * 1e3});
+                     prim == Prim::send_recv ? gu.p2p_share : gu.intra_share, bytes, count,
+                     collective_time_s(c, prim, gu, bytes) * 1e3});
     };
     auto layer = [&](double layers) {
       return

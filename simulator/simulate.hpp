@@ -158,10 +158,11 @@ struct CollectiveRecord {
   std::string group;      // tp, cp, ep, dp, edp, pp
   int stage;
   int group_size;
-  int nodes;            // nodes the group spans (1: inside the NVLink domain)
-  double link_share;    // share of the device's intra-node bandwidth the group's ring gets (ring_bandwidth_share)
-  double bytes;         // per call
-  double count;         // calls per iteration
+  int nodes;          // nodes the group spans (1: inside the NVLink domain)
+  double link_share;  // share of the device's intra-node bandwidth it gets: the group's ring, or (send_recv) the pair's
+                      // links
+  double bytes;       // per call
+  double count;       // calls per iteration
   double predicted_ms;  // per call, as simulate() times it
 };
 std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,

@@ -461,6 +461,28 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_GT(a.breakdown.tp_comm_s, 5.0 * b.breakdown.tp_comm_s);
 }
 
+// The Ascend 910B server's eight NPUs are a full HCCS mesh: a group of n gets n - 1 of a device's seven links
+// (HCCL's Mesh algorithm), and a point-to-point transfer, such as a context-parallel ring's K/V block, gets the one
+// link between its pair however many ranks the ring has.
+TEST(Fidelity, AFullMeshGivesAGroupItsMembersLinksAndAPointToPointPairOneLink) {
+  const System& npu = io::presets().find_system("ascend_910b3_64g")->system;
+  for (int n : {2, 4, 8}) EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, n, 1), (n - 1) / 7.0) << n;
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, 2, 4, true), 1.0 / 7);
+  TrainingSettings t = run_settings(32768, 8);
+  t.flash_attention = true;
+  Strategy s;
+  s.context_parallel = 8;
+  s.data_parallel = 1;
+  int ring_records = 0;
+  for (const auto& r : collective_diagnostics(preset("Qwen2.5-7B"), s, npu, t, PlatformParams{}))
+    if (r.group == "cp") {
+      ++ring_records;
+      EXPECT_EQ(r.primitive, "send_recv");
+      EXPECT_DOUBLE_EQ(r.link_share, 1.0 / 7);  // the ring of eight on one link a hop, not the group's seven
+    }
+  EXPECT_GT(ring_records, 0);
+}
+
 // Per-rank parameters are a fold over the layer's ops: what TP shards is divided by t, what it duplicates is not.
 // So 2·P(tp 2) − P(tp 1) is the duplicated part: norms (and q/k norms), MLA's down-projections with their latent
 // norms, plus the vocabulary padding to 128·t.
