@@ -48,8 +48,8 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
                  "accumulation, stored scores, no SP, "
                  "peak before "
                  "Adam's first applied step) or npu "
-                 "(MindSpeed BF16, fused kernels but --no-gradient-accumulation-fusion and --no-masked-softmax-fusion; "
-                 "SP off, scores stored, "
+                 "(MindSpeed BF16, fused kernels but --no-gradient-accumulation-fusion and --no-masked-softmax-fusion, "
+                 "no --overlap-grad-reduce; SP off, scores stored, "
                  "--reuse-fp32-param, unfused RMSNorm: "
                  "in-sample readings of the "
                  "bundled NPU data)")

@@ -131,6 +131,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.fused_norm = false;
     t.gradient_accumulation_fusion = false;  // MindSpeed-LLM's recipes: --no-gradient-accumulation-fusion
     t.masked_softmax_fusion = false;         // and --no-masked-softmax-fusion
+    t.overlap_grad_reduce = false;           // and leave --overlap-grad-reduce off, Megatron's default
     // MindSpeed-LLM's argument validation: flash attention in every CP run; Ulysses repeats K, V to every head.
     t.flash_attention_with_cp = true;
     t.kv_head_repeat_before_uly_alltoall = true;

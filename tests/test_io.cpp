@@ -143,9 +143,11 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
   EXPECT_FALSE(c.settings.fp32_gradients);
   EXPECT_TRUE(c.settings.reuse_fp32_param);
   EXPECT_FALSE(c.settings.fused_norm);
-  // ... and, as MindSpeed-LLM's recipes run, neither fused weight-gradient accumulation nor the fused softmax ...
+  // ... and, as MindSpeed-LLM's recipes run, neither fused weight-gradient accumulation nor the fused softmax, nor
+  // the gradient reduction overlapped with the backward ...
   EXPECT_FALSE(c.settings.gradient_accumulation_fusion);
   EXPECT_FALSE(c.settings.masked_softmax_fusion);
+  EXPECT_FALSE(c.settings.overlap_grad_reduce);
   // ... flash attention in its context-parallel runs (MindSpeed-LLM turns it on there) and K, V repeated to every
   // head before a Ulysses all-to-all ...
   EXPECT_TRUE(c.settings.flash_attention_with_cp);
