@@ -45,7 +45,7 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   cmd.add_option("--stack", o.platform_stack,
                  "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels and weight-gradient "
-                 "accumulation, stored scores, no SP, "
+                 "accumulation, stored scores, no SP, no --overlap-grad-reduce, "
                  "peak before "
                  "Adam's first applied step) or npu "
                  "(MindSpeed BF16, fused kernels but --no-gradient-accumulation-fusion and --no-masked-softmax-fusion, "

@@ -121,6 +121,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.fp32_gradients = false;
     t.optimizer_moments_allocated = false;
     t.gradient_accumulation_fusion = false;  // no fused kernels: no APEX fused weight-gradient accumulation
+    t.overlap_grad_reduce = false;           // Megatron's default
   } else {  // MindSpeed-LLM on Ascend: BF16, fused kernels; SP not in effect, scores stored
     t.precision = Precision::bf16;
     t.flash_attention = false;
