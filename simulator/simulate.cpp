@@ -101,7 +101,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
     gu.intra_share = ring_bandwidth_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
-    gu.p2p_share = ring_bandwidth_share(sys, gu.per_node > 1 ? 2 : 1, static_cast<int>(stride), true);
+    gu.p2p_share = ring_neighbour_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
   };
   set(Group::tp, c.tp, 1);
   // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts

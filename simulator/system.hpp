@@ -73,5 +73,9 @@ std::string validate(const System& s);
 // the others, so the member with the fewest such links bounds the group (a DGX-1 TP pair on one NVLink: 1/6 of the
 // six-link bandwidth); a member with none goes through the host. Allocation-free: it runs inside simulate().
 double ring_bandwidth_share(const System& s, int members, int stride, bool chain = false);
+// The share a point-to-point transfer between ring neighbours gets (member i to i + 1, the last back to the first,
+// as a context-parallel ring passes K and V): the links of that pair, the worst over the ring and the node's groups
+// of that shape. On a switch, 1; on the 910B's full mesh one link of seven.
+double ring_neighbour_share(const System& s, int members, int stride);
 
 }  // namespace lmsim
