@@ -97,11 +97,12 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // a stage fold over its tp·cp·dp ranks in the order etp, ep, edp (the expert rank generator).
   // With etp = tp that is ep inside dp·cp.
   const double node = sys.devices_per_node;
+  const LinkTable links(sys);
   auto set = [&](Group g, double size, double stride) {
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
-    gu.intra_share = ring_bandwidth_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
-    gu.p2p_share = ring_neighbour_share(sys, static_cast<int>(gu.per_node), static_cast<int>(stride));
+    gu.intra_share = links.ring_bandwidth_share(static_cast<int>(gu.per_node), static_cast<int>(stride));
+    gu.p2p_share = links.ring_neighbour_share(static_cast<int>(gu.per_node), static_cast<int>(stride));
   };
   set(Group::tp, c.tp, 1);
   // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts
@@ -115,9 +116,9 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
   const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
-  const double pp_pair = ring_bandwidth_share(sys, 2, static_cast<int>(stage), true);
+  const double pp_pair = links.ring_bandwidth_share(2, static_cast<int>(stage), true);
   c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, crosses, pp_pair, pp_pair};
-  const double edge_pair = ring_bandwidth_share(sys, 2, static_cast<int>(stage * (c.pp - 1)));
+  const double edge_pair = links.ring_bandwidth_share(2, static_cast<int>(stage * (c.pp - 1)));
   c.embedding_pair = GroupUse{2, 1, crosses, edge_pair, edge_pair};
   return c;
 }

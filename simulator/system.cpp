@@ -62,46 +62,44 @@ std::string validate(const System& s) {
   return {};
 }
 
-namespace {
-// A link count as a share of the best-linked device's links; no link: through the host.
-struct LinkShares {
-  const System& s;
-  int n = s.devices_per_node;
-  int max_degree = 0;
-  double host = s.intra_node_host_bandwidth_bytes_per_s / s.intra_node.bandwidth_bytes_per_s;
-  explicit LinkShares(const System& sys) : s(sys) {
-    for (int i = 0; i < n; ++i) max_degree = std::max(max_degree, link_degree(s, i));
-  }
-  int links(int a, int b) const { return s.intra_node_links[static_cast<std::size_t>(a * n + b)]; }
-  double share(int links) const { return links == 0 ? host : static_cast<double>(links) / max_degree; }
-};
-}  // namespace
+LinkTable::LinkTable(const System& s) : s_(s), n_(s.devices_per_node) {
+  if (!direct()) return;
+  max_degree_ = 0;
+  for (int i = 0; i < n_; ++i) max_degree_ = std::max(max_degree_, link_degree(s_, i));
+  host_ = s_.intra_node_host_bandwidth_bytes_per_s / s_.intra_node.bandwidth_bytes_per_s;
+}
 
-double ring_bandwidth_share(const System& s, int members, int stride, bool chain) {
-  if (s.intra_node_links.empty() || members <= 1 || stride < 1) return 1.0;
-  const LinkShares t(s);
+double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) const {
+  if (!direct() || members <= 1 || stride < 1) return 1.0;
   double worst = 1.0;
-  for (int base = 0; base + (members - 1) * stride < t.n; ++base) {
+  for (int base = 0; base + (members - 1) * stride < n_; ++base) {
     if (!chain && base % (stride * members) >= stride) continue;
     for (int i = 0; i < members; ++i) {
       int degree = 0;
-      for (int j = 0; j < members; ++j) degree += t.links(base + i * stride, base + j * stride);
-      worst = std::min(worst, t.share(degree));
+      for (int j = 0; j < members; ++j) degree += links(base + i * stride, base + j * stride);
+      worst = std::min(worst, share(degree));
     }
   }
   return worst;
 }
 
-double ring_neighbour_share(const System& s, int members, int stride) {
-  if (s.intra_node_links.empty() || members <= 1 || stride < 1) return 1.0;
-  const LinkShares t(s);
+double LinkTable::ring_neighbour_share(int members, int stride) const {
+  if (!direct() || members <= 1 || stride < 1) return 1.0;
   double worst = 1.0;
-  for (int base = 0; base + (members - 1) * stride < t.n; ++base) {
+  for (int base = 0; base + (members - 1) * stride < n_; ++base) {
     if (base % (stride * members) >= stride) continue;
     for (int i = 0; i < members; ++i)
-      worst = std::min(worst, t.share(t.links(base + i * stride, base + (i + 1) % members * stride)));
+      worst = std::min(worst, share(links(base + i * stride, base + (i + 1) % members * stride)));
   }
   return worst;
+}
+
+double ring_bandwidth_share(const System& s, int members, int stride, bool chain) {
+  return LinkTable(s).ring_bandwidth_share(members, stride, chain);
+}
+
+double ring_neighbour_share(const System& s, int members, int stride) {
+  return LinkTable(s).ring_neighbour_share(members, stride);
 }
 
 }  // namespace lmsim

@@ -78,4 +78,21 @@ double ring_bandwidth_share(const System& s, int members, int stride, bool chain
 // of that shape. On a switch, 1; on the 910B's full mesh one link of seven.
 double ring_neighbour_share(const System& s, int members, int stride);
 
+// The node's link table read once for many share queries (simulate() asks for every group): the best-linked
+// device's link count and the host path's share. The System must outlive it.
+class LinkTable {
+ public:
+  explicit LinkTable(const System& s);
+  double ring_bandwidth_share(int members, int stride, bool chain = false) const;
+  double ring_neighbour_share(int members, int stride) const;
+
+ private:
+  int links(int a, int b) const { return s_.intra_node_links[static_cast<std::size_t>(a * n_ + b)]; }
+  double share(int links) const { return links == 0 ? host_ : static_cast<double>(links) / max_degree_; }
+  bool direct() const { return !s_.intra_node_links.empty(); }
+  const System& s_;
+  int n_ = 0, max_degree_ = 1;
+  double host_ = 1;
+};
+
 }  // namespace lmsim
