@@ -3,8 +3,8 @@
 // Owns: system level (time and per-rank / maximum memory: MAE, sMAPE, R², MAPE, ρ, τ_b, Top-k, regret,
 // feasibility), component level where the views exist (stage compute vs step-trace `computing`, exposed
 // communication vs `communication_not_overlapped`, matrix-kernel latency per problem, communication shares by
-// primitive via Jensen–Shannon divergence) and simulation cost. Predictions come from lmsim (with θ per
-// platform) or from any other tool's CSV, scored identically.
+// primitive via Jensen–Shannon divergence, measured as transfers: elapsed less the wait for peers) and simulation cost.
+// Predictions come from lmsim (with θ per platform) or from any other tool's CSV, scored identically.
 #pragma once
 
 #include <array>

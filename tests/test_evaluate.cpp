@@ -69,6 +69,9 @@ TEST(Evaluate, FixtureWithEveryViewAndPerRankMemory) {
   EXPECT_EQ(e.components.matrix_n, 2u);                       // from the rank files
   EXPECT_EQ(e.components.trace_n, 1u);                        // one configuration has a step trace
   EXPECT_GE(e.components.comm_share_jsd, 0.0);                // comm_summary.csv present
+  // Its shares are the transfers: elapsed less the wait for the peers (1500.5 - 100 and 300 - 50 ms).
+  EXPECT_NEAR(e.components.measured_comm_share.at("all_reduce"), 100 * 1400.5 / 1650.5, 1e-9);
+  EXPECT_NEAR(e.components.measured_comm_share.at("point_to_point"), 100 * 250 / 1650.5, 1e-9);
   EXPECT_GT(e.median_simulation_wall_s, 0.0);
   EXPECT_EQ(e.simulation_wall_s.size(), 2u);
 }
