@@ -71,16 +71,26 @@ MeasuredShares measured_shares(const io::Dataset& d, const io::Collection& c) {
   return m;
 }
 
-// One rank per stage: the time it idles in an iteration (the iteration less its micro-batches, exposed data-parallel
-// traffic and optimizer step), seconds.
-double pipeline_idle_s(const Prediction& pr) {
-  double idle = 0;
+// One rank per stage: the time it idles in an iteration (the iteration less its micro-batches, exposed
+// data-parallel traffic and optimizer step), seconds, split by where a profiler sees it. Stage i finishes its last
+// backward i chunk-backwards before stage 0 and waits them out in the all-reduce that follows over the pipeline
+// ranks (the gradient norm's, and the tied embedding's); the rest of its idle time, the fill and the waits for
+// slower neighbours, passes inside its blocking receives.
+struct PipelineIdle {
+  double receive_s = 0, all_reduce_s = 0;
+};
+PipelineIdle pipeline_idle(const Prediction& pr, int vpp) {
+  PipelineIdle w;
   const double mb = static_cast<double>(pr.num_micro_batches);
   for (int i = 0; i < pr.num_stages; ++i) {
     const StageResult& st = pr.stages[static_cast<std::size_t>(i)];
-    idle += std::max(0.0, pr.iteration_time_s - (mb * st.per_microbatch_s + st.dp_comm_exposed_s + st.optimizer_s));
+    const double idle =
+        std::max(0.0, pr.iteration_time_s - (mb * st.per_microbatch_s + st.dp_comm_exposed_s + st.optimizer_s));
+    const double drain = std::min(idle, i * (st.backward_compute_s + st.recompute_s) / std::max(1, vpp));
+    w.all_reduce_s += drain;
+    w.receive_s += idle - drain;
   }
-  return idle;
+  return w;
 }
 
 void components(const io::Dataset& d, const io::Collection& c, const calib::Problem& pb, const PlatformParams& p,
@@ -125,8 +135,11 @@ void components(const io::Dataset& d, const io::Collection& c, const calib::Prob
     if (!pr.ok()) continue;
     for (const auto& col : collective_diagnostics(model, run.strategy, pb.system, c.settings, p))
       predicted[share_key(col.primitive)] += col.predicted_ms * col.count;
-    if (measured_m.includes_wait && run.strategy.pipeline_parallel > 1)
-      predicted["point_to_point"] += 1e3 * pipeline_idle_s(pr);
+    if (measured_m.includes_wait && run.strategy.pipeline_parallel > 1) {
+      const PipelineIdle w = pipeline_idle(pr, run.strategy.virtual_pipeline);
+      predicted["point_to_point"] += 1e3 * w.receive_s;
+      predicted["all_reduce"] += 1e3 * w.all_reduce_s;
+    }
     if (run.step_trace.empty()) continue;
     double comp = 0, exposed = 0;
     for (const auto& st : run.step_trace) {

@@ -157,7 +157,8 @@ TEST(Evaluate, AnotherToolsCsvIsScoredExactlyLikeLmsim) {
 
 // The paper's pooled communication shares (Table 30) are a profiler's elapsed times, waits included: a pipeline
 // stage idles inside its blocking receives, so point-to-point is 42 % of the V100's communication there. Against
-// them each predicted stage's idle time counts as point-to-point; transfers alone would put it near 3 %.
+// them each predicted stage's idle time counts where it is spent (the drain in the closing all-reduce, the rest in
+// receives); transfers alone would put point-to-point near 3 %.
 TEST(Evaluate, PooledCommunicationSharesCountAStagesIdleTimeAsPointToPoint) {
   const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
   int v100 = 0;
