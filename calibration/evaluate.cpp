@@ -45,7 +45,7 @@ std::string share_key(const std::string& primitive) {
 // time (the bubble, and the wait for slower stages) inside its blocking receives. Where the summary records the
 // wait it is taken out, and transfers are compared with transfers; the paper's pooled shares (Table 30) keep it
 // (point-to-point reads 42 % of the V100's communication time there), so against them each predicted stage's idle
-// time counts as point-to-point, as the profiler saw it.
+// time counts where the profiler saw it (pipeline_idle).
 struct MeasuredShares {
   std::map<std::string, double> by_primitive;
   bool includes_wait = false;
