@@ -67,10 +67,18 @@ LinkTable::LinkTable(const System& s) : s_(s), n_(s.devices_per_node) {
   max_degree_ = 0;
   for (int i = 0; i < n_; ++i) max_degree_ = std::max(max_degree_, link_degree(s_, i));
   host_ = s_.intra_node_host_bandwidth_bytes_per_s / s_.intra_node.bandwidth_bytes_per_s;
+  mesh_ = n_ > 1 && links(0, 1) > 0;
+  for (int i = 0; i < n_ && mesh_; ++i)
+    for (int j = 0; j < n_; ++j)
+      if (i != j && links(i, j) != links(0, 1)) mesh_ = false;
 }
 
 double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) const {
   if (!direct() || members <= 1 || stride < 1) return 1.0;
+  if (mesh_) {  // a full mesh: every group of this shape alike, no loop (simulate() asks for every group)
+    if ((members - 1) * stride >= n_) return 1.0;
+    return share(links(0, 1) * (chain ? 1 : members - 1));
+  }
   double worst = 1.0;
   for (int base = 0; base + (members - 1) * stride < n_; ++base) {
     if (!chain && base % (stride * members) >= stride) continue;
@@ -85,6 +93,7 @@ double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) cons
 
 double LinkTable::ring_neighbour_share(int members, int stride) const {
   if (!direct() || members <= 1 || stride < 1) return 1.0;
+  if (mesh_) return (members - 1) * stride >= n_ ? 1.0 : share(links(0, 1));
   double worst = 1.0;
   for (int base = 0; base + (members - 1) * stride < n_; ++base) {
     if (base % (stride * members) >= stride) continue;

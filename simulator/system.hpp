@@ -93,6 +93,7 @@ class LinkTable {
   const System& s_;
   int n_ = 0, max_degree_ = 1;
   double host_ = 1;
+  bool mesh_ = false;  // every pair joined by as many links (the 910B server's HCCS)
 };
 
 }  // namespace lmsim
