@@ -124,7 +124,9 @@ struct TrainingSettings {
   bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
   bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
   bool overlap_param_gather = false;  // --overlap-param-gather: distributed-optimizer all-gather during forward
-  bool pipeline_scatter_gather = true;  // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink
+  // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink. Megatron-LM dropped it when its
+  // pipeline moved into Megatron-core (March 2023, 3c92fa93): without SP each TP rank now sends the whole tensor.
+  bool pipeline_scatter_gather = false;
   bool overlap_p2p_comm = false;        // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
   bool overlap_moe_expert_parallel_comm = false;  // batch-level overlap: one micro-batch's EP all-to-all under
                                                   // another's compute (Megatron-core 0.14)

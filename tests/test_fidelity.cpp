@@ -101,13 +101,17 @@ TEST(Fidelity, SelectiveRecomputeReplaysTheAttentionCoreOnly) {
 }
 
 TEST(Fidelity, PipelineScatterGatherSendsSlicesAndGathersOnNvlink) {
-  // Narayanan et al. 2021 §4.1: without SP each TP rank sends 2·S·h/t bytes; the receiver all-gathers.
+  // Narayanan et al. 2021 §4.1: without SP each TP rank sends 2·S·h/t bytes; the receiver all-gathers. Megatron-core
+  // (since March 2023) sends the whole tensor from every TP rank: the default.
   const Model m = preset("GPT-3-175B");
   TrainingSettings t;
   t.seq_length = 2048;
   t.global_batch_size = 64;
   const Strategy s = with(strat(1, 8, 8), Recompute::full, false);
   const double act = 2048.0 * 12288 * 2;
+  EXPECT_FALSE(t.pipeline_scatter_gather);
+  EXPECT_DOUBLE_EQ(bytes_of(collective_diagnostics(m, s, a100(), t, PlatformParams{}), "send_recv", "pp"), act);
+  t.pipeline_scatter_gather = true;
   const auto on = collective_diagnostics(m, s, a100(), t, PlatformParams{});
   EXPECT_DOUBLE_EQ(bytes_of(on, "send_recv", "pp"), act / 8);
   t.pipeline_scatter_gather = false;
@@ -547,6 +551,10 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
     EXPECT_GT(r.time_s, 0) << r.label;
     EXPECT_FALSE(r.note.empty()) << r.label;
   }
+  // Narayanan et al.'s 2021 Megatron-LM scattered pipeline sends over TP (§4.1); every later row runs Megatron-core,
+  // which does not.
+  for (const auto& r : ps.runs)
+    EXPECT_EQ(r.settings.pipeline_scatter_gather, r.source.rfind("narayanan", 0) == 0) << r.label;
   // The Qwen3-235B-A22B H100 run folds EP 32 over tp·dp (its recipe's expert TP 1).
   bool folded = false;
   for (const auto& r : ps.runs)
