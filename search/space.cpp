@@ -112,7 +112,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
                 for (CpCommType a : f.cp_comm_type) {
                   if (a != CpCommType::a2a_p2p) t.cpc.emplace_back(a, 0);
                   for (int u = 2; a == CpCommType::a2a_p2p && u < cp; ++u)
-                    if (cp % u == 0) t.cpc.emplace_back(a, u);
+                    if (valid_ulysses_degree_in_cp(u, cp)) t.cpc.emplace_back(a, u);
                 }
               t.n_cpc = t.cpc.empty() ? 1 : static_cast<std::uint32_t>(t.cpc.size());
               if (cp > 1 && !f.cp_comm_type.empty() && t.cpc.empty()) continue;  // no variant runs at this cp

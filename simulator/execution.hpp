@@ -50,6 +50,10 @@ struct GroupUse {
   double intra_share = 1;
   double p2p_share = 1;
 };
+// The share of the device's intra-node bandwidth a primitive gets over the group: its pair's for a send/receive.
+inline double link_share(const GroupUse& gu, Prim prim) {
+  return prim == Prim::send_recv ? gu.p2p_share : gu.intra_share;
+}
 
 struct Ctx {
   const Model* m;
@@ -239,11 +243,8 @@ inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double by
 // inside the node; all-to-all sends (per_node - 1)/n of the buffer over NVLink and the rest over the rails.
 inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
   const double launch = c.p->kernel_launch_us * 1e-6;
-  const LinkUse intra{c.intra.bandwidth_bytes_per_s * gu.intra_share, c.intra.latency_s};
-  if (prim == Prim::send_recv) {
-    const LinkUse pair{c.intra.bandwidth_bytes_per_s * gu.p2p_share, c.intra.latency_s};
-    return flat_collective_s(prim, gu.nodes > 1 ? c.inter : pair, 2, bytes) + launch;
-  }
+  const LinkUse intra{c.intra.bandwidth_bytes_per_s * link_share(gu, prim), c.intra.latency_s};
+  if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : intra, 2, bytes) + launch;
   if (gu.size <= 1) return 0;
   // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
   const bool nvls = c.sys->nvlink_sharp && prim == Prim::all_reduce && gu.size > 2;

@@ -797,8 +797,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
       if (count <= 0) return;
       const GroupUse& gu = c.group(g);
       out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes),
-                     prim == Prim::send_recv ? gu.p2p_share : gu.intra_share, bytes, count,
-                     collective_time_s(c, prim, gu, bytes) * 1e3});
+                     link_share(gu, prim), bytes, count, collective_time_s(c, prim, gu, bytes) * 1e3});
     };
     auto layer = [&](double layers) {
       return

@@ -101,6 +101,25 @@ std::optional<long long> degree(std::string_view tok, std::string_view prefix) {
   return v;
 }
 
+// The extension tokens after the recompute field, by their place in the canonical order (0: not one), with the
+// value each carries (a degree, on/off, or the context-parallel algorithm).
+enum ExtensionKind { kNone, kMbs, kVpp, kFirst, kLast, kSp, kDo, kFsdp, kCpAlgo, kUly };
+struct ExtensionToken {
+  int kind = kNone;
+  long long value = 0;
+};
+ExtensionToken extension_token(std::string_view t) {
+  constexpr std::pair<int, std::string_view> degrees[] = {
+      {kMbs, "mbs"}, {kVpp, "vpp"}, {kFirst, "first"}, {kLast, "last"}, {kUly, "uly"}};
+  for (const auto& [kind, prefix] : degrees)
+    if (auto v = degree(t, prefix)) return {kind, *v};
+  if (t == "sp" || t == "nosp") return {kSp, t == "sp"};
+  if (t == "do" || t == "nodo") return {kDo, t == "do"};
+  if (t == "fsdp" || t == "nofsdp") return {kFsdp, t == "fsdp"};
+  if (auto c = from_name<CpCommType>(t, kNumCpCommTypes)) return {kCpAlgo, static_cast<long long>(*c)};
+  return {};
+}
+
 }  // namespace
 
 ParseResult parse_config_name(const std::string& name) {
@@ -155,49 +174,42 @@ ParseResult parse_config_name(const std::string& name) {
   // Extension tokens, each at most once, in canonical order.
   int stage = 0;
   for (; i < toks.size(); ++i) {
-    std::string_view t = toks[i];
-    if (auto v = degree(t, "mbs"); v && stage < 1) {
-      s.micro_batch_size = *v;
-      stage = 1;
-    } else if (auto w = degree(t, "vpp"); w && stage < 2) {
-      if (*w == 1) return fail("vpp1 is written by omitting the vpp field");
-      s.virtual_pipeline = static_cast<int>(*w);
-      stage = 2;
-    } else if (auto fl = degree(t, "first"); fl && stage < 3) {
-      s.first_stage_layers = static_cast<int>(*fl);
-      stage = 3;
-    } else if (auto ll = degree(t, "last"); ll && stage < 4) {
-      s.last_stage_layers = static_cast<int>(*ll);
-      stage = 4;
-    } else if ((t == "sp" || t == "nosp") && stage < 5) {
-      s.sequence_parallel = (t == "sp");
-      stage = 5;
-    } else if ((t == "do" || t == "nodo") && stage < 6) {
-      s.distributed_optimizer = (t == "do");
-      stage = 6;
-    } else if ((t == "fsdp" || t == "nofsdp") && stage < 7) {
-      if (t == "fsdp" && s.distributed_optimizer == false)
-        return fail("'fsdp' shards the optimizer state: not with 'nodo'");
-      s.fsdp = (t == "fsdp");
-      stage = 7;
-    } else if (auto cpc = from_name<CpCommType>(t, kNumCpCommTypes); cpc && stage < 8) {
-      if (s.context_parallel == 1) return fail("'" + std::string(t) + "' names a context-parallel algorithm; cp is 1");
-      s.cp_comm_type = *cpc;
-      stage = 8;
-    } else if (auto u = degree(t, "uly"); u && stage == 8 && s.cp_comm_type == CpCommType::a2a_p2p) {
-      if (*u < 2 || *u >= s.context_parallel || s.context_parallel % *u != 0)
-        return fail("'" + std::string(t) + "': the Ulysses degree must be above 1, below cp and divide it");
-      s.ulysses_degree = static_cast<int>(*u);
-      stage = 9;
-    } else {
-      const bool known = degree(t, "mbs") || degree(t, "vpp") || degree(t, "first") || degree(t, "last") || t == "sp" ||
-                         t == "nosp" || t == "do" || t == "nodo" || t == "fsdp" || t == "nofsdp" ||
-                         from_name<CpCommType>(t, kNumCpCommTypes) || degree(t, "uly");
-      return fail((known ? "field '" + std::string(t) + "' is repeated or out of order"
-                         : "unknown field '" + std::string(t) + "'") +
+    const std::string_view t = toks[i];
+    const ExtensionToken e = extension_token(t);
+    const bool in_order =
+        e.kind > stage && (e.kind != kUly || (stage == kCpAlgo && s.cp_comm_type == CpCommType::a2a_p2p));
+    if (!in_order)
+      return fail((e.kind ? "field '" + std::string(t) + "' is repeated or out of order"
+                          : "unknown field '" + std::string(t) + "'") +
                   "; extension tokens, each at most once, go in this order: -mbs<N> -vpp<N> -first<N> -last<N> "
                   "-sp|-nosp -do|-nodo -fsdp|-nofsdp -p2p|-a2a|-allgather|-a2a+p2p -uly<N> (after -a2a+p2p)");
+    switch (e.kind) {
+      case kMbs: s.micro_batch_size = e.value; break;
+      case kVpp:
+        if (e.value == 1) return fail("vpp1 is written by omitting the vpp field");
+        s.virtual_pipeline = static_cast<int>(e.value);
+        break;
+      case kFirst: s.first_stage_layers = static_cast<int>(e.value); break;
+      case kLast: s.last_stage_layers = static_cast<int>(e.value); break;
+      case kSp: s.sequence_parallel = e.value != 0; break;
+      case kDo: s.distributed_optimizer = e.value != 0; break;
+      case kFsdp:
+        if (e.value && s.distributed_optimizer == false)
+          return fail("'fsdp' shards the optimizer state: not with 'nodo'");
+        s.fsdp = e.value != 0;
+        break;
+      case kCpAlgo:
+        if (s.context_parallel == 1)
+          return fail("'" + std::string(t) + "' names a context-parallel algorithm; cp is 1");
+        s.cp_comm_type = static_cast<CpCommType>(e.value);
+        break;
+      default:  // kUly
+        if (!valid_ulysses_degree_in_cp(e.value, s.context_parallel))
+          return fail("'" + std::string(t) + "': the Ulysses degree must be above 1, below cp and divide it");
+        s.ulysses_degree = static_cast<int>(e.value);
+        break;
     }
+    stage = e.kind;
   }
   r.strategy = s;
   return r;
@@ -351,8 +363,7 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
   const bool a2a = r.cp_comm_type == CpCommType::a2a;
   const std::int64_t cp = s.context_parallel, uly = ulysses_degree(r.cp_comm_type, r.ulysses_degree_in_cp, cp);
-  if (cp > 1 && r.cp_comm_type == CpCommType::a2a_p2p &&
-      (r.ulysses_degree_in_cp < 2 || r.ulysses_degree_in_cp >= cp || cp % r.ulysses_degree_in_cp != 0))
+  if (cp > 1 && r.cp_comm_type == CpCommType::a2a_p2p && !valid_ulysses_degree_in_cp(r.ulysses_degree_in_cp, cp))
     return Rejection::cp_hierarchy_invalid;
   if (cp > 1 && !a2a && !t.flash_in(s.context_parallel)) return Rejection::cp_needs_flash_attention;
   if (t.seq_length % (cp > 1 && !a2a ? 2 * cp : cp) != 0) return Rejection::sequence_not_divisible_by_cp;

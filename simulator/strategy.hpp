@@ -127,7 +127,7 @@ struct TrainingSettings {
   // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink. Megatron-LM dropped it when its
   // pipeline moved into Megatron-core (March 2023, 3c92fa93): without SP each TP rank now sends the whole tensor.
   bool pipeline_scatter_gather = false;
-  bool overlap_p2p_comm = false;        // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
+  bool overlap_p2p_comm = false;  // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
   bool overlap_moe_expert_parallel_comm = false;  // batch-level overlap: one micro-batch's EP all-to-all under
                                                   // another's compute (Megatron-core 0.14)
   // Transformer Engine's fused cross entropy (Megatron --cross-entropy-loss-fusion --cross-entropy-fusion-impl te,
@@ -241,6 +241,11 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.
 constexpr std::int64_t ulysses_degree(CpCommType c, std::int64_t ulysses_degree_in_cp, std::int64_t cp) {
   return c == CpCommType::a2a ? cp : c == CpCommType::a2a_p2p ? ulysses_degree_in_cp : 1;
+}
+// The Ulysses degrees a2a+p2p can take inside a cp group: above 1 (else it is the ring), below cp (else Ulysses
+// alone) and dividing it (the ring runs over the cp / degree parts).
+constexpr bool valid_ulysses_degree_in_cp(std::int64_t degree, std::int64_t cp) {
+  return degree >= 2 && degree < cp && cp % degree == 0;
 }
 
 // Why a strategy cannot run a model; `ok` when it can. Counted per reason by the search.
