@@ -53,9 +53,10 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
 Json to_json(const TrainingSettings& t);
 // The selective-recompute modules in Megatron's spelling, in enum order (core_attn, layernorm, mlp, ...).
 std::vector<std::string> recompute_module_names(const TrainingSettings& t);
-// A context-parallel algorithm by Megatron-core's --cp-comm-type name (p2p, a2a, allgather) or MindSpeed-LLM's
-// --context-parallel-algo name (megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo); nullopt otherwise, and
-// then why, for the message (the hierarchical a2a+p2p / hybrid_cp_algo is named as not modelled).
+// A context-parallel algorithm by Megatron-core's --cp-comm-type name (p2p, a2a, allgather, a2a+p2p) or
+// MindSpeed-LLM's --context-parallel-algo name (megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo,
+// hybrid_cp_algo); nullopt otherwise, and then why, for the message (MindSpeed's adaptive CP is named as not
+// modelled).
 std::optional<CpCommType> parse_cp_comm_type(const std::string& name);
 const char* mindspeed_cp_algo(CpCommType c);  // MindSpeed-LLM's --context-parallel-algo name
 std::string cp_comm_type_problem(const std::string& name);
