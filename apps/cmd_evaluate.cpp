@@ -188,6 +188,12 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
       if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
       if (!e.intervals.empty()) x["interval_coverage"] = coverage_json(e);
+      if (const io::Collection* c = d.find(e.model_setting, e.platform)) {
+        x["settings"] = c->settings_recorded ? "recorded" : "assumed";
+        x["settings_inferred"] = c->settings_inferred;
+        // Settings read off this collection's own peaks make its memory figures in-sample for those settings.
+        x["settings_read_from_measured_peaks"] = c->settings_from_peaks;
+      }
       if (e.predictor == "lmsim") {
         const auto o = outside(e);
         x["outside_fitted_range"] = o;
@@ -231,6 +237,11 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
     for (const auto& e : set)
       if (!e.theta_source.empty()) sources.insert(e.platform + ": " + e.theta_source);
   for (const auto& s : sources) os << "θ " << s << "\n";
+  for (const auto& c : d.collections)
+    if (!c.settings_inferred.empty())
+      os << "settings of " << c.model_setting << " on " << c.platform << " read from its own runs"
+         << (c.settings_from_peaks ? " (its memory figures are in-sample for them)" : "") << ": " << c.settings_inferred
+         << "\n";
   if (!ec.out.empty()) os << "wrote " << ec.out << "\n";
 }
 

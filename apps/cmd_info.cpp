@@ -96,6 +96,7 @@ io::Json dataset_json(const io::Dataset& d, const io::DatasetSummary& sum) {
                     {"settings", io::to_json(c.settings)},
                     {"settings_recorded", c.settings_recorded},
                     {"settings_inferred", c.settings_inferred},
+                    {"settings_from_measured_peaks", c.settings_from_peaks},
                     {"configurations", cs.configurations},
                     {"with_iteration_time", cs.with_time},
                     {"with_peak_memory", cs.with_memory},

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
@@ -356,6 +360,89 @@ struct ManifestRow {
 // groups may span it), stages may differ by a layer and heads may be padded.
 ValidityOptions measured_validity(const Collection& c) { return {c.devices, true, true, true}; }
 
+// The stack settings that set how many bytes a rank keeps, read off a collection's measured peak memory where
+// nothing stronger decided them: every combination of the undecided ones is scored by the root-mean-square log
+// error of the predicted peaks (the system's θ) against the measured ones, and the best replaces the defaults only
+// where the defaults miss by more than the memory model's own error (10 %, kBeyondModelError) and the reading at
+// least halves the miss. Among readings within 10 % of the best score, the one changing fewest settings wins.
+// Sequence parallelism divides the activations outside the tensor-parallel region by t (Korthikanti et al. 2022
+// §4.2.2), flash attention drops the s x s scores, fused norms their fp32 copies, and the gradient dtype and the
+// reused master copy set the bytes per parameter: each leaves its own pattern over the runs' degrees.
+// The memory model's error allowance: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
+constexpr double kBeyondModelError = 1.10;
+template <typename Say>
+void infer_from_memory(Collection& c, const Say& say, const std::vector<bool TrainingSettings::*>& proven) {
+  struct Reading {
+    bool TrainingSettings::*member;
+    const char* name;
+  };
+  std::vector<Reading> open;
+  const bool sp_seen = std::any_of(c.comm_summary.begin(), c.comm_summary.end(),
+                                   [](const CommSummaryRow& r) { return r.comm_group == "tp"; });
+  if (!sp_seen) open.push_back({&TrainingSettings::sequence_parallel, "sequence_parallel"});
+  for (const Reading& r : {Reading{&TrainingSettings::flash_attention, "flash_attention"},
+                           Reading{&TrainingSettings::fused_norm, "fused_norm"},
+                           Reading{&TrainingSettings::fp32_gradients, "fp32_gradients"},
+                           Reading{&TrainingSettings::reuse_fp32_param, "reuse_fp32_param"}})
+    if (std::find(proven.begin(), proven.end(), r.member) == proven.end()) open.push_back(r);
+  std::vector<const Run*> measured;
+  for (const Run& r : c.runs)
+    if (r.peak_memory_max_bytes) measured.push_back(&r);
+  constexpr std::size_t kMinRuns = 4;  // fewer cannot tell five settings' patterns apart
+  if (measured.size() < kMinRuns) return;
+  const SystemPreset& sp = *presets().find_system(c.system);
+  const Model& model = presets().find_model(c.model)->model;
+  SimOptions so;
+  so.validity = measured_validity(c);
+  auto score = [&](const TrainingSettings& t) {  // root-mean-square log error; infinite where a run is rejected
+    double sum = 0;
+    for (const Run* r : measured) {
+      const Prediction p = simulate(model, r->strategy, sp.system, t, sp.params(), so);
+      if (!p.ok() || !(p.max_peak_memory_bytes > 0)) return std::numeric_limits<double>::infinity();
+      const double e = std::log(p.max_peak_memory_bytes / *r->peak_memory_max_bytes);
+      sum += e * e;
+    }
+    return std::sqrt(sum / static_cast<double>(measured.size()));
+  };
+  const double current = score(c.settings);
+  if (!(current > std::log(kBeyondModelError))) return;
+  struct Candidate {
+    unsigned flips;
+    double rms;
+  };
+  std::vector<Candidate> all;
+  for (unsigned flips = 1; flips < (1u << open.size()); ++flips) {
+    TrainingSettings t = c.settings;
+    for (std::size_t i = 0; i < open.size(); ++i)
+      if (flips & (1u << i)) t.*open[i].member = !(t.*open[i].member);
+    all.push_back({flips, score(t)});
+  }
+  const double best = std::min_element(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+                        return a.rms < b.rms;
+                      })->rms;
+  if (!(best <= 0.5 * current)) return;
+  const Candidate& pick = *std::min_element(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    const bool na = a.rms <= 1.1 * best, nb = b.rms <= 1.1 * best;
+    if (na != nb) return na;
+    const int ca = std::popcount(a.flips), cb = std::popcount(b.flips);
+    return ca != cb ? ca < cb : a.rms < b.rms;
+  });
+  std::string changed;
+  for (std::size_t i = 0; i < open.size(); ++i)
+    if (pick.flips & (1u << i)) {
+      bool& v = c.settings.*open[i].member;
+      v = !v;
+      changed += (changed.empty() ? "" : ", ") + std::string(open[i].name) + (v ? " true" : " false");
+    }
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                ": the %zu measured peaks fit to %.1f %% (root-mean-square) read so, against %.1f %% as read before "
+                "(peak_memory.csv)",
+                measured.size(), 100 * (std::exp(pick.rms) - 1), 100 * (std::exp(current) - 1));
+  say(changed + buf);
+  c.settings_from_peaks = true;
+}
+
 // A collection without training_settings.json: what its own runs show beyond its platform's defaults, said in
 // `settings_inferred`. Sequence parallelism shows in the tensor-parallel group's measured collectives
 // (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without; the context-parallel algorithm
@@ -416,7 +503,6 @@ void infer_settings(Collection& c) {
   // it outright; on a V100, which FlashAttention-2 does not run, that is a memory-efficient kernel such as
   // PyTorch's SDPA), then fused norms (which keep only their input). Proof needs the run to exceed the device by
   // more than the memory model's error: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
-  constexpr double kBeyondModelError = 1.10;
   const SystemPreset& sp = *presets().find_system(c.system);
   const ModelPreset& mp = *presets().find_model(c.model);
   SimOptions so;
@@ -428,6 +514,7 @@ void infer_settings(Collection& c) {
   };
   const Saving savings[] = {{&TrainingSettings::flash_attention, "flash_attention", "the attention scores stored"},
                             {&TrainingSettings::fused_norm, "fused_norm", "PyTorch's norms (fp32 copies kept)"}};
+  std::vector<bool TrainingSettings::*> proven;  // set by a run's feasibility: not open to the memory reading
   for (const Saving& v : savings) {
     if (c.settings.*v.member) continue;
     for (const Run& r : c.runs) {
@@ -454,10 +541,12 @@ void infer_settings(Collection& c) {
       }
       if (why.empty()) continue;
       c.settings.*v.member = true;
+      proven.push_back(v.member);
       say(std::string(v.name) + " true: " + why);
       break;
     }
   }
+  infer_from_memory(c, say, proven);
 }
 
 Collection open_collection(const std::string& root, const ManifestRow& mr) {

@@ -85,8 +85,9 @@ struct Collection {
   std::string model;          // model preset name
   int devices = 0;
   TrainingSettings settings;
-  bool settings_recorded = false;  // false: platform defaults were assumed (no training_settings.json)
-  std::string settings_inferred;   // what the runs themselves showed beyond those defaults (empty: nothing)
+  bool settings_recorded = false;    // false: platform defaults were assumed (no training_settings.json)
+  std::string settings_inferred;     // what the runs themselves showed beyond those defaults (empty: nothing)
+  bool settings_from_peaks = false;  // some of them were read off the measured peak memory (infer_from_memory)
   std::vector<Run> runs;
   std::vector<CommSummaryRow> comm_summary;
   std::vector<MatrixSummaryRow> matrix_summary;

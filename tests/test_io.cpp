@@ -373,6 +373,61 @@ TEST(Dataset, FusedNormsAreReadFromARunThatCouldNotHaveRunWithout) {
   fs::remove_all(root);
 }
 
+// Without recorded settings and without a profile of the tp group's collectives, the memory-setting readings come
+// from the measured peaks: here a Qwen3-8B collection whose peaks were made with sequence parallelism on (the
+// simulator's own, spread by +-2 %). Read with the stack's defaults they miss; the reading that fits turns SP on
+// and nothing else. Three runs are too few to read five settings from, and peaks the defaults already fit change
+// nothing.
+TEST(Dataset, MemorySettingsAreReadFromTheMeasuredPeaksPattern) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_memory_reading_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "qwen3_8b_4k");
+  const std::vector<std::string> configs = {"dp4-tp2-pp1-cp1-noRC", "dp2-tp4-pp1-cp1-noRC", "dp1-tp8-pp1-cp1-noRC",
+                                            "dp2-tp2-pp2-cp1-noRC", "dp1-tp2-pp4-cp1-RC",   "dp2-tp4-pp1-cp1-RC"};
+  const double spread[] = {1.02, 0.98, 1.01, 0.99, 1.02, 0.985};
+  auto write = [&](std::size_t n, bool sequence_parallel) {
+    std::string times = "optimization_config,iteration_time_ms\n",
+                peaks = "optimization_config,rank_id,peak_memory_mb\n";
+    const io::Collection plain = [&] {
+      spit(root / "qwen3_8b_4k" / "step_time_summary.csv",
+           "optimization_config,iteration_time_ms\n" + configs[0] + ",5000\n");
+      fs::remove(root / "qwen3_8b_4k" / "peak_memory.csv");
+      return io::read_dataset(root.string()).collections.at(0);
+    }();
+    TrainingSettings made = plain.settings;
+    made.sequence_parallel = sequence_parallel;
+    const auto* sp = io::presets().find_system(plain.system);
+    const Model& m = io::presets().find_model(plain.model)->model;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Prediction p = simulate(m, *parse_config_name(configs[i]).strategy, sp->system, made, sp->params());
+      EXPECT_TRUE(p.ok()) << configs[i];
+      times += configs[i] + ",5000\n";
+      peaks += configs[i] + ",max," + std::to_string(p.max_peak_memory_bytes * spread[i] / 1048576.0) + "\n";
+    }
+    spit(root / "qwen3_8b_4k" / "step_time_summary.csv", times);
+    spit(root / "qwen3_8b_4k" / "peak_memory.csv", peaks);
+    return io::read_dataset(root.string()).collections.at(0);
+  };
+  const io::Collection with_sp = write(configs.size(), true);
+  EXPECT_TRUE(with_sp.settings.sequence_parallel) << with_sp.settings_inferred;
+  EXPECT_NE(with_sp.settings_inferred.find("sequence_parallel true: the 6 measured peaks fit to"), std::string::npos)
+      << with_sp.settings_inferred;
+  for (bool TrainingSettings::*other : {&TrainingSettings::flash_attention, &TrainingSettings::fused_norm,
+                                        &TrainingSettings::fp32_gradients, &TrainingSettings::reuse_fp32_param})
+    EXPECT_EQ(with_sp.settings.*other, write(1, false).settings.*other);
+  const io::Collection few = write(3, true);
+  EXPECT_FALSE(few.settings.sequence_parallel) << few.settings_inferred;
+  const io::Collection as_defaults = write(configs.size(), false);
+  EXPECT_FALSE(as_defaults.settings.sequence_parallel);
+  EXPECT_EQ(as_defaults.settings_inferred.find("measured peaks"), std::string::npos) << as_defaults.settings_inferred;
+  // A profile of the tp group's collectives decides SP instead: all-reduces, so off, whatever the peaks show.
+  spit(root / "qwen3_8b_4k" / "comm_summary.csv",
+       "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
+       "intra,all_reduce,tp,448,1500,10,120\n");
+  EXPECT_FALSE(write(configs.size(), true).settings.sequence_parallel);
+  fs::remove_all(root);
+}
+
 TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   Scratch s;
   fs::create_directories(s.root / "processed_gpu");
