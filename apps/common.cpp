@@ -45,11 +45,11 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   cmd.add_option("--stack", o.platform_stack,
                  "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels and weight-gradient "
-                 "accumulation, stored scores, no SP, no --overlap-grad-reduce, "
-                 "peak before "
+                 "accumulation, stored scores, no SP, no --overlap-grad-reduce, Megatron-core pipeline sends (no "
+                 "scatter/gather), peak before "
                  "Adam's first applied step) or npu "
                  "(MindSpeed BF16, fused kernels but --no-gradient-accumulation-fusion and --no-masked-softmax-fusion, "
-                 "no --overlap-grad-reduce; SP off, scores stored, "
+                 "no --overlap-grad-reduce, Megatron-core pipeline sends; SP off, scores stored, "
                  "--reuse-fp32-param, unfused RMSNorm: "
                  "in-sample readings of the "
                  "bundled NPU data)")

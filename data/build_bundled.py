@@ -24,9 +24,12 @@ SETTINGS = {
     "gpu": {"seq_length": 4096, "global_batch_size": 32, "micro_batch_size": 1, "precision": "fp16",
             "distributed_optimizer": True, "flash_attention": False, "fused_kernels": False,
             "sequence_parallel": False, "fp32_gradients": False, "optimizer_moments_allocated": False,
-            "gradient_accumulation_fusion": False, "overlap_grad_reduce": False,
+            "gradient_accumulation_fusion": False, "overlap_grad_reduce": False, "pipeline_scatter_gather": False,
             "note": "Megatron-LM on 8x V100 32 GB: FP16, no fused kernels (so neither APEX's fused weight-gradient "
-                    "accumulation: gradient_accumulation_fusion false), no sequence parallel, the gradient "
+                    "accumulation: gradient_accumulation_fusion false), no sequence parallel, pipeline sends of the "
+                    "whole boundary tensor from every TP rank (Megatron-core's pipeline, without Narayanan et al.'s "
+                    "scatter/gather: pipeline_scatter_gather false; the bundled runs cannot tell, 2.05 against "
+                    "2.03 % in-sample), the gradient "
                     "reduce-scatter after the last backward (Megatron's default: --overlap-grad-reduce not given; "
                     "the bundled runs barely tell, 2.05 against 2.03 % in-sample); 16-bit gradient "
                     "buffers (Megatron's default for --fp16: --accumulate-allreduce-grads-in-fp32 off); Adam "
@@ -39,14 +42,15 @@ SETTINGS = {
             "distributed_optimizer": True, "flash_attention": False, "fused_kernels": True,
             "fused_norm": False, "sequence_parallel": False, "fp32_gradients": False, "reuse_fp32_param": True,
             "gradient_accumulation_fusion": False, "masked_softmax_fusion": False, "overlap_grad_reduce": False,
-            "flash_attention_with_cp": True, "kv_head_repeat_before_uly_alltoall": True,
+            "pipeline_scatter_gather": False, "flash_attention_with_cp": True, "kv_head_repeat_before_uly_alltoall": True,
             "note": "MindSpeed-LLM on 8x Ascend 910B3 64 GB: BF16, fused kernels; --no-gradient-accumulation-fusion "
                     "and --no-masked-softmax-fusion as MindSpeed-LLM's Qwen3 recipes set them (examples/mcore/qwen3): "
                     "with the scores stored, the softmax runs as PyTorch's fp32 chain (refitted, the 910B3's "
                     "vector_bandwidth_efficiency went from 0.35 to 0.60 and the in-sample time MAPE from 4.40 to "
                     "4.09 %). Those recipes do not pass --overlap-grad-reduce, which Megatron and MindSpeed-LLM "
                     "leave off (overlap_grad_reduce false: the gradient reduce-scatter after the last backward; the "
-                    "bundled runs cannot tell, 3.80 against 3.83 % in-sample). MindSpeed-LLM's argument validation turns flash attention on in every context-parallel "
+                    "bundled runs cannot tell, 3.80 against 3.83 % in-sample), nor scatter its pipeline sends (Megatron-core's "
+                    "pipeline: pipeline_scatter_gather false). MindSpeed-LLM's argument validation turns flash attention on in every context-parallel "
                     "run (flash_attention_with_cp) and repeats K and V to every head before a Ulysses all-to-all "
                     "(--kv-head-repeat-before-uly-alltoall, its default). The paper lists sequence "
                     "parallelism as enabled, but its own measurements show it was not in effect: communication "

@@ -126,6 +126,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.optimizer_moments_allocated = false;
     t.gradient_accumulation_fusion = false;  // no fused kernels: no APEX fused weight-gradient accumulation
     t.overlap_grad_reduce = false;           // Megatron's default
+    t.pipeline_scatter_gather = false;       // Megatron-core's pipeline sends the whole tensor
   } else {  // MindSpeed-LLM on Ascend: BF16, fused kernels; SP not in effect, scores stored
     t.precision = Precision::bf16;
     t.flash_attention = false;
@@ -137,6 +138,7 @@ TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq
     t.gradient_accumulation_fusion = false;  // MindSpeed-LLM's recipes: --no-gradient-accumulation-fusion
     t.masked_softmax_fusion = false;         // and --no-masked-softmax-fusion
     t.overlap_grad_reduce = false;           // and leave --overlap-grad-reduce off, Megatron's default
+    t.pipeline_scatter_gather = false;       // Megatron-core's pipeline, which MindSpeed-LLM runs
     // MindSpeed-LLM's argument validation: flash attention in every CP run; Ulysses repeats K, V to every head.
     t.flash_attention_with_cp = true;
     t.kv_head_repeat_before_uly_alltoall = true;

@@ -124,9 +124,11 @@ struct TrainingSettings {
   bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
   bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
   bool overlap_param_gather = false;  // --overlap-param-gather: distributed-optimizer all-gather during forward
-  // Narayanan et al. 2021 §4.1: send 1/t slices between stages, gather on NVLink. Megatron-LM dropped it when its
-  // pipeline moved into Megatron-core (March 2023, 3c92fa93): without SP each TP rank now sends the whole tensor.
-  bool pipeline_scatter_gather = false;
+  // Narayanan et al. 2021 §4.1: without SP each TP rank sends 1/t of a stage's boundary tensor and the receiver
+  // all-gathers the slices on NVLink. Megatron-LM's pipeline did so in the published A100 runs (Narayanan 2021,
+  // Korthikanti 2022) and until it moved into Megatron-core (March 2023, 3c92fa93), which sends the whole tensor
+  // from every TP rank: false for Megatron-core stacks (both bundled ones set it so).
+  bool pipeline_scatter_gather = true;
   bool overlap_p2p_comm = false;  // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
   bool overlap_moe_expert_parallel_comm = false;  // batch-level overlap: one micro-batch's EP all-to-all under
                                                   // another's compute (Megatron-core 0.14)

@@ -101,15 +101,18 @@ TEST(Fidelity, SelectiveRecomputeReplaysTheAttentionCoreOnly) {
 }
 
 TEST(Fidelity, PipelineScatterGatherSendsSlicesAndGathersOnNvlink) {
-  // Narayanan et al. 2021 §4.1: without SP each TP rank sends 2·S·h/t bytes; the receiver all-gathers. Megatron-core
-  // (since March 2023) sends the whole tensor from every TP rank: the default.
+  // Narayanan et al. 2021 §4.1: without SP each TP rank sends 2·S·h/t bytes; the receiver all-gathers: the default,
+  // as in the published A100 runs. Megatron-core (since March 2023) sends the whole tensor from every TP rank, as
+  // both bundled stacks do.
   const Model m = preset("GPT-3-175B");
   TrainingSettings t;
   t.seq_length = 2048;
   t.global_batch_size = 64;
   const Strategy s = with(strat(1, 8, 8), Recompute::full, false);
   const double act = 2048.0 * 12288 * 2;
-  EXPECT_FALSE(t.pipeline_scatter_gather);
+  EXPECT_TRUE(t.pipeline_scatter_gather);
+  EXPECT_DOUBLE_EQ(bytes_of(collective_diagnostics(m, s, a100(), t, PlatformParams{}), "send_recv", "pp"), act / 8);
+  t.pipeline_scatter_gather = false;
   EXPECT_DOUBLE_EQ(bytes_of(collective_diagnostics(m, s, a100(), t, PlatformParams{}), "send_recv", "pp"), act);
   t.pipeline_scatter_gather = true;
   const auto on = collective_diagnostics(m, s, a100(), t, PlatformParams{});

@@ -145,10 +145,13 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
   EXPECT_TRUE(c.settings.reuse_fp32_param);
   EXPECT_FALSE(c.settings.fused_norm);
   // ... and, as MindSpeed-LLM's recipes run, neither fused weight-gradient accumulation nor the fused softmax, nor
-  // the gradient reduction overlapped with the backward ...
+  // the gradient reduction overlapped with the backward, nor Narayanan's scattered pipeline sends (Megatron-core's
+  // pipeline; lmsim's default keeps them, as the published A100 runs had them) ...
   EXPECT_FALSE(c.settings.gradient_accumulation_fusion);
   EXPECT_FALSE(c.settings.masked_softmax_fusion);
   EXPECT_FALSE(c.settings.overlap_grad_reduce);
+  EXPECT_FALSE(c.settings.pipeline_scatter_gather);
+  EXPECT_TRUE(TrainingSettings{}.pipeline_scatter_gather);
   // ... flash attention in its context-parallel runs (MindSpeed-LLM turns it on there) and K, V repeated to every
   // head before a Ulysses all-to-all ...
   EXPECT_TRUE(c.settings.flash_attention_with_cp);
@@ -445,6 +448,7 @@ TEST(Dataset, GpuSupplementFoldersAreUnderstood) {
   const io::Collection* g = d.find(kSetting, "gpu");
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->system, "v100_sxm2_32g");
+  EXPECT_FALSE(g->settings.pipeline_scatter_gather);  // what the file leaves out comes from its stack's defaults
   EXPECT_NE(d.find(kSetting, "npu"), nullptr);
 }
 
