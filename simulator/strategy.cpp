@@ -90,6 +90,8 @@ std::string config_name(const Strategy& s) {
 
 namespace {
 
+constexpr long long kMaxNameDegree = 1LL << 20;  // a degree in a configuration name; devices() is checked apart
+
 // Parses `<prefix><positive integer>` with no sign, no leading zero and no trailing characters.
 std::optional<long long> degree(std::string_view tok, std::string_view prefix) {
   if (tok.size() <= prefix.size() || tok.substr(0, prefix.size()) != prefix) return std::nullopt;
@@ -97,7 +99,7 @@ std::optional<long long> degree(std::string_view tok, std::string_view prefix) {
   if (digits[0] == '0') return std::nullopt;
   long long v = 0;
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (ec != std::errc() || p != digits.data() + digits.size() || v <= 0 || v > (1LL << 20)) return std::nullopt;
+  if (ec != std::errc() || p != digits.data() + digits.size() || v <= 0 || v > kMaxNameDegree) return std::nullopt;
   return v;
 }
 
@@ -144,7 +146,7 @@ ParseResult parse_config_name(const std::string& name) {
     auto v = degree(toks[static_cast<std::size_t>(i)], prefixes[i]);
     if (!v)
       return fail("field " + std::to_string(i + 1) + " '" + std::string(toks[static_cast<std::size_t>(i)]) +
-                  "' is not " + prefixes[i] + "<positive integer>");
+                  "' is not " + prefixes[i] + "<positive integer> (at most " + std::to_string(kMaxNameDegree) + ")");
     *fields[i] = static_cast<int>(*v);
   }
   std::size_t i = 4;

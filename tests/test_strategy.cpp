@@ -58,6 +58,12 @@ TEST(ConfigName, AMisplacedTokenIsToldApartFromAnUnknownOneAndTheOrderIsSaid) {
   EXPECT_NE(unknown.find("unknown field 'zero3'"), std::string::npos) << unknown;
 }
 
+TEST(ConfigName, ADegreeBeyondTheLimitSaysTheLimit) {
+  EXPECT_TRUE(parse_config_name("dp1048576-tp1-pp1-cp1-RC").strategy);
+  const std::string e = parse_config_name("dp99999999-tp8-pp1-cp1-RC").error;
+  EXPECT_NE(e.find("'dp99999999' is not dp<positive integer> (at most 1048576)"), std::string::npos) << e;
+}
+
 TEST(ConfigName, RejectsEveryMalformedForm) {
   for (const char* n : {"",
                         "dp2",
