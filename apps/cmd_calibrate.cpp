@@ -200,7 +200,7 @@ void run(const CalOpts& co, std::ostream& os) {
   io::PublishedSet ps;
   calib::Problem pb;
   if (co.published.empty()) {
-    d = io::read_dataset(co.dataset);
+    d = read_dataset_warned(co.dataset);
     pb = calib::make_problem(d, co.platform.empty() ? co.system : co.platform, co.models);
   } else {
     ps = io::read_published(co.published);

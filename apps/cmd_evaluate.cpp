@@ -155,7 +155,7 @@ struct EvalCli {
 
 // One evaluation: options in, the report on `os`.
 void run_evaluate(const EvalCli& ec, std::ostream& os) {
-  const io::Dataset d = io::read_dataset(ec.dataset);
+  const io::Dataset d = read_dataset_warned(ec.dataset);
   std::vector<std::vector<eval::CollectionEvaluation>> sets;
   const std::map<std::string, eval::Theta> thetas = thetas_for(d, ec.params);
   if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, thetas, ec.models));
@@ -307,7 +307,7 @@ std::map<std::string, double> predicted_times(const io::Dataset& d, const std::s
 
 // One shortlist: options in, the report on `os`.
 void run_shortlist(const ShortCli& sc, std::ostream& os) {
-  const io::Dataset d = io::read_dataset(sc.dataset);
+  const io::Dataset d = read_dataset_warned(sc.dataset);
   const auto given = load_thetas(sc.params);
   std::set<std::string> settings;
   for (const auto& c : d.collections)

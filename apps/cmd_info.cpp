@@ -97,6 +97,7 @@ io::Json dataset_json(const io::Dataset& d, const io::DatasetSummary& sum) {
                     {"settings_recorded", c.settings_recorded},
                     {"settings_inferred", c.settings_inferred},
                     {"settings_from_measured_peaks", c.settings_from_peaks},
+                    {"settings_contradicted", c.settings_contradicted},
                     {"configurations", cs.configurations},
                     {"with_iteration_time", cs.with_time},
                     {"with_peak_memory", cs.with_memory},
@@ -262,7 +263,7 @@ void register_dataset(CLI::App& app) {
   info->callback([opts] {
     const std::string& dir = opts->first;
     const bool json = opts->second;
-    const io::Dataset d = io::read_dataset(dir);
+    const io::Dataset d = read_dataset_warned(dir);
     const io::DatasetSummary sum = io::summarize(d);
     if (json) {
       std::cout << dataset_json(d, sum).dump(1) << "\n";

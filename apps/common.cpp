@@ -197,6 +197,14 @@ void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const
 }
 }  // namespace
 
+io::Dataset read_dataset_warned(const std::string& root) {
+  io::Dataset d = io::read_dataset(root);
+  for (const auto& c : d.collections)
+    if (!c.settings_contradicted.empty())
+      spdlog::warn("{}: recorded settings contradicted: {}", c.directory, c.settings_contradicted);
+  return d;
+}
+
 std::string shipped_theta_file(const io::SystemPreset& sp) {
   if (sp.calibrated_file.empty()) return "";
   return io::data_dir() + "/" + sp.calibrated_file.substr(5);  // "data/..." relative to the data dir

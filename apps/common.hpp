@@ -75,6 +75,8 @@ io::Json uncertainty_json(const calib::Uncertainty& u);
 Resolved resolve(const RunOptions& o);
 // The path of a system preset's shipped fitted θ file in the data folder (empty when it has none).
 std::string shipped_theta_file(const io::SystemPreset& sp);
+// io::read_dataset, warning of every collection whose recorded settings its measured peaks contradict.
+io::Dataset read_dataset_warned(const std::string& root);
 
 // A command-line number that must be finite (CLI11's ranges let NaN through: NaN compares false).
 const CLI::Validator& finite_number();

@@ -364,16 +364,33 @@ ValidityOptions measured_validity(const Collection& c) { return {c.devices, true
 
 // The stack settings that set how many bytes a rank keeps, read off a collection's measured peak memory where
 // nothing stronger decided them: every combination of the undecided ones is scored by the root-mean-square log
-// error of the predicted peaks (the system's θ) against the measured ones, and the best replaces the defaults only
-// where the defaults miss by more than the memory model's own error (10 %, kBeyondModelError) and the reading at
+// error of the predicted peaks (the system's θ) against the measured ones, and the best replaces the settings as
+// read only where they miss by more than the memory model's own error (10 %, kBeyondModelError) and the reading at
 // least halves the miss. Among readings within 10 % of the best score, the one changing fewest settings wins.
+// Recorded settings (training_settings.json) are kept; a reading that fits the peaks that much better is said
+// (`settings_contradicted`).
 // Sequence parallelism divides the activations outside the tensor-parallel region by t (Korthikanti et al. 2022
 // §4.2.2), flash attention drops the s x s scores, fused norms their fp32 copies, and the gradient dtype and the
 // reused master copy set the bytes per parameter: each leaves its own pattern over the runs' degrees.
 // The memory model's error allowance: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
 constexpr double kBeyondModelError = 1.10;
-template <typename Say>
-void infer_from_memory(Collection& c, const Say& say, const std::vector<bool TrainingSettings::*>& proven) {
+
+// What the peaks say: the settings to change (`changes`: "sequence_parallel true, ..."; empty when the settings as
+// read fit, or no reading does clearly better) and `settings` with them changed.
+struct MemoryReading {
+  std::string changes;
+  TrainingSettings settings;
+  std::size_t runs = 0;
+  double fit_pct = 0, before_pct = 0;  // root-mean-square error of the peaks with the changes and without
+  std::string fits(const char* before) const {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "the %zu measured peaks fit to %.1f %% (root-mean-square) with it, %.1f %% %s", runs,
+                  fit_pct, before_pct, before);
+    return buf;
+  }
+};
+MemoryReading read_memory_settings(const Collection& c, const std::vector<bool TrainingSettings::*>& proven) {
+  MemoryReading out{"", c.settings};
   struct Reading {
     bool TrainingSettings::*member;
     const char* name;
@@ -391,7 +408,7 @@ void infer_from_memory(Collection& c, const Say& say, const std::vector<bool Tra
   for (const Run& r : c.runs)
     if (r.peak_memory_max_bytes) measured.push_back(&r);
   constexpr std::size_t kMinRuns = 4;  // fewer cannot tell five settings' patterns apart
-  if (measured.size() < kMinRuns) return;
+  if (measured.size() < kMinRuns) return out;
   const SystemPreset& sp = *presets().find_system(c.system);
   const Model& model = presets().find_model(c.model)->model;
   SimOptions so;
@@ -407,7 +424,7 @@ void infer_from_memory(Collection& c, const Say& say, const std::vector<bool Tra
     return std::sqrt(sum / static_cast<double>(measured.size()));
   };
   const double current = score(c.settings);
-  if (!(current > std::log(kBeyondModelError))) return;
+  if (!(current > std::log(kBeyondModelError))) return out;
   struct Candidate {
     unsigned flips;
     double rms;
@@ -422,26 +439,31 @@ void infer_from_memory(Collection& c, const Say& say, const std::vector<bool Tra
   const double best = std::min_element(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
                         return a.rms < b.rms;
                       })->rms;
-  if (!(best <= 0.5 * current)) return;
+  if (!(best <= 0.5 * current)) return out;
   const Candidate& pick = *std::min_element(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
     const bool na = a.rms <= 1.1 * best, nb = b.rms <= 1.1 * best;
     if (na != nb) return na;
     const int ca = std::popcount(a.flips), cb = std::popcount(b.flips);
     return ca != cb ? ca < cb : a.rms < b.rms;
   });
-  std::string changed;
   for (std::size_t i = 0; i < open.size(); ++i)
     if (pick.flips & (1u << i)) {
-      bool& v = c.settings.*open[i].member;
+      bool& v = out.settings.*open[i].member;
       v = !v;
-      changed += (changed.empty() ? "" : ", ") + std::string(open[i].name) + (v ? " true" : " false");
+      out.changes += (out.changes.empty() ? "" : ", ") + std::string(open[i].name) + (v ? " true" : " false");
     }
-  char buf[200];
-  std::snprintf(buf, sizeof buf,
-                ": the %zu measured peaks fit to %.1f %% (root-mean-square) read so, against %.1f %% as read before "
-                "(peak_memory.csv)",
-                measured.size(), 100 * (std::exp(pick.rms) - 1), 100 * (std::exp(current) - 1));
-  say(changed + buf);
+  out.runs = measured.size();
+  out.fit_pct = 100 * (std::exp(pick.rms) - 1);
+  out.before_pct = 100 * (std::exp(current) - 1);
+  return out;
+}
+
+template <typename Say>
+void infer_from_memory(Collection& c, const Say& say, const std::vector<bool TrainingSettings::*>& proven) {
+  const MemoryReading r = read_memory_settings(c, proven);
+  if (r.changes.empty()) return;
+  c.settings = r.settings;
+  say(r.changes + ": " + r.fits("as read before") + " (peak_memory.csv)");
   c.settings_from_peaks = true;
 }
 
@@ -453,7 +475,12 @@ void infer_from_memory(Collection& c, const Say& say, const std::vector<bool Tra
 // puts over the device's memory with the scores stored and within it with flash attention (a run over it either way
 // says nothing of the scores).
 void infer_settings(Collection& c) {
-  if (c.settings_recorded) return;
+  if (c.settings_recorded) {  // taken as they are; where the peaks contradict them, said
+    const MemoryReading r = read_memory_settings(c, {});
+    if (!r.changes.empty())
+      c.settings_contradicted = r.changes + ": " + r.fits("as training_settings.json records them");
+    return;
+  }
   auto say = [&](const std::string& what) { c.settings_inferred += (c.settings_inferred.empty() ? "" : "; ") + what; };
   double all_reduce_s = 0, gather_scatter_s = 0;
   for (const auto& row : c.comm_summary) {

@@ -88,6 +88,8 @@ struct Collection {
   bool settings_recorded = false;    // false: platform defaults were assumed (no training_settings.json)
   std::string settings_inferred;     // what the runs themselves showed beyond those defaults (empty: nothing)
   bool settings_from_peaks = false;  // some of them were read off the measured peak memory (infer_from_memory)
+  // Recorded settings that the measured peaks contradict: the reading that fits them, and how well (empty: none).
+  std::string settings_contradicted;
   std::vector<Run> runs;
   std::vector<CommSummaryRow> comm_summary;
   std::vector<MatrixSummaryRow> matrix_summary;

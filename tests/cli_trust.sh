@@ -15,6 +15,14 @@ grep -q "uncalibrated" "$tmp/e" || fail "no uncalibrated warning"
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
   --params "$LMSIM_DATA_DIR/params/params_gpu.json" 2> "$tmp/e" > /dev/null
 grep -q "fitted on v100_sxm2_32g, not on h100_sxm_80g" "$tmp/e" || fail "no other-system warning"
+# Recorded collection settings that the measured peaks contradict are warned of (the bundled ones are not).
+cp -r "$LMSIM_DATA_DIR/lmsimbench" "$tmp/ds"
+sed -i 's/"flash_attention": false/"flash_attention": true/' "$tmp/ds/qwen3_0.6b_4k/training_settings.json"
+"$lmsim" dataset info "$tmp/ds" 2> "$tmp/e" > /dev/null
+grep -q "qwen3_0.6b_4k: recorded settings contradicted: flash_attention false: the 15 measured peaks" "$tmp/e" ||
+  fail "no contradicted-settings warning: $(cat "$tmp/e")"
+"$lmsim" dataset info "$LMSIM_DATA_DIR/lmsimbench" 2> "$tmp/e" > /dev/null
+! grep -q "contradicted" "$tmp/e" || fail "contradicted-settings warning on the bundled data: $(cat "$tmp/e")"
 # An MoE model is told what the MoE layer leaves out; a dense one is not.
 "$lmsim" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-ep8-noRC 2> "$tmp/e" > /dev/null
 grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "no MoE warning: $(cat "$tmp/e")"

@@ -423,6 +423,16 @@ TEST(Dataset, MemorySettingsAreReadFromTheMeasuredPeaksPattern) {
   const io::Collection as_defaults = write(configs.size(), false);
   EXPECT_FALSE(as_defaults.settings.sequence_parallel);
   EXPECT_EQ(as_defaults.settings_inferred.find("measured peaks"), std::string::npos) << as_defaults.settings_inferred;
+  // Recorded settings are kept; where the peaks contradict them, that is said.
+  spit(root / "qwen3_8b_4k" / "training_settings.json", "{\"sequence_parallel\": false}");
+  const io::Collection recorded = write(configs.size(), true);
+  EXPECT_FALSE(recorded.settings.sequence_parallel);
+  EXPECT_TRUE(recorded.settings_inferred.empty()) << recorded.settings_inferred;
+  EXPECT_NE(recorded.settings_contradicted.find("sequence_parallel true: the 6 measured peaks fit to"),
+            std::string::npos)
+      << recorded.settings_contradicted;
+  EXPECT_TRUE(write(configs.size(), false).settings_contradicted.empty());
+  fs::remove(root / "qwen3_8b_4k" / "training_settings.json");
   // A profile of the tp group's collectives decides SP instead: all-reduces, so off, whatever the peaks show.
   spit(root / "qwen3_8b_4k" / "comm_summary.csv",
        "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
