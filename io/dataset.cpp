@@ -384,7 +384,7 @@ struct MemoryReading {
   double fit_pct = 0, before_pct = 0;  // root-mean-square error of the peaks with the changes and without
   std::string fits(const char* before) const {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "the %zu measured peaks fit to %.1f %% (root-mean-square) with it, %.1f %% %s", runs,
+    std::snprintf(buf, sizeof buf, "the %zu measured peaks fit to %.1f %% (root-mean-square) so read, %.1f %% %s", runs,
                   fit_pct, before_pct, before);
     return buf;
   }
@@ -456,15 +456,6 @@ MemoryReading read_memory_settings(const Collection& c, const std::vector<bool T
   out.fit_pct = 100 * (std::exp(pick.rms) - 1);
   out.before_pct = 100 * (std::exp(current) - 1);
   return out;
-}
-
-template <typename Say>
-void infer_from_memory(Collection& c, const Say& say, const std::vector<bool TrainingSettings::*>& proven) {
-  const MemoryReading r = read_memory_settings(c, proven);
-  if (r.changes.empty()) return;
-  c.settings = r.settings;
-  say(r.changes + ": " + r.fits("as read before") + " (peak_memory.csv)");
-  c.settings_from_peaks = true;
 }
 
 // A collection without training_settings.json: what its own runs show beyond its platform's defaults, said in
@@ -575,7 +566,11 @@ void infer_settings(Collection& c) {
       break;
     }
   }
-  infer_from_memory(c, say, proven);
+  if (const MemoryReading r = read_memory_settings(c, proven); !r.changes.empty()) {
+    c.settings = r.settings;
+    c.settings_from_peaks = true;
+    say(r.changes + ": " + r.fits("as read before") + " (peak_memory.csv)");
+  }
 }
 
 Collection open_collection(const std::string& root, const ManifestRow& mr) {

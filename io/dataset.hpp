@@ -87,7 +87,7 @@ struct Collection {
   TrainingSettings settings;
   bool settings_recorded = false;    // false: platform defaults were assumed (no training_settings.json)
   std::string settings_inferred;     // what the runs themselves showed beyond those defaults (empty: nothing)
-  bool settings_from_peaks = false;  // some of them were read off the measured peak memory (infer_from_memory)
+  bool settings_from_peaks = false;  // some of them were read off the measured peak memory (read_memory_settings)
   // Recorded settings that the measured peaks contradict: the reading that fits them, and how well (empty: none).
   std::string settings_contradicted;
   std::vector<Run> runs;
