@@ -370,7 +370,24 @@ void run(SearchCli sc, std::ostream& out) {
       f.cp_comm_type.push_back(*c);
   }
   const search::Space space(model, scen, f);
-  if (space.size() == 0) throw io::InputError("command line", 0, "", "the restricted strategy space is empty");
+  if (space.size() == 0) {  // say what was restricted against which device counts
+    auto words = [](const auto& ints) {
+      std::vector<std::string> w;
+      for (const int v : ints) w.push_back(std::to_string(v));
+      return join(w);
+    };
+    std::set<int> devices;
+    for (const auto& x : scen) devices.insert(x.devices);
+    std::string given;
+    const std::pair<const char*, const std::vector<int>*> restrictions[] = {
+        {"--dp", &sc.dp}, {"--tp", &sc.tp}, {"--pp", &sc.pp}, {"--cp", &sc.cp}, {"--ep", &sc.ep}};
+    for (const auto& [flag, v] : restrictions)
+      if (!v->empty()) given += std::string(given.empty() ? "" : "; ") + flag + " " + words(*v);
+    throw io::InputError("command line", 0, "",
+                         "the restricted strategy space is empty: no layout with " +
+                             (given.empty() ? std::string("these restrictions") : given) + " is valid for " +
+                             words(devices) + " devices and the model's heads and layers");
+  }
   search::SweepOptions o;
   // The risk-aware order prefers candidates that fit with P >= 0.9, which may lie past the point objective's top:
   // the sweep keeps a wider pool, re-ranked and cut to --top below.

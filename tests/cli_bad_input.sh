@@ -61,6 +61,7 @@ expect 2 "intra_node.links is not symmetric" predict --model Qwen3-0.6B --system
 expect 2 "mesh.json" predict --model Qwen3-0.6B --system "$tmp/mesh.json" --strategy dp4-tp2-pp1-cp1-noRC
 expect 2 "not none|noRC" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --recompute sometimes
 expect 2 "neither tp nor a positive integer" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 8 --etp 0
+expect 2 "no layout with --tp 3 is valid for 8 devices" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --tp 3
 expect 2 "etp equal to tp" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp4-tp2-pp1-cp1-ep8-etp2-noRC
 
 # Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
