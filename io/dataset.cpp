@@ -375,6 +375,12 @@ ValidityOptions measured_validity(const Collection& c) { return {c.devices, true
 // The memory model's error allowance: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
 constexpr double kBeyondModelError = 1.10;
 
+// Sequence parallelism is decided by the tp group's profiled collectives when there are any (infer_settings).
+bool tp_profiled(const Collection& c) {
+  return std::any_of(c.comm_summary.begin(), c.comm_summary.end(),
+                     [](const CommSummaryRow& r) { return r.comm_group == "tp"; });
+}
+
 // What the peaks say: the settings to change (`changes`: "sequence_parallel true, ..."; empty when the settings as
 // read fit, or no reading does clearly better) and `settings` with them changed.
 struct MemoryReading {
@@ -396,9 +402,7 @@ MemoryReading read_memory_settings(const Collection& c, const std::vector<bool T
     const char* name;
   };
   std::vector<Reading> open;
-  const bool sp_seen = std::any_of(c.comm_summary.begin(), c.comm_summary.end(),
-                                   [](const CommSummaryRow& r) { return r.comm_group == "tp"; });
-  if (!sp_seen) open.push_back({&TrainingSettings::sequence_parallel, "sequence_parallel"});
+  if (!tp_profiled(c)) open.push_back({&TrainingSettings::sequence_parallel, "sequence_parallel"});
   for (const Reading& r : {Reading{&TrainingSettings::flash_attention, "flash_attention"},
                            Reading{&TrainingSettings::fused_norm, "fused_norm"},
                            Reading{&TrainingSettings::fp32_gradients, "fp32_gradients"},
@@ -522,7 +526,10 @@ void infer_settings(Collection& c) {
   // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs
   // it outright; on a V100, which FlashAttention-2 does not run, that is a memory-efficient kernel such as
   // PyTorch's SDPA), then fused norms (which keep only their input). Proof needs the run to exceed the device by
-  // more than the memory model's error: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
+  // more than the memory model's error: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %),
+  // and to do so under the leanest reading of every other memory setting nothing has decided (SP on unless the tp
+  // group was profiled, the other saving on, 16-bit gradients, the master copy reused): otherwise the run may have
+  // fitted by one of those instead.
   const SystemPreset& sp = *presets().find_system(c.system);
   const ModelPreset& mp = *presets().find_model(c.model);
   SimOptions so;
@@ -548,10 +555,15 @@ void infer_settings(Collection& c) {
         why = "'" + r.config + "' uses context parallelism by " + to_string(c.settings.cp_comm_type) +
               ", which needs flash attention";
       } else {
-        TrainingSettings with = c.settings;
-        with.*v.member = true;
-        const Prediction without = simulate(mp.model, r.strategy, sp.system, c.settings, sp.params(), so),
-                         saved = simulate(mp.model, r.strategy, sp.system, with, sp.params(), so);
+        TrainingSettings lean = c.settings;
+        if (!tp_profiled(c)) lean.sequence_parallel = true;
+        lean.fp32_gradients = false;
+        lean.reuse_fp32_param = true;
+        for (const Saving& other : savings) lean.*other.member = true;
+        TrainingSettings stored = lean;
+        stored.*v.member = false;
+        const Prediction without = simulate(mp.model, r.strategy, sp.system, stored, sp.params(), so),
+                         saved = simulate(mp.model, r.strategy, sp.system, lean, sp.params(), so);
         const double cap = sp.system.hbm_capacity_bytes;
         if (without.ok() && saved.ok() && without.max_peak_memory_bytes > kBeyondModelError * cap &&
             saved.max_peak_memory_bytes <= cap)

@@ -359,15 +359,24 @@ TEST(Dataset, TheContextParallelAlgorithmIsReadFromTheCpGroupsCollectives) {
 
 // Fused norms are read off a run like flash attention: InternLM2.5-7B at 32K, dp1-tp4-cp2 without recompute, would
 // need about 77 GiB of the 910B3's 64 with PyTorch's norms (the bundled collections' reading) and 58 with fused
-// ones; it ran. A run within the memory model's error of the device proves nothing.
+// ones; it ran. The proof holds only where nothing else could have made it fit: with SP undecided it could have,
+// so the tp group's profile (all-reduces: SP off) is needed. A run within the memory model's error of the device
+// proves nothing.
 TEST(Dataset, FusedNormsAreReadFromARunThatCouldNotHaveRunWithout) {
   const fs::path root = fs::temp_directory_path() / ("lmsim_fused_norm_" + std::to_string(::getpid()));
   fs::remove_all(root);
   fs::create_directories(root / "internlm25_7b_32k");
   const fs::path f = root / "internlm25_7b_32k" / "step_time_summary.csv";
   spit(f, "optimization_config,iteration_time_ms\ndp1-tp4-pp1-cp2-noRC,80000\n");
+  // Without a profile of the tp group, sequence parallelism could have made the run fit as well: nothing proven.
+  EXPECT_FALSE(io::read_dataset(root.string()).collections.at(0).settings.fused_norm);
+  // The tp group's all-reduces say SP was off: then only fused norms explain it.
+  spit(root / "internlm25_7b_32k" / "comm_summary.csv",
+       "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
+       "intra,all_reduce,tp,448,1500,10,120\n");
   const io::Collection c = io::read_dataset(root.string()).collections.at(0);
   EXPECT_TRUE(c.settings.flash_in(2));  // MindSpeed-LLM turns it on under CP
+  EXPECT_FALSE(c.settings.sequence_parallel);
   EXPECT_TRUE(c.settings.fused_norm);
   EXPECT_NE(c.settings_inferred.find("fused_norm true: 'dp1-tp4-pp1-cp2-noRC' ran"), std::string::npos)
       << c.settings_inferred;
