@@ -14,6 +14,9 @@ echo
 echo "== calibration (targets: in-sample time MAPE <= 4 %, memory MAPE <= 5 %; LOO time <= 5 %, memory <= 6 %)"
 OMP_NUM_THREADS=1 "$lmsim_build/bench/calibration_bench" "$@"
 echo
+echo "== memory settings read off measured peaks (identifiability: synthetic peaks from the simulator, 3 % noise)"
+"$lmsim_build/bench/settings_reading_bench"
+echo
 echo "== streaming CSV reader (target: a 256 MiB CSV peaks under 300 MiB RSS)"
 bash "$root/bench/csv_bench.sh" "$lmsim_build"
 echo
