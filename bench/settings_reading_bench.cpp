@@ -26,10 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr bool TrainingSettings::*kRead[] = {&TrainingSettings::sequence_parallel, &TrainingSettings::flash_attention,
-                                             &TrainingSettings::fused_norm, &TrainingSettings::fp32_gradients,
-                                             &TrainingSettings::reuse_fp32_param};
-
 double memory_mape_pct(const io::Collection& c) {
   const Model& m = io::presets().find_model(c.model)->model;
   const io::SystemPreset& sp = *io::presets().find_system(c.system);
@@ -87,13 +83,14 @@ int main(int argc, char** argv) {
         }
     // The runs that ran: the layouts that fit under the drawn settings (at least four, at most 12).
     std::shuffle(layouts.begin(), layouts.end(), rng);
-    std::vector<bool> truth(std::size(kRead));
+    std::vector<bool> truth(std::size(io::kMemorySettings));
     std::vector<Strategy> ran;
     std::vector<double> peaks;
     bool fits = false;
     for (int attempt = 0; attempt < 60 && !fits; ++attempt) {
       TrainingSettings t = base;
-      for (std::size_t k = 0; k < std::size(kRead); ++k) t.*kRead[k] = truth[k] = rng() & 1;
+      for (std::size_t k = 0; k < std::size(io::kMemorySettings); ++k)
+        t.*io::kMemorySettings[k].member = truth[k] = rng() & 1;
       ran.clear();
       peaks.clear();
       for (const Strategy& s : layouts) {
@@ -127,14 +124,15 @@ int main(int argc, char** argv) {
     io::Collection before = *c;  // the peaks with the settings read without them
     before.settings = without.find(id, "npu")->settings;
     int right = 0;
-    for (std::size_t k = 0; k < std::size(kRead); ++k) right += c->settings.*kRead[k] == truth[k];
+    for (std::size_t k = 0; k < std::size(io::kMemorySettings); ++k)
+      right += c->settings.*io::kMemorySettings[k].member == truth[k];
     const double b = memory_mape_pct(before), a = memory_mape_pct(*c);
     std::printf("%-26s %4zu  %20.1f %%  %16.1f %%  %d / %zu\n", id.c_str(), c->runs.size(), b, a, right,
-                std::size(kRead));
+                std::size(io::kMemorySettings));
     sum_before += b;
     sum_after += a;
     recovered += right;
-    total += static_cast<int>(std::size(kRead));
+    total += static_cast<int>(std::size(io::kMemorySettings));
     ++n;
   }
   std::printf(

@@ -375,10 +375,14 @@ ValidityOptions measured_validity(const Collection& c) { return {c.devices, true
 // The memory model's error allowance: 10 %, about twice its leave-one-model-out error on the bundled runs (4.6 %).
 constexpr double kBeyondModelError = 1.10;
 
-// Sequence parallelism is decided by the tp group's profiled collectives when there are any (infer_settings).
-bool tp_profiled(const Collection& c) {
-  return std::any_of(c.comm_summary.begin(), c.comm_summary.end(),
-                     [](const CommSummaryRow& r) { return r.comm_group == "tp"; });
+// Whether stronger evidence than the peaks decided a memory setting: sequence parallelism by the tp group's profiled
+// collectives when there are any (infer_settings), the others by a run's feasibility (`proven`).
+using Proven = std::vector<bool TrainingSettings::*>;
+bool decided(const Collection& c, const MemorySetting& m, const Proven& proven) {
+  if (m.member == &TrainingSettings::sequence_parallel)
+    return std::any_of(c.comm_summary.begin(), c.comm_summary.end(),
+                       [](const CommSummaryRow& r) { return r.comm_group == "tp"; });
+  return std::find(proven.begin(), proven.end(), m.member) != proven.end();
 }
 
 // What the peaks say: the settings to change (`changes`: "sequence_parallel true, ..."; empty when the settings as
@@ -395,19 +399,11 @@ struct MemoryReading {
     return buf;
   }
 };
-MemoryReading read_memory_settings(const Collection& c, const std::vector<bool TrainingSettings::*>& proven) {
+MemoryReading read_memory_settings(const Collection& c, const Proven& proven) {
   MemoryReading out{"", c.settings};
-  struct Reading {
-    bool TrainingSettings::*member;
-    const char* name;
-  };
-  std::vector<Reading> open;
-  if (!tp_profiled(c)) open.push_back({&TrainingSettings::sequence_parallel, "sequence_parallel"});
-  for (const Reading& r : {Reading{&TrainingSettings::flash_attention, "flash_attention"},
-                           Reading{&TrainingSettings::fused_norm, "fused_norm"},
-                           Reading{&TrainingSettings::fp32_gradients, "fp32_gradients"},
-                           Reading{&TrainingSettings::reuse_fp32_param, "reuse_fp32_param"}})
-    if (std::find(proven.begin(), proven.end(), r.member) == proven.end()) open.push_back(r);
+  std::vector<const MemorySetting*> open;
+  for (const MemorySetting& m : kMemorySettings)
+    if (!decided(c, m, proven)) open.push_back(&m);
   std::vector<const Run*> measured;
   for (const Run& r : c.runs)
     if (r.peak_memory_max_bytes) measured.push_back(&r);
@@ -437,7 +433,7 @@ MemoryReading read_memory_settings(const Collection& c, const std::vector<bool T
   for (unsigned flips = 1; flips < (1u << open.size()); ++flips) {
     TrainingSettings t = c.settings;
     for (std::size_t i = 0; i < open.size(); ++i)
-      if (flips & (1u << i)) t.*open[i].member = !(t.*open[i].member);
+      if (flips & (1u << i)) t.*open[i]->member = !(t.*open[i]->member);
     all.push_back({flips, score(t)});
   }
   const double best = std::min_element(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
@@ -452,9 +448,9 @@ MemoryReading read_memory_settings(const Collection& c, const std::vector<bool T
   });
   for (std::size_t i = 0; i < open.size(); ++i)
     if (pick.flips & (1u << i)) {
-      bool& v = out.settings.*open[i].member;
+      bool& v = out.settings.*open[i]->member;
       v = !v;
-      out.changes += (out.changes.empty() ? "" : ", ") + std::string(open[i].name) + (v ? " true" : " false");
+      out.changes += (out.changes.empty() ? "" : ", ") + std::string(open[i]->name) + (v ? " true" : " false");
     }
   out.runs = measured.size();
   out.fit_pct = 100 * (std::exp(pick.rms) - 1);
@@ -541,7 +537,7 @@ void infer_settings(Collection& c) {
   };
   const Saving savings[] = {{&TrainingSettings::flash_attention, "flash_attention", "the attention scores stored"},
                             {&TrainingSettings::fused_norm, "fused_norm", "PyTorch's norms (fp32 copies kept)"}};
-  std::vector<bool TrainingSettings::*> proven;  // set by a run's feasibility: not open to the memory reading
+  Proven proven;  // set by a run's feasibility: not open to the memory reading
   for (const Saving& v : savings) {
     if (c.settings.*v.member) continue;
     for (const Run& r : c.runs) {
@@ -556,10 +552,8 @@ void infer_settings(Collection& c) {
               ", which needs flash attention";
       } else {
         TrainingSettings lean = c.settings;
-        if (!tp_profiled(c)) lean.sequence_parallel = true;
-        lean.fp32_gradients = false;
-        lean.reuse_fp32_param = true;
-        for (const Saving& other : savings) lean.*other.member = true;
+        for (const MemorySetting& m : kMemorySettings)
+          if (!decided(c, m, proven)) lean.*m.member = m.lean;
         TrainingSettings stored = lean;
         stored.*v.member = false;
         const Prediction without = simulate(mp.model, r.strategy, sp.system, stored, sp.params(), so),

@@ -96,6 +96,20 @@ struct Collection {
   const Run* find(const std::string& config) const;
 };
 
+// The stack settings that set how many bytes a rank keeps, each with the value that keeps fewer: what the reader
+// takes off a collection's measured peaks where nothing stronger decided them, and, all at that value, the reading a
+// run's feasibility must rule out before it proves one of them (see infer_settings in dataset.cpp).
+struct MemorySetting {
+  bool TrainingSettings::*member;
+  const char* name;
+  bool lean;
+};
+inline constexpr MemorySetting kMemorySettings[] = {{&TrainingSettings::sequence_parallel, "sequence_parallel", true},
+                                                    {&TrainingSettings::flash_attention, "flash_attention", true},
+                                                    {&TrainingSettings::fused_norm, "fused_norm", true},
+                                                    {&TrainingSettings::fp32_gradients, "fp32_gradients", false},
+                                                    {&TrainingSettings::reuse_fp32_param, "reuse_fp32_param", true}};
+
 struct Dataset {
   std::string root;
   std::vector<Collection> collections;
