@@ -488,6 +488,30 @@ void run(SearchCli sc, std::ostream& out) {
     r.ranking = ranked;
     risk = ranking_risk(model, space, r.ranking, unc, o);  // P(within 5 %) is relative to the new first
   }
+  // Whether the best candidate owes its place to a parameter θ's runs never measured (flash attention's efficiency
+  // on a θ fitted on runs that stored their scores, say): said, and kept with the results.
+  io::Json leans = io::Json::array();
+  if (!r.ranking.empty()) {
+    const auto c = space.at(r.ranking[0].index);
+    const search::Scenario& s = space.scenarios()[c.scenario];
+    if (unc[c.scenario]) {
+      SimOptions so;
+      so.validity = o.validity;
+      so.validity.devices_per_node = s.system.devices_per_node;
+      if (const auto ls =
+              calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so)) {
+        const auto l = calib::prior_leans(*unc[c.scenario], *ls);
+        for (const auto& x : l)
+          leans.push_back({{"name", param_table()[x.param].name}, {"time_log_sd", x.time_log_sd}});
+        if (!l.empty())
+          spdlog::warn(
+              "search: the best candidate, {}, leans on parameters θ's runs never measured, held at their prior: {}; "
+              "its interval and the others' P(within 5 %) carry their priors' width",
+              config_name(c.strategy), calib::describe(l, s.params));
+      }
+    }
+  }
+  prov["best_leans_on_unfitted"] = leans;
   prov["rank_by"] = sc.rank_by;
   prov["allow_uneven_layers"] = o.validity.allow_uneven_layers;
   if (!sc.out.empty()) {

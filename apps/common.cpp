@@ -99,8 +99,9 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
   if (!f.prior_only.empty()) {
     j["prior_only"] = f.prior_only;
     j["prior_only_what"] =
-        "memory parameters the fit never saw (no memory measurements), held at their prior centre with the prior's "
-        "variance; memory_log_sd is then the objective's stated per-run error, not a measured one";
+        "parameters the fit never saw (its runs could not identify them, or --free left them out), held at their "
+        "prior centre with the prior's variance, which a prediction that depends on them carries; without memory "
+        "measurements memory_log_sd is the objective's stated per-run error, not a measured one";
   }
   if (f.unseen_n_time + f.unseen_n_memory > 0)
     j["unseen_model"] = {

@@ -56,6 +56,13 @@ PredictResult predict(const PredictRequest& q) {
       res.has_iv = true;
       res.p_fits =
           calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, x->memory_log_sd, r.uncertainty->memory_dof);
+      if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so))
+        res.unfitted = calib::prior_leans(*r.uncertainty, *ls);
+      if (!res.unfitted.empty())
+        spdlog::warn(
+            "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
+            "their priors' width",
+            calib::describe(res.unfitted, r.params));
     }
   return res;
 }
@@ -80,6 +87,15 @@ io::Json PredictResult::json() const {
                              {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};
   }
   if (r.fit) j["outside_fitted_range"] = outside_fitted_range;
+  if (r.uncertainty) {
+    io::Json un = io::Json::array();
+    for (const auto& l : unfitted)
+      un.push_back({{"name", param_table()[l.param].name},
+                    {"value", get(r.params, l.param)},
+                    {"prior_sd", param_table()[l.param].prior_sd},
+                    {"time_log_sd", l.time_log_sd}});
+    j["unfitted_parameters"] = un;
+  }
   if (r.uncertainty) {  // which residual scale the intervals carry (see resolve())
     j["interval_residual_scale"] = r.held_out_scale ? "held_out_models" : "fitted_runs";
     // Without memory measurements in θ's fit, memory's interval is the priors' (calib::memory_from_priors).

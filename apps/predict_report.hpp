@@ -26,6 +26,7 @@ struct PredictResult {
   calib::PredictionIntervals iv{};
   double p_fits = std::nan("");                   // P(max peak ≤ capacity) when θ's intervals cover memory
   std::vector<std::string> outside_fitted_range;  // dimensions beyond θ's fitted runs (an extrapolation)
+  std::vector<calib::PriorLean> unfitted;         // parameters θ's runs never measured that the time leans on
   std::string emit;
   bool allow_uneven = false;
   io::Json json() const;  // the `predict --json` document

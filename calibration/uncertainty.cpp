@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "io/error.hpp"
 
@@ -9,14 +10,14 @@ namespace lmsim::calib {
 
 namespace {
 
-// Central-difference step of a parameter, kept inside its bounds.
+// Central-difference step of a parameter, kept inside its bounds: 1/1000 of its range, or `half_width`.
 struct Step {
   PlatformParams lo, hi;
   double width;
 };
-Step step(const PlatformParams& theta, std::size_t i) {
+Step step(const PlatformParams& theta, std::size_t i, double half_width = 0) {
   const ParamInfo& info = param_table()[i];
-  const double h = 1e-3 * (info.upper - info.lower), v = get(theta, i);
+  const double h = half_width > 0 ? half_width : 1e-3 * (info.upper - info.lower), v = get(theta, i);
   Step s{theta, theta, 0};
   set(s.lo, i, std::max(info.lower, v - h));
   set(s.hi, i, std::min(info.upper, v + h));
@@ -57,15 +58,19 @@ std::vector<double> invert(std::vector<double> a, std::size_t k) {
 
 double log_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log(v) : std::nan(""); }
 
-// Without memory measurements nothing constrains memory's parameters, so their posterior is their prior: each one
-// the user did not fix joins `free` at the end with the prior's variance (σ from param_table(), uncorrelated), and
-// the residual scale is the per-run error the objective states (its prior weight, ~3 %) at normal quantiles.
-void keep_memory_priors(Uncertainty& u, const Problem& pb, double stated_sd) {
-  if (u.n_memory > 0) return;
+// What the fit never saw keeps its prior. A parameter the data could not identify (choose_free left it out: flash
+// attention's efficiency without flash runs, FP8's without FP8 runs, the inter-node link's without a group that
+// crosses a node, DP overlap without overlapped DP traffic, memory's without memory measurements) or that `--free`
+// left out joins `free` at the end with the prior's variance (σ from param_table(), uncorrelated), unless the user
+// fixed it (known, not merely unfitted). A prediction that leans on it then carries that prior's width: a search
+// that ranks flash-attention layouts on a θ fitted without them is told how little is known of their speed.
+// Without memory measurements the memory residual scale is the per-run error the objective states (its prior
+// weight, ~3 %) at normal quantiles.
+void keep_unfitted_priors(Uncertainty& u, const Problem& pb, double stated_sd) {
   const std::size_t k = u.free.size();
   std::vector<std::size_t> add;
   for (std::size_t i = 0; i < kNumParams; ++i)
-    if (memory_param(i) && std::find(u.free.begin(), u.free.end(), i) == u.free.end() &&
+    if (std::find(u.free.begin(), u.free.end(), i) == u.free.end() &&
         std::find(pb.fixed.begin(), pb.fixed.end(), i) == pb.fixed.end())
       add.push_back(i);
   const std::size_t n = k + add.size();
@@ -79,8 +84,10 @@ void keep_memory_priors(Uncertainty& u, const Problem& pb, double stated_sd) {
   }
   u.covariance = std::move(cov);
   u.n_prior_only = add.size();
-  u.memory_log_sd = stated_sd;
-  u.memory_dof = 0;
+  if (u.n_memory == 0) {
+    u.memory_log_sd = stated_sd;
+    u.memory_dof = 0;
+  }
 }
 
 }  // namespace
@@ -130,7 +137,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
   };
   if (k == 0) {
     set_scale(0, 0);
-    keep_memory_priors(u, pb, stated_sd);
+    keep_unfitted_priors(u, pb, stated_sd);
     return u;
   }
   // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision.
@@ -203,7 +210,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
     set_scale(std::min(k_time, hat_trace(jt, u.time_log_sd)), std::min(k_memory, hat_trace(jm, u.memory_log_sd)));
     u.covariance = covariance();
   }
-  keep_memory_priors(u, pb, stated_sd);
+  keep_unfitted_priors(u, pb, stated_sd);
   return u;
 }
 
@@ -252,13 +259,42 @@ std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s,
   out.g_time.assign(k, 0.0);
   out.g_memory.assign(k, 0.0);
   for (std::size_t a = 0; a < k; ++a) {
-    const Step sp = step(theta, u.free[a]);
+    // A fitted parameter's posterior is narrow: its local slope is the sensitivity. A prior-only one spans its prior
+    // (efficiency ± 0.15), over which a prediction need not be linear: where the attention core hides a context-
+    // parallel exchange, a faster flash kernel stops paying off, and the slope at the centre says nearly nothing of
+    // a slower one. Its secant over ± one prior sd stands in for the slope.
+    const bool prior_only = a + u.n_prior_only >= k;
+    const Step sp = step(theta, u.free[a], prior_only ? param_table()[u.free[a]].prior_sd : 0);
     const Prediction lo = simulate(m, s, sys, t, sp.lo, o), hi = simulate(m, s, sys, t, sp.hi, o);
     if (!lo.ok() || !hi.ok() || !(sp.width > 0)) continue;
     out.g_time[a] = (std::log(hi.iteration_time_s) - std::log(lo.iteration_time_s)) / sp.width;
     out.g_memory[a] = (std::log(hi.max_peak_memory_bytes) - std::log(lo.max_peak_memory_bytes)) / sp.width;
   }
   return out;
+}
+
+std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd) {
+  std::vector<PriorLean> out;
+  const std::size_t k = u.free.size();
+  for (std::size_t a = k - std::min(u.n_prior_only, k); a < k && a < ls.g_time.size(); ++a) {
+    const double sd = std::fabs(ls.g_time[a]) * std::sqrt(u.covariance[a * k + a]);
+    if (sd >= min_log_sd) out.push_back({u.free[a], sd});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PriorLean& x, const PriorLean& y) { return x.time_log_sd > y.time_log_sd; });
+  return out;
+}
+
+std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta) {
+  std::string s;
+  char buf[160];
+  for (const PriorLean& l : leans) {
+    const ParamInfo& info = param_table()[l.param];
+    std::snprintf(buf, sizeof buf, "%s%s %.4g ± %.4g (time ± %.1f %%)", s.empty() ? "" : ", ", info.name,
+                  get(theta, l.param), info.prior_sd, 100 * l.time_log_sd);
+    s += buf;
+  }
+  return s;
 }
 
 double quad(const Uncertainty& u, const std::vector<double>& g, const std::vector<double>& h) {

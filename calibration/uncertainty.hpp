@@ -19,9 +19,12 @@ namespace lmsim::calib {
 struct Uncertainty {
   std::vector<std::size_t> free;   // indices into param_table(): the fitted ones, then `n_prior_only` below
   std::vector<double> covariance;  // free.size()² row-major, in the parameters' units
-  // A θ fitted without memory measurements never saw its memory parameters (runtime memory, stored score bytes):
-  // the last `n_prior_only` entries of `free` are those the user did not fix, held at their prior centre with the
-  // prior's variance, uncorrelated with the rest. Memory then has an interval from what the priors state.
+  // The parameters the fit never saw: the data could not identify them (flash attention's or FP8's efficiency
+  // without such runs, the inter-node link without a group that crosses a node, DP overlap without overlapped DP
+  // traffic, the memory terms without memory measurements) or `--free` left them out. The last `n_prior_only`
+  // entries of `free` are those the user did not fix, held at their prior centre with the prior's variance,
+  // uncorrelated with the rest: a prediction that leans on one gets that prior's width, and a θ fitted without
+  // memory measurements still has a memory interval from what the priors state.
   std::size_t n_prior_only = 0;
   double time_log_sd = 0;    // residual sd of log(predicted / measured) time over the fitted runs
   double memory_log_sd = 0;  // the same for peak memory; without memory runs, the objective's stated per-run scale
@@ -89,6 +92,17 @@ struct LogSds {
   double time = 0, memory = 0;
 };
 LogSds total_log_sds(const Uncertainty& u, const LogSensitivity& ls);
+
+// The parameters θ's runs never measured that a prediction leans on: each prior-only parameter whose prior sd moves
+// the prediction's log time by at least `min_log_sd` (|g|·σ over ± one prior sd), largest first. A search's best
+// layout on a θ fitted without flash-attention runs may owe its place to the flash efficiency's prior centre.
+struct PriorLean {
+  std::size_t param = 0;   // index into param_table()
+  double time_log_sd = 0;  // its share of the time's log sd
+};
+std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
+// "flash_attention_efficiency 0.5 ± 0.15 (time ± 6.1 %), ..." for a warning.
+std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta);
 
 // Risk of ranked candidates that share one θ: P(peak ≤ capacity) and P(objective within 5 % of the first
 // candidate's). Parameter uncertainty is shared (so the difference of two candidates' logs has variance

@@ -124,6 +124,24 @@ assert h100["memory_interval_from_priors"] and not over["memory_interval_from_pr
 assert 0.9 < h100["p_fits"] <= 1 and h100["max_peak_memory_bytes_p10"] < h100["max_peak_memory_bytes"], h100
 PY
 
+# A layout that leans on a parameter θ's runs never measured is told so: the NPU runs stored their scores, so a
+# flash-attention (context-parallel) layout on the NPU θ depends on the flash efficiency's prior; the bundled
+# layouts themselves lean on nothing unfitted.
+"$lmsim" predict --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --strategy dp4-tp1-pp1-cp2-noRC-mbs8 \
+  --json 2> "$tmp/e" > "$tmp/cp.json"
+grep -q "leans on parameters θ's runs never measured, held at their prior: flash_attention" "$tmp/e" ||
+  fail "no unfitted-parameter warning: $(cat "$tmp/e")"
+"$lmsim" --log-level warn predict --model Qwen3-0.6B --system ascend_910b3_64g --stack npu \
+  --strategy dp4-tp2-pp1-cp1-noRC --json 2> "$tmp/e" > "$tmp/tp.json"
+! grep -q "never measured" "$tmp/e" || fail "unfitted-parameter warning for a measured layout: $(cat "$tmp/e")"
+python3 - "$tmp/cp.json" "$tmp/tp.json" <<'PY' || fail "predict unfitted_parameters"
+import json, sys
+cp, tp = (json.load(open(f)) for f in sys.argv[1:])
+names = [u["name"] for u in cp["unfitted_parameters"]]
+assert "flash_attention_efficiency" in names and all(u["time_log_sd"] >= 0.01 for u in cp["unfitted_parameters"]), cp
+assert tp["unfitted_parameters"] == [], tp["unfitted_parameters"]
+PY
+
 # Search: every ranked candidate carries P(fits) in [0, 1] and P(within 5 %); the first is 1 by definition;
 # a candidate predicted at the capacity edge is not certain to fit.
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \

@@ -256,14 +256,18 @@ TEST(Uncertainty, WithoutMemoryRunsMemoryIntervalsComeFromThePriors) {
   const calib::Uncertainty u = calib::laplace(pb, all, pb.start);
   EXPECT_EQ(u.n_memory, 0u);
   ASSERT_TRUE(calib::memory_from_priors(u));
-  ASSERT_EQ(u.n_prior_only, 3u);  // runtime memory, its allocator share, stored score bytes
+  // Every parameter the fit left out keeps its prior: the memory ones (runtime memory, its allocator share, stored
+  // score bytes) and those the V100 runs cannot identify (inter-node link, DP overlap, FP8, flash attention).
+  ASSERT_EQ(u.n_prior_only, kNumParams - pb.free.size());
   const std::size_t k = u.free.size();
+  std::size_t memory_priors = 0;
   for (std::size_t a = k - u.n_prior_only; a < k; ++a) {
-    EXPECT_TRUE(calib::memory_param(u.free[a]));
+    memory_priors += calib::memory_param(u.free[a]) ? 1 : 0;
     const double sd = param_table()[u.free[a]].prior_sd;
     EXPECT_DOUBLE_EQ(u.covariance[a * k + a], sd * sd);
     for (std::size_t b = 0; b < k; ++b) EXPECT_TRUE(b == a || u.covariance[a * k + b] == 0.0);
   }
+  EXPECT_EQ(memory_priors, 3u);
   EXPECT_NEAR(u.memory_log_sd, std::sqrt(pb.weights.prior), 1e-12);
   const calib::Sample& s = pb.samples[0];
   const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, pb.start, u, calib::sim_options(pb));
@@ -274,11 +278,42 @@ TEST(Uncertainty, WithoutMemoryRunsMemoryIntervalsComeFromThePriors) {
   // A parameter the user fixed is known, not merely unfitted: it gets no prior variance.
   calib::restrict_free(pb, {}, {"runtime_memory_gib=2"});
   const calib::Uncertainty uf = calib::laplace(pb, all, pb.start);
-  EXPECT_EQ(uf.n_prior_only, 2u);
+  EXPECT_EQ(uf.n_prior_only, u.n_prior_only - 1);
   for (auto i : uf.free) EXPECT_STRNE(param_table()[i].name, "runtime_memory_gib");
   // With memory measurements the residuals say how far memory is off: nothing is taken from the priors.
   const calib::Problem measured = calib::make_problem(d, "gpu");
   EXPECT_FALSE(calib::memory_from_priors(calib::laplace(measured, all, measured.start)));
+}
+
+// A prediction that leans on a parameter the fit never saw carries that parameter's prior: the V100 runs store
+// their scores, so a flash-attention layout on the V100 θ depends on a flash efficiency nothing measured. Its time
+// interval is wider than the same layout's with scores stored, and narrows again when the user fixes the efficiency.
+TEST(Uncertainty, APredictionOnAnUnfittedParameterCarriesItsPrior) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "gpu");
+  const auto all = calib::all_indices(pb);
+  const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
+  const calib::Uncertainty u = calib::laplace(pb, all, fr.params);
+  const auto flash = std::find_if(u.free.end() - static_cast<long>(u.n_prior_only), u.free.end(), [](std::size_t i) {
+    return std::string(param_table()[i].name) == "flash_attention_efficiency";
+  });
+  ASSERT_NE(flash, u.free.end());
+  const calib::Sample& s = pb.samples[0];
+  TrainingSettings with_flash = s.settings;
+  with_flash.flash_attention = true;
+  const auto so = calib::sim_options(pb);
+  const auto stored = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, u, so);
+  const auto fl = calib::intervals(s.model, s.strategy, pb.system, with_flash, fr.params, u, so);
+  ASSERT_TRUE(stored && fl);
+  // The 4K-token attention core is a large share of a Qwen3 layer: a ±0.15 prior on a 0.5 efficiency moves it
+  // by some 30 %, several points of the iteration.
+  EXPECT_GT(fl->time_log_sd, stored->time_log_sd + 0.02);
+  calib::restrict_free(pb, {}, {"flash_attention_efficiency=0.5"});
+  const calib::Uncertainty known = calib::laplace(pb, all, fr.params);
+  EXPECT_EQ(known.n_prior_only, u.n_prior_only - 1);
+  const auto fk = calib::intervals(s.model, s.strategy, pb.system, with_flash, fr.params, known, so);
+  ASSERT_TRUE(fk);
+  EXPECT_LT(fk->time_log_sd, fl->time_log_sd - 0.02);
 }
 
 // Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
@@ -309,15 +344,15 @@ TEST(Uncertainty, EachKindLosesTheEffectiveParametersOfItsFit) {
   const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
   const calib::Uncertainty u = calib::laplace(pb, all, fr.params);
   std::size_t memory_only = 0;
-  for (auto i : u.free) {
-    const std::string n = param_table()[i].name;
+  for (std::size_t a = 0; a + u.n_prior_only < u.free.size(); ++a) {  // the fitted ones
+    const std::string n = param_table()[u.free[a]].name;
     memory_only += n == "runtime_memory_gib" || n == "runtime_memory_fraction" || n == "attention_score_bytes";
   }
   ASSERT_EQ(memory_only, 3u);
   // The runs' degrees of freedom less the effective number of parameters (the hat matrix's trace): never more
   // than the free parameters that move a kind, and with the prior switched off exactly that many (a free
   // parameter no run's time depends on, dp_overlap on one node with nothing to overlap, costs none) ...
-  const double time_params = static_cast<double>(u.free.size() - memory_only);
+  const double time_params = static_cast<double>(u.free.size() - u.n_prior_only - memory_only);
   EXPECT_GE(u.time_dof, static_cast<double>(u.n_time) - time_params);
   EXPECT_LT(u.time_dof, static_cast<double>(u.n_time - 2));
   EXPECT_GE(u.memory_dof, static_cast<double>(u.n_memory - memory_only) - 1e-9);
