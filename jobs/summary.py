@@ -26,9 +26,16 @@ for f in sorted(os.listdir(res)):
     if f.startswith("search_") and f.endswith(".json"):
         s = json.load(open(os.path.join(res, f)))
         best = s["ranking"][0]
-        print("  %-12s %-4s %-34s %6.2f s  %5.1f GiB   (%d candidates, %d fit, %.3f s, %d ranks)" % (
+        p90 = best.get("iteration_time_s_p90")
+        print("  %-12s %-4s %-34s %6.2f s%s  %5.1f GiB%s   (%d candidates, %d fit, %.3f s, %d ranks)" % (
             s["model"], f.split("_")[-1][:-5], best["config_name"], best["iteration_time_s"],
-            best["max_peak_memory_bytes"] / 2**30, s["space_size"], s["feasible"], s["wall_s"], s["ranks"]))
+            " (p90 %.2f)" % p90 if p90 else "", best["max_peak_memory_bytes"] / 2**30,
+            " P(fits) %.2f" % best["p_fits"] if best.get("p_fits") is not None else "",
+            s["space_size"], s["feasible"], s["wall_s"], s["ranks"]))
+        leans = s.get("best_leans_on_unfitted") or []
+        if leans:  # the best layout's speed rests partly on parameters θ's runs never measured
+            print("  %-12s      leans on parameters its θ never measured (held at their prior): %s" % (
+                "", ", ".join("%s (time ± %.1f %%)" % (l["name"], 100 * l["time_log_sd"]) for l in leans)))
 print("\nNPU -> GPU shortlist (measured NPU times, scored on measured GPU times):")
 sl = json.load(open(os.path.join(res, "shortlist.json")))
 for ms, r in sl.items():
