@@ -325,8 +325,14 @@ void run(const CalOpts& co, std::ostream& os) {
     const ParamInfo& info = param_table()[i];
     const bool fitted = std::find(pb.free.begin(), pb.free.end(), i) != pb.free.end();
     const bool bound = std::find(fr.on_bounds.begin(), fr.on_bounds.end(), info.name) != fr.on_bounds.end();
-    prow.push_back({info.name, fmt(get(fr.params, i), 4), info.unit, fmt(info.lower, 2) + " .. " + fmt(info.upper, 2),
-                    fitted ? (bound ? "fitted, ON BOUND" : "fitted") : "held at its start value"});
+    // Not fitted: given by --fix (known), or unidentified by these runs or left out by --free (its prior, which
+    // the intervals of a prediction that leans on it carry).
+    const bool fixed = std::find(pb.fixed.begin(), pb.fixed.end(), i) != pb.fixed.end();
+    const std::string status = fitted  ? (bound ? "fitted, ON BOUND" : "fitted")
+                               : fixed ? "fixed (--fix)"
+                                       : fmt::format("not fitted: prior ± {:g} kept for the intervals", info.prior_sd);
+    prow.push_back(
+        {info.name, fmt(get(fr.params, i), 4), info.unit, fmt(info.lower, 2) + " .. " + fmt(info.upper, 2), status});
   }
   os << table({"parameter", "value", "unit", "bounds", "status"}, prow) << "\n" << report_line("in-sample", rin);
   if (!test.empty()) os << report_line("test", rtest);
