@@ -290,6 +290,8 @@ void run(const CalOpts& co, std::ostream& os) {
     sets.push_back({"cv", cr.out_of_sample});
     calib::set_unseen_scale(unc, pb, cv.kind, cr);
   }
+  // How fast the error grows beyond the fitted runs' range (each dimension's extreme runs held out in turn).
+  calib::set_extrapolation_scale(unc, pb, train, co.fit);
   out["uncertainty"] = uncertainty_json(unc);
   std::vector<calib::CoverageRow> coverage;
   if (co.coverage) {
@@ -337,6 +339,12 @@ void run(const CalOpts& co, std::ostream& os) {
   os << table({"parameter", "value", "unit", "bounds", "status"}, prow) << "\n" << report_line("in-sample", rin);
   if (!test.empty()) os << report_line("test", rtest);
   if (cv.kind != calib::CvKind::none) os << report_line("cv " + co.cv, cr.report);
+  if (unc.extrapolation_n_time > 0)
+    os << "beyond the fitted range: time log sd grows " << fmt(100 * unc.extrapolation_time_log_sd, 1)
+       << " % per e-fold outside it"
+       << (unc.extrapolation_n_memory > 0 ? ", memory " + fmt(100 * unc.extrapolation_memory_log_sd, 1) + " %"
+                                          : std::string())
+       << " (each dimension's extreme runs held out: " << unc.extrapolation_n_time << " predictions)\n";
   if (co.published.empty())
     os << "paper, calibrated Calculon (in-sample): time MAPE 10.28/11.22 % (V100, 0.6B/1.7B), 10.19/7.97 % "
           "(910B3); time rho 0.853-0.950; memory MAPE 12.55-15.99 %, memory rho 0.986-0.994\n";

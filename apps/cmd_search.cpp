@@ -44,12 +44,16 @@ std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
 }
 
 // Risk of the ranked candidates (issue: calibration you can trust): present when the scenario's θ carries a
-// covariance. Parameter uncertainty is shared between candidates on one θ, residual errors are not.
+// covariance. Parameter uncertainty is shared between candidates on one θ, residual errors are not; beyond the
+// fitted range (`ranges`, per scenario) each candidate's residual scale widens (calib::beyond_range), and two
+// candidates on one θ share the extrapolation error of the distance they have in common.
 std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model, const search::Space& space,
                                                               const std::vector<search::Entry>& ranking,
                                                               const std::vector<std::optional<calib::Uncertainty>>& unc,
+                                                              const std::vector<calib::FittedRange>& ranges,
                                                               const search::SweepOptions& o) {
   std::vector<std::optional<calib::LogSensitivity>> sens(ranking.size());
+  std::vector<std::array<double, std::size(calib::kRangeDims)>> beyond(ranking.size());
   for (std::size_t i = 0; i < ranking.size(); ++i) {
     const auto c = space.at(ranking[i].index);
     const search::Scenario& s = space.scenarios()[c.scenario];
@@ -58,22 +62,27 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     so.validity = o.validity;
     so.validity.devices_per_node = s.system.devices_per_node;
     sens[i] = calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so);
+    beyond[i] = calib::beyond_range_logs(ranges[c.scenario], c.strategy, s.settings);
   }
   std::vector<std::optional<calib::CandidateRisk>> out(ranking.size());
   if (ranking.empty() || !sens[0]) return out;
   const std::size_t s0 = space.at(ranking[0].index).scenario;
-  // The time's 80 % central quantile (its upper end is the 90th percentile), once per scenario's θ.
-  std::vector<double> q80(unc.size(), 0.0);
-  for (std::size_t si = 0; si < unc.size(); ++si)
-    if (unc[si]) q80[si] = calib::central_quantile(0.8, unc[si]->time_dof);
+  auto sq = [](const auto& x) {
+    double v = 0;
+    for (double e : x) v += e * e;
+    return v;
+  };
+  const calib::Uncertainty u0 = calib::beyond_range(*unc[s0], sq(beyond[0]));
   for (std::size_t i = 0; i < ranking.size(); ++i) {
     if (!sens[i]) continue;
     const std::size_t si = space.at(ranking[i].index).scenario;
-    const calib::Uncertainty& u = *unc[si];
+    const calib::Uncertainty& base = *unc[si];
+    const calib::Uncertainty u = calib::beyond_range(base, sq(beyond[i]));
     calib::CandidateRisk cr;
     const calib::LogSds sd = calib::total_log_sds(u, *sens[i]);
     cr.time_log_sd = sd.time;
-    cr.time_p90_s = ranking[i].time_s * std::exp(q80[si] * cr.time_log_sd);
+    // The upper end of the central 80 % interval: the 90th percentile.
+    cr.time_p90_s = ranking[i].time_s * std::exp(calib::central_quantile(0.8, u.time_dof) * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     cr.p_fits = calib::p_fits(ranking[i].peak_bytes, cap, sd.memory, u.memory_dof);  // NaN without a memory scale
     if (i == 0) {
@@ -83,9 +92,12 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
       if (si == s0 || space.scenarios()[si].system.name == space.scenarios()[s0].system.name) {
         std::vector<double> d(sens[i]->g_time.size());
         for (std::size_t a = 0; a < d.size(); ++a) d[a] = sens[i]->g_time[a] - sens[0]->g_time[a];
-        v = calib::quad(u, d, d) + 2 * u.time_log_sd * u.time_log_sd;
+        std::array<double, std::size(calib::kRangeDims)> apart{};
+        for (std::size_t k = 0; k < apart.size(); ++k) apart[k] = beyond[i][k] - beyond[0][k];
+        const double kappa = base.extrapolation_time_log_sd;
+        v = calib::quad(base, d, d) + 2 * base.time_log_sd * base.time_log_sd + kappa * kappa * sq(apart);
+        dof = calib::beyond_range(base, sq(apart)).time_dof;
       } else {
-        const calib::Uncertainty& u0 = *unc[s0];
         const double sd0 = calib::total_log_sds(u0, *sens[0]).time;
         v = sd.time * sd.time + sd0 * sd0;
         if (u0.time_dof > 0) dof = dof > 0 ? std::min(dof, u0.time_dof) : u0.time_dof;  // the less certain of the two
@@ -284,6 +296,7 @@ void run(SearchCli sc, std::ostream& out) {
   std::vector<search::Scenario> scen;
   std::vector<std::optional<calib::Uncertainty>> unc;  // per scenario: its θ's covariance, when known
   std::vector<std::string> theta_file;                 // per scenario: the θ file read (empty: preset defaults)
+  std::vector<calib::FittedRange> ranges;              // per scenario: its θ's fitted runs' range (empty: unknown)
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;
@@ -307,12 +320,11 @@ void run(SearchCli sc, std::ostream& out) {
                                                                     {"devices", double(scen[i].devices)}}))
           outside.insert(x);
       if (!outside.empty())
-        spdlog::warn(
-            "{}: scenarios outside the runs θ was fitted on: {}; predictions there extrapolate, and the "
-            "intervals do not widen for it",
-            base.system.name, join(outside));
+        spdlog::warn("{}: scenarios outside the runs θ was fitted on: {}; predictions there extrapolate{}",
+                     base.system.name, join(outside), widening_said(base.uncertainty));
     }
     unc.resize(scen.size(), base.uncertainty);
+    ranges.resize(scen.size(), base.fit ? base.fit->range : calib::FittedRange{});
     theta_file.resize(scen.size(), base.params_file);
   }
   auto positive = [](const auto& list, const char* flag) {
@@ -461,7 +473,7 @@ void run(SearchCli sc, std::ostream& out) {
                                  {"settings", io::to_json(s.settings)},
                                  {"params", io::to_json(s.params)}});
   }
-  auto risk = ranking_risk(model, space, r.ranking, unc, o);
+  auto risk = ranking_risk(model, space, r.ranking, unc, ranges, o);
   if (sc.rank_by == "risk") {
     // Risk-aware order: candidates that fit with probability >= 0.9 first, each group by the 90th percentile of
     // its objective (objective x the time's 90th-percentile / point ratio); candidates without a covariance keep their
@@ -486,7 +498,7 @@ void run(SearchCli sc, std::ostream& out) {
     for (auto i : order)
       if (ranked.size() < sc.top) ranked.push_back(r.ranking[i]);
     r.ranking = ranked;
-    risk = ranking_risk(model, space, r.ranking, unc, o);  // P(within 5 %) is relative to the new first
+    risk = ranking_risk(model, space, r.ranking, unc, ranges, o);  // P(within 5 %) is relative to the new first
   }
   // Whether the best candidate owes its place to a parameter θ's runs never measured (flash attention's efficiency
   // on a θ fitted on runs that stored their scores, say): said, and kept with the results.

@@ -79,6 +79,13 @@ std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std:
       f.unseen_n_time = h.at("n_time").get<std::size_t>();
       f.unseen_n_memory = h.at("n_memory").get<std::size_t>();
     }
+    if (u.contains("extrapolation")) {  // absent before 2026-11-30, and when no dimension could be held out
+      const io::Json& h = u["extrapolation"];
+      f.extrapolation_time_log_sd = h.at("time_log_sd_per_log_unit").get<double>();
+      f.extrapolation_memory_log_sd = h.at("memory_log_sd_per_log_unit").get<double>();
+      f.extrapolation_n_time = h.at("n_time").get<std::size_t>();
+      f.extrapolation_n_memory = h.at("n_memory").get<std::size_t>();
+    }
   } catch (const io::Json::exception& e) {
     throw io::InputError(theta_file, 0, "uncertainty", std::string("malformed: ") + e.what());
   }
@@ -112,6 +119,17 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
         {"memory_log_sd", f.unseen_memory_log_sd},
         {"n_time", f.unseen_n_time},
         {"n_memory", f.unseen_n_memory}};
+  if (f.extrapolation_n_time + f.extrapolation_n_memory > 0)
+    j["extrapolation"] = {
+        {"what",
+         "how fast the error grows beyond the fitted runs' range, measured by holding out each dimension's extreme "
+         "runs (largest and smallest sequence, devices, TP, PP, CP, EP) and predicting them from a fit on the rest: "
+         "log sd per unit of log distance outside the range, in excess of the fitted runs' residual scale; a "
+         "prediction outside the range adds (this x its log distance)^2 to its residual variance"},
+        {"time_log_sd_per_log_unit", f.extrapolation_time_log_sd},
+        {"memory_log_sd_per_log_unit", f.extrapolation_memory_log_sd},
+        {"n_time", f.extrapolation_n_time},
+        {"n_memory", f.extrapolation_n_memory}};
   return j;
 }
 
@@ -154,15 +172,7 @@ std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
 
 io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size_t>& idx) {
   io::Json out = io::Json::object();
-  for (const auto& d : kRangeDims) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (auto i : idx) {
-      const double v = d.of(pb.samples[i].strategy, pb.samples[i].settings);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-    if (lo <= hi) out[d.name] = {lo, hi};
-  }
+  for (const auto& [name, r] : calib::fitted_range(pb, idx)) out[name] = {r[0], r[1]};
   return out;
 }
 
@@ -170,6 +180,15 @@ std::vector<std::pair<std::string, double>> range_values(const Strategy& s, cons
   std::vector<std::pair<std::string, double>> v;
   for (const auto& d : kRangeDims) v.push_back({d.name, d.of(s, t)});
   return v;
+}
+
+std::string widening_said(const std::optional<calib::Uncertainty>& u) {
+  if (!u || u->extrapolation_n_time == 0)
+    return ", and the intervals do not widen for it (θ records no extrapolation scale)";
+  return fmt::format(
+      "; the intervals widen by {:.1f} % log sd per e-fold beyond it, the rate at which θ's calibration missed its "
+      "own runs' extreme values when they were held out ({} predictions)",
+      100 * u->extrapolation_time_log_sd, u->extrapolation_n_time);
 }
 
 std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,

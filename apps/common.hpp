@@ -37,25 +37,16 @@ struct ThetaFit {
   // The fitted runs' range per dimension of kRangeDims (`provenance.fitted_range`; absent in older θ files).
   eval::FittedRange range;
 };
-// The dimensions along which a θ file records the range of its fitted runs, and predictions are checked against
-// it: outside, the terms that scale with them extrapolate, which no interval covers.
-struct RangeDim {
-  const char* name;
-  double (*of)(const Strategy&, const TrainingSettings&);
-};
-inline constexpr RangeDim kRangeDims[] = {
-    {"seq_length", [](const Strategy&, const TrainingSettings& t) { return static_cast<double>(t.seq_length); }},
-    {"devices", [](const Strategy& s, const TrainingSettings&) { return static_cast<double>(s.devices()); }},
-    {"tensor_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.tensor_parallel); }},
-    {"pipeline_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.pipeline_parallel); }},
-    {"context_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.context_parallel); }},
-    {"expert_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.expert_parallel); }}};
+using calib::kRangeDims;
 // `provenance.fitted_range` of the runs `idx` of `pb`: {name: [min, max]} per dimension.
 io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size_t>& idx);
 // The values (name, value) outside a fitted range, as "seq_length 131072 (fitted 2048-8192)".
 std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
                                               const std::vector<std::pair<std::string, double>>& values);
 std::vector<std::pair<std::string, double>> range_values(const Strategy& s, const TrainingSettings& t);
+// What a warning about a prediction beyond θ's fitted range says of its intervals: how much they widen per e-fold
+// (θ's measured extrapolation scale), or that they do not.
+std::string widening_said(const std::optional<calib::Uncertainty>& u);
 struct Resolved {
   Model model;
   System system;

@@ -45,19 +45,21 @@ PredictResult predict(const PredictRequest& q) {
   if (r.fit) {
     res.outside_fitted_range = outside_fitted_range(r.fit->range, range_values(s, r.settings));
     if (!res.outside_fitted_range.empty())
-      spdlog::warn(
-          "outside the runs θ was fitted on: {}; the terms that scale with these extrapolate, and the intervals do "
-          "not widen for it",
-          join(res.outside_fitted_range));
+      spdlog::warn("outside the runs θ was fitted on: {}; the terms that scale with these extrapolate{}",
+                   join(res.outside_fitted_range), widening_said(r.uncertainty));
   }
-  if (r.uncertainty)
-    if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so)) {
+  std::optional<calib::Uncertainty> u = r.uncertainty;
+  if (u && r.fit) {  // beyond the fitted range the residual scale widens by θ's extrapolation scale
+    res.beyond_range_log_sq = calib::beyond_range_log_sq(r.fit->range, s, r.settings);
+    *u = calib::beyond_range(*u, res.beyond_range_log_sq);
+  }
+  if (u)
+    if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *u, so)) {
       res.iv = *x;
       res.has_iv = true;
-      res.p_fits =
-          calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, x->memory_log_sd, r.uncertainty->memory_dof);
-      if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *r.uncertainty, so))
-        res.unfitted = calib::prior_leans(*r.uncertainty, *ls);
+      res.p_fits = calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, x->memory_log_sd, u->memory_dof);
+      if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *u, so))
+        res.unfitted = calib::prior_leans(*u, *ls);
       if (!res.unfitted.empty())
         spdlog::warn(
             "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
@@ -86,7 +88,11 @@ io::Json PredictResult::json() const {
                              {"held_out_kind", r.fit->held_out_kind},
                              {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};
   }
-  if (r.fit) j["outside_fitted_range"] = outside_fitted_range;
+  if (r.fit) {
+    j["outside_fitted_range"] = outside_fitted_range;
+    // How far outside, in e-folds (root of the summed squared log distances), which widens the intervals.
+    j["beyond_fitted_range_log_distance"] = std::sqrt(beyond_range_log_sq);
+  }
   if (r.uncertainty) {
     io::Json un = io::Json::array();
     for (const auto& l : unfitted)

@@ -152,6 +152,13 @@ int main(int argc, char** argv) {
       const calib::CvResult mo = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
       print_report("leave-one-model-out", mo.report);
       print_coverage("leave-one-model-out", calib::interval_coverage(pb, mo));
+      // How fast the error grows beyond the fitted runs' range, as calibrate records it in θ.
+      calib::Uncertainty ue = calib::laplace(pb, idx, fr.params);
+      calib::set_extrapolation_scale(ue, pb, idx, fo);
+      std::printf(
+          "  beyond the fitted range (extremes of TP / PP held out) log sd per e-fold: time %.1f %%, memory %.1f %% "
+          "(%zu predictions)\n",
+          100 * ue.extrapolation_time_log_sd, 100 * ue.extrapolation_memory_log_sd, ue.extrapolation_n_time);
       if (residuals) {
         for (const auto& p : mo.out_of_sample) {
           const auto& smp = pb.samples[p.index];

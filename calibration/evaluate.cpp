@@ -228,7 +228,10 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
       const double nan = std::nan("");
       for (const auto& pr : e.predictions) {
         const calib::Sample& s = e.problem.samples[pr.index];
-        const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, p, u, so);
+        // A run beyond θ's fitted range gets the intervals widened by θ's extrapolation scale.
+        const calib::Uncertainty us =
+            calib::beyond_range(u, calib::beyond_range_log_sq(t.fitted_range, s.strategy, s.settings));
+        const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, p, us, so);
         const calib::Interval none{nan, nan, nan};
         e.intervals.push_back(iv ? *iv : calib::PredictionIntervals{none, none, none, none, nan, nan});
         if (iv) calib::tally(e.coverage, *iv, s.time_s, s.mem_max_bytes);

@@ -29,8 +29,7 @@ struct ComponentReport {
   double comm_share_jsd = -1;                                               // -1: no measured shares
 };
 
-// The range of θ's fitted runs per dimension, (name, [min, max]), as a θ file's provenance records it.
-using FittedRange = std::vector<std::pair<std::string, std::array<double, 2>>>;
+using calib::FittedRange;
 
 // A θ to predict with and what is known of how far to trust it (from a θ file written by `lmsim calibrate`).
 struct Theta {

@@ -247,6 +247,93 @@ Uncertainty for_unseen_model(Uncertainty u) {
   return u;
 }
 
+FittedRange fitted_range(const Problem& pb, const std::vector<std::size_t>& idx) {
+  FittedRange out;
+  for (const auto& d : kRangeDims) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (auto i : idx) {
+      const double v = d.of(pb.samples[i].strategy, pb.samples[i].settings);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (lo <= hi) out.push_back({d.name, {lo, hi}});
+  }
+  return out;
+}
+
+std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& range, const Strategy& s,
+                                                            const TrainingSettings& t) {
+  std::array<double, std::size(kRangeDims)> out{};
+  for (std::size_t k = 0; k < out.size(); ++k)
+    for (const auto& [name, r] : range) {
+      if (name != kRangeDims[k].name || !(r[0] > 0)) continue;
+      const double v = kRangeDims[k].of(s, t);
+      out[k] = v > r[1] ? std::log(v / r[1]) : v < r[0] ? -std::log(r[0] / v) : 0.0;
+    }
+  return out;
+}
+
+double beyond_range_log_sq(const FittedRange& range, const Strategy& s, const TrainingSettings& t) {
+  double sq = 0;
+  for (double x : beyond_range_logs(range, s, t)) sq += x * x;
+  return sq;
+}
+
+void set_extrapolation_scale(Uncertainty& u, const Problem& pb, const std::vector<std::size_t>& train,
+                             const FitOptions& o) {
+  double rt = 0, dt = 0, rm = 0, dm = 0;
+  std::size_t nt = 0, nm = 0;
+  const SimOptions so = sim_options(pb);
+  for (const auto& d : kRangeDims) {
+    std::vector<double> values;
+    for (auto i : train) values.push_back(d.of(pb.samples[i].strategy, pb.samples[i].settings));
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    if (values.size() < 2) continue;
+    for (const double x : {values.front(), values.back()}) {
+      std::vector<std::size_t> held, rest;
+      for (auto i : train) (d.of(pb.samples[i].strategy, pb.samples[i].settings) == x ? held : rest).push_back(i);
+      if (rest.size() < 3) continue;
+      const FitResult f = fit(pb, rest, o);
+      const FittedRange range = fitted_range(pb, rest);
+      for (auto i : held) {
+        const Sample& smp = pb.samples[i];
+        const double d2 = beyond_range_log_sq(range, smp.strategy, smp.settings);
+        const Prediction p = simulate(smp.model, smp.strategy, pb.system, smp.settings, f.params, so);
+        if (!p.ok() || !(d2 > 0)) continue;
+        if (smp.time_s > 0) {
+          rt += std::pow(std::log(p.iteration_time_s / smp.time_s), 2);
+          dt += d2;
+          ++nt;
+        }
+        if (smp.mem_max_bytes > 0) {
+          rm += std::pow(std::log(p.max_peak_memory_bytes / smp.mem_max_bytes), 2);
+          dm += d2;
+          ++nm;
+        }
+      }
+    }
+  }
+  const double st = u.time_log_sd * u.time_log_sd, sm = u.memory_log_sd * u.memory_log_sd;
+  u.extrapolation_time_log_sd = nt ? std::sqrt(std::max(0.0, rt - static_cast<double>(nt) * st) / dt) : 0;
+  u.extrapolation_memory_log_sd = nm ? std::sqrt(std::max(0.0, rm - static_cast<double>(nm) * sm) / dm) : 0;
+  u.extrapolation_n_time = nt;
+  u.extrapolation_n_memory = nm;
+}
+
+Uncertainty beyond_range(Uncertainty u, double log_sq) {
+  if (!(log_sq > 0)) return u;
+  auto widen = [&](double& sd, double& dof, double scale, std::size_t n) {
+    if (n == 0 || !(scale > 0)) return;
+    sd = std::sqrt(sd * sd + scale * scale * log_sq);
+    const double held = static_cast<double>(n);
+    dof = dof > 0 ? std::min(dof, held) : held;
+  };
+  widen(u.time_log_sd, u.time_dof, u.extrapolation_time_log_sd, u.extrapolation_n_time);
+  widen(u.memory_log_sd, u.memory_dof, u.extrapolation_memory_log_sd, u.extrapolation_n_memory);
+  return u;
+}
+
 std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s, const System& sys,
                                               const TrainingSettings& t, const PlatformParams& theta,
                                               const Uncertainty& u, const SimOptions& o) {
@@ -412,11 +499,13 @@ void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem
 namespace {
 // Counts the test runs whose measurements fall inside the intervals of θ `theta` with uncertainty `u`.
 void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
-                    const std::vector<std::size_t>& test, Coverage& c) {
+                    const std::vector<std::size_t>& train, const std::vector<std::size_t>& test, Coverage& c) {
   const SimOptions so = sim_options(pb);
+  const FittedRange range = fitted_range(pb, train);
   for (auto i : test) {
     const Sample& s = pb.samples[i];
-    const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, theta, u, so);
+    const Uncertainty us = beyond_range(u, beyond_range_log_sq(range, s.strategy, s.settings));
+    const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, theta, us, so);
     if (!iv) continue;
     tally(c, *iv, s.time_s, s.mem_max_bytes);
   }
@@ -426,7 +515,15 @@ void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncert
 Coverage interval_coverage(const Problem& pb, const CvResult& cv) {
   Coverage c;
   for (std::size_t f = 0; f < cv.folds.size(); ++f)
-    count_coverage(pb, cv.folds[f].params, laplace(pb, cv.folds[f].train, cv.folds[f].params), cv.test_sets[f], c);
+    count_coverage(pb, cv.folds[f].params, laplace(pb, cv.folds[f].train, cv.folds[f].params), cv.folds[f].train,
+                   cv.test_sets[f], c);
+  return c;
+}
+
+Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
+                     const std::vector<std::size_t>& train, const std::vector<std::size_t>& test) {
+  Coverage c;
+  count_coverage(pb, theta, u, train, test, c);
   return c;
 }
 
@@ -437,7 +534,7 @@ Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind 
     const FitResult& fold = outer.folds[f];
     Uncertainty u = laplace(pb, fold.train, fold.params);
     set_unseen_scale(u, pb, kind, cross_validate(pb, fold.train, {kind, 0}, o));
-    count_coverage(pb, fold.params, for_unseen_model(u), outer.test_sets[f], c);
+    count_coverage(pb, fold.params, for_unseen_model(u), fold.train, outer.test_sets[f], c);
   }
   return c;
 }
@@ -455,7 +552,11 @@ UncertaintyJson to_json_form(const Uncertainty& u) {
                     u.unseen_time_log_sd,
                     u.unseen_memory_log_sd,
                     u.unseen_n_time,
-                    u.unseen_n_memory};
+                    u.unseen_n_memory,
+                    u.extrapolation_time_log_sd,
+                    u.extrapolation_memory_log_sd,
+                    u.extrapolation_n_time,
+                    u.extrapolation_n_memory};
   const std::size_t k = u.free.size();
   for (std::size_t a = 0; a < k; ++a) {
     (a + u.n_prior_only < k ? j.free : j.prior_only).push_back(param_table()[u.free[a]].name);
@@ -509,6 +610,13 @@ Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
   u.unseen_memory_log_sd = j.unseen_memory_log_sd;
   u.unseen_n_time = j.unseen_n_time;
   u.unseen_n_memory = j.unseen_n_memory;
+  if (!(j.extrapolation_time_log_sd >= 0) || !(j.extrapolation_memory_log_sd >= 0) ||
+      !std::isfinite(j.extrapolation_time_log_sd) || !std::isfinite(j.extrapolation_memory_log_sd))
+    throw io::InputError(file, 0, "uncertainty.extrapolation", "log sds must be finite and non-negative");
+  u.extrapolation_time_log_sd = j.extrapolation_time_log_sd;
+  u.extrapolation_memory_log_sd = j.extrapolation_memory_log_sd;
+  u.extrapolation_n_time = j.extrapolation_n_time;
+  u.extrapolation_n_memory = j.extrapolation_n_memory;
   return u;
 }
 

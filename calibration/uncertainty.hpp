@@ -5,9 +5,12 @@
 // the residual log-error scale of time and peak memory, and turning both into prediction intervals for any
 // configuration: var(log T) = gᵀ Σ g + s², g = ∂ log T / ∂θ; s is the fitted runs' residual scale, or for a model
 // outside them the held-out models' one. Intervals are log-normal, so they are asymmetric in seconds and bytes.
-// Also their measured coverage: per cross-validation fold, and nested for models outside the fit.
+// Beyond the fitted runs' range (sequence, devices, TP/PP/CP/EP degrees) the residual scale grows at a rate measured
+// by holding out the runs' own extreme values. Also their measured coverage: per cross-validation fold, and nested
+// for models outside the fit.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,7 +41,51 @@ struct Uncertainty {
   // (0: not measured). Such errors are systematic per model, which the fitted runs' residuals cannot show.
   double unseen_time_log_sd = 0, unseen_memory_log_sd = 0;
   std::size_t unseen_n_time = 0, unseen_n_memory = 0;
+  // How fast the error grows beyond the fitted runs' range: log sd per unit of log distance outside it (0: not
+  // measured). Measured by holding out each dimension's extreme runs (set_extrapolation_scale); a prediction
+  // beyond the range adds (scale · distance)² to its residual variance (beyond_range).
+  double extrapolation_time_log_sd = 0, extrapolation_memory_log_sd = 0;
+  std::size_t extrapolation_n_time = 0, extrapolation_n_memory = 0;
 };
+
+// The dimensions along which a fit's runs span a range, and predictions are checked against it: outside, the
+// terms that scale with them extrapolate.
+struct RangeDim {
+  const char* name;
+  double (*of)(const Strategy&, const TrainingSettings&);
+};
+inline constexpr RangeDim kRangeDims[] = {
+    {"seq_length", [](const Strategy&, const TrainingSettings& t) { return static_cast<double>(t.seq_length); }},
+    {"devices", [](const Strategy& s, const TrainingSettings&) { return static_cast<double>(s.devices()); }},
+    {"tensor_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.tensor_parallel); }},
+    {"pipeline_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.pipeline_parallel); }},
+    {"context_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.context_parallel); }},
+    {"expert_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.expert_parallel); }}};
+// A range per dimension, (name, [min, max]), as a θ file's provenance records it (`provenance.fitted_range`).
+using FittedRange = std::vector<std::pair<std::string, std::array<double, 2>>>;
+// The range of the runs `idx` of `pb`.
+FittedRange fitted_range(const Problem& pb, const std::vector<std::size_t>& idx);
+// How far a configuration lies outside `range`: Σ over dimensions of (log of its value over the nearer end)² for
+// the dimensions where it is outside (0 inside; dimensions the range does not record count as inside).
+double beyond_range_log_sq(const FittedRange& range, const Strategy& s, const TrainingSettings& t);
+// The same per dimension of kRangeDims, signed: log(value / max) above the range, −log(min / value) below, 0
+// inside. Two configurations beyond the range by the same amount share that extrapolation's error: the
+// difference of their logs carries (scale · |δ₁ − δ₂|)², not the sum of both.
+std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& range, const Strategy& s,
+                                                            const TrainingSettings& t);
+
+// The extrapolation scale of `u`, by leave-the-extremes-out cross-validation of `pb`'s runs `train`: for each
+// dimension of kRangeDims with two or more values, the runs at its largest (and, separately, its smallest) value
+// are held out, θ is fitted on the rest (at least three runs), and the held-out runs are predicted from beyond the
+// rest's range. Per kind, scale² = max(0, Σ (log error)² − n · s²) / Σ distance², s the fitted runs' residual
+// scale: the error in excess of what any run shows, per unit of log distance. Unchanged when nothing can be held
+// out (every dimension has one value).
+void set_extrapolation_scale(Uncertainty& u, const Problem& pb, const std::vector<std::size_t>& train,
+                             const FitOptions& o);
+// `u` for a configuration `log_sq` (beyond_range_log_sq) outside the fitted range: each kind's residual variance
+// grows by (extrapolation scale)² · log_sq, with at most the extrapolation's held-out runs as degrees of freedom.
+// Unchanged inside the range or when no extrapolation scale was measured.
+Uncertainty beyond_range(Uncertainty u, double log_sq);
 
 // θ's covariance at `theta` (the fit's optimum) over the training runs `train`.
 Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, const PlatformParams& theta);
@@ -137,6 +184,10 @@ struct Coverage {
 // Counts one run's measurements (those > 0; memory only when the intervals have a memory scale) into `c`.
 void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem_max_bytes);
 Coverage interval_coverage(const Problem& pb, const CvResult& cv);
+// Coverage on the runs `test` of θ `theta` fitted on the runs `train` with uncertainty `u`; a test run outside the
+// training runs' range gets the widened intervals of beyond_range.
+Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
+                     const std::vector<std::size_t>& train, const std::vector<std::size_t>& test);
 // Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation:
 // `outer` is a leave-one-model-out or leave-one-source-out cross-validation (`kind`); each of its folds' θ and
 // covariance come from its training runs, its held-out scale from an inner cross-validation of the same kind on
@@ -153,6 +204,8 @@ struct UncertaintyJson {
   double time_dof = 0, memory_dof = 0;
   double unseen_time_log_sd = 0, unseen_memory_log_sd = 0;
   std::size_t unseen_n_time = 0, unseen_n_memory = 0;
+  double extrapolation_time_log_sd = 0, extrapolation_memory_log_sd = 0;
+  std::size_t extrapolation_n_time = 0, extrapolation_n_memory = 0;
 };
 UncertaintyJson to_json_form(const Uncertainty& u);
 Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file);

@@ -142,6 +142,16 @@ assert "flash_attention_efficiency" in names and all(u["time_log_sd"] >= 0.01 fo
 assert tp["unfitted_parameters"] == [], tp["unfitted_parameters"]
 PY
 
+# Beyond the fitted range the intervals widen at the rate θ's calibration measured (the 910B3 θ: 8 devices only).
+"$lmsim" predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --devices 64 --global-batch 256 \
+  --strategy dp16-tp4-pp1-cp1-RC --json 2> "$tmp/e" > "$tmp/far.json"
+grep -q "devices 64 (fitted 8-8).*the intervals widen by" "$tmp/e" || fail "no widening said: $(cat "$tmp/e")"
+python3 - "$tmp/far.json" <<'PY' || fail "beyond_fitted_range_log_distance"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+assert abs(j["beyond_fitted_range_log_distance"] - math.log(8)) < 1e-9, j["beyond_fitted_range_log_distance"]
+PY
+
 # Search: every ranked candidate carries P(fits) in [0, 1] and P(within 5 %); the first is 1 by definition;
 # a candidate predicted at the capacity edge is not certain to fit.
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \

@@ -316,6 +316,61 @@ TEST(Uncertainty, APredictionOnAnUnfittedParameterCarriesItsPrior) {
   EXPECT_LT(fk->time_log_sd, fl->time_log_sd - 0.02);
 }
 
+// Beyond the fitted runs' range the intervals widen at the rate the calibration measured by holding out its own
+// runs' extreme values: the distance is the summed squared log distances outside the range, per dimension.
+TEST(Uncertainty, BeyondTheFittedRangeIntervalsWidenAtTheMeasuredRate) {
+  const calib::FittedRange range{{"seq_length", {2048, 8192}}, {"tensor_parallel", {1, 4}}};
+  Strategy s = io::parse_strategy("dp2-tp4-pp1-cp1-noRC");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  EXPECT_DOUBLE_EQ(calib::beyond_range_log_sq(range, s, t), 0.0);
+  t.seq_length = 32768;
+  EXPECT_NEAR(calib::beyond_range_log_sq(range, s, t), std::pow(std::log(4.0), 2), 1e-12);
+  s = io::parse_strategy("dp1-tp8-pp1-cp1-noRC");
+  t.seq_length = 1024;  // below the range counts as well, with its own sign
+  EXPECT_NEAR(calib::beyond_range_log_sq(range, s, t), 2 * std::pow(std::log(2.0), 2), 1e-12);
+  const auto logs = calib::beyond_range_logs(range, s, t);
+  EXPECT_NEAR(logs[0], -std::log(2.0), 1e-12);  // seq_length, below
+  EXPECT_NEAR(logs[2], std::log(2.0), 1e-12);   // tensor_parallel, above
+  calib::Uncertainty u;
+  u.time_log_sd = 0.03;
+  u.time_dof = 20;
+  EXPECT_DOUBLE_EQ(calib::beyond_range(u, 1.0).time_log_sd, 0.03);  // no scale measured: unchanged
+  u.extrapolation_time_log_sd = 0.05;
+  u.extrapolation_n_time = 12;
+  EXPECT_DOUBLE_EQ(calib::beyond_range(u, 0.0).time_log_sd, 0.03);  // inside: unchanged
+  const calib::Uncertainty w = calib::beyond_range(u, 4.0);
+  EXPECT_NEAR(w.time_log_sd, std::sqrt(0.03 * 0.03 + 0.05 * 0.05 * 4.0), 1e-12);
+  EXPECT_DOUBLE_EQ(w.time_dof, 12.0);  // no more certain than the held-out runs that measured the scale
+
+  // Measured on the V100 runs: TP 1-8 and PP 1-4 have extremes to hold out (one sequence length, 8 devices).
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const calib::Problem pb = calib::make_problem(d, "gpu");
+  const auto all = calib::all_indices(pb);
+  const calib::FitResult fr = calib::fit(pb, all, calib::FitOptions{});
+  calib::Uncertainty m = calib::laplace(pb, all, fr.params);
+  calib::set_extrapolation_scale(m, pb, all, calib::FitOptions{});
+  EXPECT_GT(m.extrapolation_n_time, 0u);
+  EXPECT_GT(m.extrapolation_time_log_sd, 0.0);
+  EXPECT_LT(m.extrapolation_time_log_sd, 0.2);
+  EXPECT_GT(m.extrapolation_n_memory, 0u);
+  const calib::Uncertainty back = calib::from_json_form(calib::to_json_form(m), "theta.json");
+  EXPECT_DOUBLE_EQ(back.extrapolation_time_log_sd, m.extrapolation_time_log_sd);
+  EXPECT_EQ(back.extrapolation_n_memory, m.extrapolation_n_memory);
+  // A 64-device layout of the same model lies log(8) beyond the 8 fitted devices: its interval is wider.
+  const calib::Sample& smp = pb.samples[0];
+  Strategy big = smp.strategy;
+  big.data_parallel *= 8;
+  const calib::FittedRange fitted = calib::fitted_range(pb, all);
+  EXPECT_NEAR(calib::beyond_range_log_sq(fitted, big, smp.settings), std::pow(std::log(8.0), 2), 1e-9);
+  const auto so = calib::sim_options(pb);
+  const auto in = calib::intervals(smp.model, big, pb.system, smp.settings, fr.params, m, so);
+  const auto out = calib::intervals(smp.model, big, pb.system, smp.settings, fr.params,
+                                    calib::beyond_range(m, calib::beyond_range_log_sq(fitted, big, smp.settings)), so);
+  ASSERT_TRUE(in && out);
+  EXPECT_GT(out->time_log_sd, in->time_log_sd + 0.5 * m.extrapolation_time_log_sd * std::log(8.0));
+}
+
 // Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
 // compute / communication terms that move time only; intervals use Student-t quantiles with them.
 TEST(Uncertainty, EachKindLosesTheEffectiveParametersOfItsFit) {
