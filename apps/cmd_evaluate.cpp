@@ -166,7 +166,7 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
     if (it == thetas.end()) return out;
     for (const auto& p : e.predictions) {
       const calib::Sample& s = e.problem.samples[p.index];
-      for (const auto& x : outside_fitted_range(it->second.fitted_range, range_values(s.strategy, s.settings)))
+      for (const auto& x : outside_fitted_range(it->second.fitted_range, range_values(s.model, s.strategy, s.settings)))
         out.insert(x);
     }
     return out;

@@ -62,7 +62,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     so.validity = o.validity;
     so.validity.devices_per_node = s.system.devices_per_node;
     sens[i] = calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so);
-    beyond[i] = calib::beyond_range_logs(ranges[c.scenario], c.strategy, s.settings);
+    beyond[i] = calib::beyond_range_logs(ranges[c.scenario], model, c.strategy, s.settings);
   }
   std::vector<std::optional<calib::CandidateRisk>> out(ranking.size());
   if (ranking.empty() || !sens[0]) return out;

@@ -176,9 +176,9 @@ io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size
   return out;
 }
 
-std::vector<std::pair<std::string, double>> range_values(const Strategy& s, const TrainingSettings& t) {
+std::vector<std::pair<std::string, double>> range_values(const Model& m, const Strategy& s, const TrainingSettings& t) {
   std::vector<std::pair<std::string, double>> v;
-  for (const auto& d : kRangeDims) v.push_back({d.name, d.of(s, t)});
+  for (const auto& d : kRangeDims) v.push_back({d.name, d.of(m, s, t)});
   return v;
 }
 

@@ -43,7 +43,7 @@ io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size
 // The values (name, value) outside a fitted range, as "seq_length 131072 (fitted 2048-8192)".
 std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
                                               const std::vector<std::pair<std::string, double>>& values);
-std::vector<std::pair<std::string, double>> range_values(const Strategy& s, const TrainingSettings& t);
+std::vector<std::pair<std::string, double>> range_values(const Model& m, const Strategy& s, const TrainingSettings& t);
 // What a warning about a prediction beyond θ's fitted range says of its intervals: how much they widen per e-fold
 // (θ's measured extrapolation scale), or that they do not.
 std::string widening_said(const std::optional<calib::Uncertainty>& u);

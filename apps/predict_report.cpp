@@ -43,14 +43,14 @@ PredictResult predict(const PredictRequest& q) {
                          "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection));
   res.mem = per_rank_peak_memory(res.p, s);
   if (r.fit) {
-    res.outside_fitted_range = outside_fitted_range(r.fit->range, range_values(s, r.settings));
+    res.outside_fitted_range = outside_fitted_range(r.fit->range, range_values(r.model, s, r.settings));
     if (!res.outside_fitted_range.empty())
       spdlog::warn("outside the runs θ was fitted on: {}; the terms that scale with these extrapolate{}",
                    join(res.outside_fitted_range), widening_said(r.uncertainty));
   }
   std::optional<calib::Uncertainty> u = r.uncertainty;
   if (u && r.fit) {  // beyond the fitted range the residual scale widens by θ's extrapolation scale
-    res.beyond_range_log_sq = calib::beyond_range_log_sq(r.fit->range, s, r.settings);
+    res.beyond_range_log_sq = calib::beyond_range_log_sq(r.fit->range, r.model, s, r.settings);
     *u = calib::beyond_range(*u, res.beyond_range_log_sq);
   }
   if (u)

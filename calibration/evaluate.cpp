@@ -230,7 +230,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
         const calib::Sample& s = e.problem.samples[pr.index];
         // A run beyond θ's fitted range gets the intervals widened by θ's extrapolation scale.
         const calib::Uncertainty us =
-            calib::beyond_range(u, calib::beyond_range_log_sq(t.fitted_range, s.strategy, s.settings));
+            calib::beyond_range(u, calib::beyond_range_log_sq(t.fitted_range, s.model, s.strategy, s.settings));
         const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, p, us, so);
         const calib::Interval none{nan, nan, nan};
         e.intervals.push_back(iv ? *iv : calib::PredictionIntervals{none, none, none, none, nan, nan});

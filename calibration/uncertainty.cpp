@@ -252,7 +252,7 @@ FittedRange fitted_range(const Problem& pb, const std::vector<std::size_t>& idx)
   for (const auto& d : kRangeDims) {
     double lo = INFINITY, hi = -INFINITY;
     for (auto i : idx) {
-      const double v = d.of(pb.samples[i].strategy, pb.samples[i].settings);
+      const double v = d.of(pb.samples[i].model, pb.samples[i].strategy, pb.samples[i].settings);
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
@@ -261,21 +261,21 @@ FittedRange fitted_range(const Problem& pb, const std::vector<std::size_t>& idx)
   return out;
 }
 
-std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& range, const Strategy& s,
+std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& range, const Model& m, const Strategy& s,
                                                             const TrainingSettings& t) {
   std::array<double, std::size(kRangeDims)> out{};
   for (std::size_t k = 0; k < out.size(); ++k)
     for (const auto& [name, r] : range) {
       if (name != kRangeDims[k].name || !(r[0] > 0)) continue;
-      const double v = kRangeDims[k].of(s, t);
+      const double v = kRangeDims[k].of(m, s, t);
       out[k] = v > r[1] ? std::log(v / r[1]) : v < r[0] ? -std::log(r[0] / v) : 0.0;
     }
   return out;
 }
 
-double beyond_range_log_sq(const FittedRange& range, const Strategy& s, const TrainingSettings& t) {
+double beyond_range_log_sq(const FittedRange& range, const Model& m, const Strategy& s, const TrainingSettings& t) {
   double sq = 0;
-  for (double x : beyond_range_logs(range, s, t)) sq += x * x;
+  for (double x : beyond_range_logs(range, m, s, t)) sq += x * x;
   return sq;
 }
 
@@ -286,19 +286,22 @@ void set_extrapolation_scale(Uncertainty& u, const Problem& pb, const std::vecto
   const SimOptions so = sim_options(pb);
   for (const auto& d : kRangeDims) {
     std::vector<double> values;
-    for (auto i : train) values.push_back(d.of(pb.samples[i].strategy, pb.samples[i].settings));
+    for (auto i : train) values.push_back(d.of(pb.samples[i].model, pb.samples[i].strategy, pb.samples[i].settings));
     std::sort(values.begin(), values.end());
     values.erase(std::unique(values.begin(), values.end()), values.end());
     if (values.size() < 2) continue;
     for (const double x : {values.front(), values.back()}) {
       std::vector<std::size_t> held, rest;
-      for (auto i : train) (d.of(pb.samples[i].strategy, pb.samples[i].settings) == x ? held : rest).push_back(i);
+      for (auto i : train) {
+        const Sample& smp = pb.samples[i];
+        (d.of(smp.model, smp.strategy, smp.settings) == x ? held : rest).push_back(i);
+      }
       if (rest.size() < 3) continue;
       const FitResult f = fit(pb, rest, o);
       const FittedRange range = fitted_range(pb, rest);
       for (auto i : held) {
         const Sample& smp = pb.samples[i];
-        const double d2 = beyond_range_log_sq(range, smp.strategy, smp.settings);
+        const double d2 = beyond_range_log_sq(range, smp.model, smp.strategy, smp.settings);
         const Prediction p = simulate(smp.model, smp.strategy, pb.system, smp.settings, f.params, so);
         if (!p.ok() || !(d2 > 0)) continue;
         if (smp.time_s > 0) {
@@ -504,7 +507,7 @@ void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncert
   const FittedRange range = fitted_range(pb, train);
   for (auto i : test) {
     const Sample& s = pb.samples[i];
-    const Uncertainty us = beyond_range(u, beyond_range_log_sq(range, s.strategy, s.settings));
+    const Uncertainty us = beyond_range(u, beyond_range_log_sq(range, s.model, s.strategy, s.settings));
     const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, theta, us, so);
     if (!iv) continue;
     tally(c, *iv, s.time_s, s.mem_max_bytes);

@@ -52,26 +52,34 @@ struct Uncertainty {
 // terms that scale with them extrapolate.
 struct RangeDim {
   const char* name;
-  double (*of)(const Strategy&, const TrainingSettings&);
+  double (*of)(const Model&, const Strategy&, const TrainingSettings&);
 };
 inline constexpr RangeDim kRangeDims[] = {
-    {"seq_length", [](const Strategy&, const TrainingSettings& t) { return static_cast<double>(t.seq_length); }},
-    {"devices", [](const Strategy& s, const TrainingSettings&) { return static_cast<double>(s.devices()); }},
-    {"tensor_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.tensor_parallel); }},
-    {"pipeline_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.pipeline_parallel); }},
-    {"context_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.context_parallel); }},
-    {"expert_parallel", [](const Strategy& s, const TrainingSettings&) { return double(s.expert_parallel); }}};
+    {"seq_length",
+     [](const Model&, const Strategy&, const TrainingSettings& t) { return static_cast<double>(t.seq_length); }},
+    {"devices", [](const Model&, const Strategy& s, const TrainingSettings&) { return double(s.devices()); }},
+    {"tensor_parallel",
+     [](const Model&, const Strategy& s, const TrainingSettings&) { return double(s.tensor_parallel); }},
+    {"pipeline_parallel",
+     [](const Model&, const Strategy& s, const TrainingSettings&) { return double(s.pipeline_parallel); }},
+    {"context_parallel",
+     [](const Model&, const Strategy& s, const TrainingSettings&) { return double(s.context_parallel); }},
+    {"expert_parallel",
+     [](const Model&, const Strategy& s, const TrainingSettings&) { return double(s.expert_parallel); }},
+    // The model's scale: GEMM shapes, message and activation sizes follow the hidden size. A θ fitted on one model
+    // and used for another extrapolates along it.
+    {"hidden_size", [](const Model& m, const Strategy&, const TrainingSettings&) { return double(m.hidden_size); }}};
 // A range per dimension, (name, [min, max]), as a θ file's provenance records it (`provenance.fitted_range`).
 using FittedRange = std::vector<std::pair<std::string, std::array<double, 2>>>;
 // The range of the runs `idx` of `pb`.
 FittedRange fitted_range(const Problem& pb, const std::vector<std::size_t>& idx);
 // How far a configuration lies outside `range`: Σ over dimensions of (log of its value over the nearer end)² for
 // the dimensions where it is outside (0 inside; dimensions the range does not record count as inside).
-double beyond_range_log_sq(const FittedRange& range, const Strategy& s, const TrainingSettings& t);
+double beyond_range_log_sq(const FittedRange& range, const Model& m, const Strategy& s, const TrainingSettings& t);
 // The same per dimension of kRangeDims, signed: log(value / max) above the range, −log(min / value) below, 0
 // inside. Two configurations beyond the range by the same amount share that extrapolation's error: the
 // difference of their logs carries (scale · |δ₁ − δ₂|)², not the sum of both.
-std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& range, const Strategy& s,
+std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& range, const Model& m, const Strategy& s,
                                                             const TrainingSettings& t);
 
 // The extrapolation scale of `u`, by leave-the-extremes-out cross-validation of `pb`'s runs `train`: for each

@@ -320,16 +320,17 @@ TEST(Uncertainty, APredictionOnAnUnfittedParameterCarriesItsPrior) {
 // runs' extreme values: the distance is the summed squared log distances outside the range, per dimension.
 TEST(Uncertainty, BeyondTheFittedRangeIntervalsWidenAtTheMeasuredRate) {
   const calib::FittedRange range{{"seq_length", {2048, 8192}}, {"tensor_parallel", {1, 4}}};
+  const Model m0 = io::presets().find_model("Qwen3-1.7B")->model;
   Strategy s = io::parse_strategy("dp2-tp4-pp1-cp1-noRC");
   TrainingSettings t;
   t.seq_length = 4096;
-  EXPECT_DOUBLE_EQ(calib::beyond_range_log_sq(range, s, t), 0.0);
+  EXPECT_DOUBLE_EQ(calib::beyond_range_log_sq(range, m0, s, t), 0.0);
   t.seq_length = 32768;
-  EXPECT_NEAR(calib::beyond_range_log_sq(range, s, t), std::pow(std::log(4.0), 2), 1e-12);
+  EXPECT_NEAR(calib::beyond_range_log_sq(range, m0, s, t), std::pow(std::log(4.0), 2), 1e-12);
   s = io::parse_strategy("dp1-tp8-pp1-cp1-noRC");
   t.seq_length = 1024;  // below the range counts as well, with its own sign
-  EXPECT_NEAR(calib::beyond_range_log_sq(range, s, t), 2 * std::pow(std::log(2.0), 2), 1e-12);
-  const auto logs = calib::beyond_range_logs(range, s, t);
+  EXPECT_NEAR(calib::beyond_range_log_sq(range, m0, s, t), 2 * std::pow(std::log(2.0), 2), 1e-12);
+  const auto logs = calib::beyond_range_logs(range, m0, s, t);
   EXPECT_NEAR(logs[0], -std::log(2.0), 1e-12);  // seq_length, below
   EXPECT_NEAR(logs[2], std::log(2.0), 1e-12);   // tensor_parallel, above
   calib::Uncertainty u;
@@ -362,11 +363,16 @@ TEST(Uncertainty, BeyondTheFittedRangeIntervalsWidenAtTheMeasuredRate) {
   Strategy big = smp.strategy;
   big.data_parallel *= 8;
   const calib::FittedRange fitted = calib::fitted_range(pb, all);
-  EXPECT_NEAR(calib::beyond_range_log_sq(fitted, big, smp.settings), std::pow(std::log(8.0), 2), 1e-9);
+  EXPECT_NEAR(calib::beyond_range_log_sq(fitted, smp.model, big, smp.settings), std::pow(std::log(8.0), 2), 1e-9);
+  // A larger model is an extrapolation too: Qwen3-8B's hidden size 4096 lies an e-fold of log 2 beyond 1024-2048.
+  EXPECT_NEAR(
+      calib::beyond_range_log_sq(fitted, io::presets().find_model("Qwen3-8B")->model, smp.strategy, smp.settings),
+      std::pow(std::log(2.0), 2), 1e-9);
   const auto so = calib::sim_options(pb);
   const auto in = calib::intervals(smp.model, big, pb.system, smp.settings, fr.params, m, so);
-  const auto out = calib::intervals(smp.model, big, pb.system, smp.settings, fr.params,
-                                    calib::beyond_range(m, calib::beyond_range_log_sq(fitted, big, smp.settings)), so);
+  const auto out =
+      calib::intervals(smp.model, big, pb.system, smp.settings, fr.params,
+                       calib::beyond_range(m, calib::beyond_range_log_sq(fitted, smp.model, big, smp.settings)), so);
   ASSERT_TRUE(in && out);
   EXPECT_GT(out->time_log_sd, in->time_log_sd + 0.5 * m.extrapolation_time_log_sd * std::log(8.0));
 }
