@@ -298,7 +298,7 @@ TEST(Uncertainty, APredictionOnAnUnfittedParameterCarriesItsPrior) {
     return std::string(param_table()[i].name) == "flash_attention_efficiency";
   });
   ASSERT_NE(flash, u.free.end());
-  const calib::Sample& s = pb.samples[0];
+  const calib::Sample s = pb.samples[0];  // a copy: restrict_free below replaces the problem
   TrainingSettings with_flash = s.settings;
   with_flash.flash_attention = true;
   const auto so = calib::sim_options(pb);
