@@ -317,7 +317,8 @@ void run(SearchCli sc, std::ostream& out) {
       std::set<std::string> outside;
       for (std::size_t i = first; i < scen.size(); ++i)
         for (const auto& x : outside_fitted_range(base.fit->range, {{"seq_length", double(scen[i].settings.seq_length)},
-                                                                    {"devices", double(scen[i].devices)}}))
+                                                                    {"devices", double(scen[i].devices)},
+                                                                    {"hidden_size", double(base.model.hidden_size)}}))
           outside.insert(x);
       if (!outside.empty())
         spdlog::warn("{}: scenarios outside the runs θ was fitted on: {}; predictions there extrapolate{}",
