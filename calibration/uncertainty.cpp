@@ -537,6 +537,7 @@ Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind 
     const FitResult& fold = outer.folds[f];
     Uncertainty u = laplace(pb, fold.train, fold.params);
     set_unseen_scale(u, pb, kind, cross_validate(pb, fold.train, {kind, 0}, o));
+    set_extrapolation_scale(u, pb, fold.train, o);  // as calibrate records it: the held-out group may lie beyond
     count_coverage(pb, fold.params, for_unseen_model(u), fold.train, outer.test_sets[f], c);
   }
   return c;

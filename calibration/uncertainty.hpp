@@ -199,8 +199,9 @@ Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncer
 // Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation:
 // `outer` is a leave-one-model-out or leave-one-source-out cross-validation (`kind`); each of its folds' θ and
 // covariance come from its training runs, its held-out scale from an inner cross-validation of the same kind on
-// those runs alone, and its intervals predict the held-out group. Empty with fewer than three groups (the inner
-// one needs two).
+// those runs alone, and its extrapolation scale from its own extreme runs (as `calibrate` records both), and its
+// intervals, widened where the held-out group lies beyond the fold's range, predict the held-out group. Empty with
+// fewer than three groups (the inner one needs two).
 Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind kind, const FitOptions& o);
 
 // JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
