@@ -123,9 +123,9 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
     j["extrapolation"] = {
         {"what",
          "how fast the error grows beyond the fitted runs' range, measured by holding out each dimension's extreme "
-         "runs (largest and smallest sequence, devices, TP, PP, CP, EP) and predicting them from a fit on the rest: "
-         "log sd per unit of log distance outside the range, in excess of the fitted runs' residual scale; a "
-         "prediction outside the range adds (this x its log distance)^2 to its residual variance"},
+         "runs (largest and smallest sequence, devices, TP, PP, CP, EP and hidden size) and predicting them from a "
+         "fit on the rest: log sd per unit of log distance outside the range, in excess of the fitted runs' residual "
+         "scale; a prediction outside the range adds (this x its log distance)^2 to its residual variance"},
         {"time_log_sd_per_log_unit", f.extrapolation_time_log_sd},
         {"memory_log_sd_per_log_unit", f.extrapolation_memory_log_sd},
         {"n_time", f.extrapolation_n_time},
