@@ -77,6 +77,12 @@ void run(const PredictCli& o, std::ostream& os) {
                       ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"
                 : std::string())
      << "\n"
+     << (has_iv ? "                log sd " + fmt(100 * iv.time_log_sd, 1) + " %: residual " +
+                      fmt(100 * res.time_sd_parts.residual, 1) + ", beyond the fitted range " +
+                      fmt(100 * res.time_sd_parts.beyond_range, 1) + ", fitted θ " +
+                      fmt(100 * res.time_sd_parts.fitted_parameters, 1) + ", priors of unmeasured parameters " +
+                      fmt(100 * res.time_sd_parts.unfitted_priors, 1) + "\n"
+                : std::string())
      << "throughput      " << fmt(throughput(p, s, r.system, r.settings).tokens_per_s_per_device, 0)
      << " tokens/s per device, " << fmt(throughput(p, s, r.system, r.settings).model_tflops_per_device, 0)
      << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"

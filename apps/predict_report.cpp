@@ -58,8 +58,10 @@ PredictResult predict(const PredictRequest& q) {
       res.iv = *x;
       res.has_iv = true;
       res.p_fits = calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, x->memory_log_sd, u->memory_dof);
-      if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *u, so))
+      if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *u, so)) {
         res.unfitted = calib::prior_leans(*u, *ls);
+        res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
+      }
       if (!res.unfitted.empty())
         spdlog::warn(
             "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
@@ -119,6 +121,14 @@ io::Json PredictResult::json() const {
   j["model_tflops_per_device"] = tp.model_tflops_per_device;
   j["mfu"] = tp.mfu;
   j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;
+  if (has_iv) {  // where the time interval's width comes from: log sds whose squares add up to the total's
+    const calib::TimeSdParts& tp = time_sd_parts;
+    j["time_log_sd"] = iv.time_log_sd;
+    j["time_log_sd_parts"] = {{"residual", tp.residual},
+                              {"beyond_fitted_range", tp.beyond_range},
+                              {"fitted_parameters", tp.fitted_parameters},
+                              {"unfitted_priors", tp.unfitted_priors}};
+  }
   if (has_iv)  // central 80 % and 90 % prediction intervals
     for (const auto& end : calib::kIntervalEnds) {
       j[std::string("iteration_time_s_") + end.percentile] = end.of(iv.*end.time);

@@ -28,6 +28,7 @@ struct PredictResult {
   std::vector<std::string> outside_fitted_range;  // dimensions beyond θ's fitted runs (an extrapolation)
   std::vector<calib::PriorLean> unfitted;         // parameters θ's runs never measured that the time leans on
   double beyond_range_log_sq = 0;                 // calib::beyond_range_log_sq of θ's fitted range (0: inside)
+  calib::TimeSdParts time_sd_parts{};             // where the time interval's width comes from (with has_iv)
   std::string emit;
   bool allow_uneven = false;
   io::Json json() const;  // the `predict --json` document

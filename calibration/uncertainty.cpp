@@ -463,6 +463,23 @@ LogSds total_log_sds(const Uncertainty& u, const LogSensitivity& ls) {
   return {std::sqrt(std::max(0.0, vt)), u.memory_log_sd > 0 ? std::sqrt(std::max(0.0, vm)) : 0.0};
 }
 
+TimeSdParts time_sd_parts(const Uncertainty& base, const Uncertainty& widened, const LogSensitivity& ls) {
+  TimeSdParts out;
+  out.residual = base.time_log_sd;
+  out.beyond_range =
+      std::sqrt(std::max(0.0, widened.time_log_sd * widened.time_log_sd - base.time_log_sd * base.time_log_sd));
+  const std::size_t k = widened.free.size(), fitted = k - std::min(widened.n_prior_only, k);
+  double vf = 0, vp = 0;
+  for (std::size_t a = 0; a < k && a < ls.g_time.size(); ++a)
+    for (std::size_t b = 0; b < k && b < ls.g_time.size(); ++b) {
+      const double x = ls.g_time[a] * widened.covariance[a * k + b] * ls.g_time[b];
+      (a < fitted && b < fitted ? vf : vp) += x;  // prior-only entries are uncorrelated with the fitted ones
+    }
+  out.fitted_parameters = std::sqrt(std::max(0.0, vf));
+  out.unfitted_priors = std::sqrt(std::max(0.0, vp));
+  return out;
+}
+
 std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
                                              const TrainingSettings& t, const PlatformParams& theta,
                                              const Uncertainty& u, const SimOptions& o) {

@@ -159,6 +159,15 @@ std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& l
 // "flash_attention_efficiency 0.5 ± 0.15 (time ± 6.1 %), ..." for a warning.
 std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta);
 
+// Where a prediction's time interval comes from, as log sds whose squares add up to the total's: the residual scale
+// (the fitted runs', or held-out models' for a model outside them), the widening beyond the fitted range, the
+// fitted parameters' covariance, and the priors of parameters the runs never measured. `base` is the uncertainty
+// before beyond_range, `widened` after it, `ls` the prediction's sensitivities to `widened`'s parameters.
+struct TimeSdParts {
+  double residual = 0, beyond_range = 0, fitted_parameters = 0, unfitted_priors = 0;
+};
+TimeSdParts time_sd_parts(const Uncertainty& base, const Uncertainty& widened, const LogSensitivity& ls);
+
 // Risk of ranked candidates that share one θ: P(peak ≤ capacity) and P(objective within 5 % of the first
 // candidate's). Parameter uncertainty is shared (so the difference of two candidates' logs has variance
 // (g_i − g_0)ᵀ Σ (g_i − g_0)); residual errors are independent per configuration.

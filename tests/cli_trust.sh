@@ -135,11 +135,14 @@ grep -q "leans on parameters θ's runs never measured, held at their prior: flas
   --strategy dp4-tp2-pp1-cp1-noRC --json 2> "$tmp/e" > "$tmp/tp.json"
 ! grep -q "never measured" "$tmp/e" || fail "unfitted-parameter warning for a measured layout: $(cat "$tmp/e")"
 python3 - "$tmp/cp.json" "$tmp/tp.json" <<'PY' || fail "predict unfitted_parameters"
-import json, sys
+import json, math, sys
 cp, tp = (json.load(open(f)) for f in sys.argv[1:])
 names = [u["name"] for u in cp["unfitted_parameters"]]
 assert "flash_attention_efficiency" in names and all(u["time_log_sd"] >= 0.01 for u in cp["unfitted_parameters"]), cp
 assert tp["unfitted_parameters"] == [], tp["unfitted_parameters"]
+parts = cp["time_log_sd_parts"]  # where the width comes from: squares adding up to the total's
+assert abs(math.sqrt(sum(v * v for v in parts.values())) - cp["time_log_sd"]) < 1e-9, parts
+assert parts["unfitted_priors"] > 0.02 and parts["beyond_fitted_range"] > 0 and tp["time_log_sd_parts"]["unfitted_priors"] == 0
 PY
 
 # Beyond the fitted range the intervals widen at the rate θ's calibration measured (the 910B3 θ: 8 devices only).

@@ -308,6 +308,16 @@ TEST(Uncertainty, APredictionOnAnUnfittedParameterCarriesItsPrior) {
   // The 4K-token attention core is a large share of a Qwen3 layer: a ±0.15 prior on a 0.5 efficiency moves it
   // by some 30 %, several points of the iteration.
   EXPECT_GT(fl->time_log_sd, stored->time_log_sd + 0.02);
+  // Where the width comes from: the parts' squares add up to the total's, and the flash prior is one of them.
+  const auto ls = calib::log_sensitivity(s.model, s.strategy, pb.system, with_flash, fr.params, u, so);
+  ASSERT_TRUE(ls);
+  const calib::TimeSdParts parts = calib::time_sd_parts(u, u, *ls);
+  EXPECT_NEAR(
+      std::sqrt(parts.residual * parts.residual + parts.beyond_range * parts.beyond_range +
+                parts.fitted_parameters * parts.fitted_parameters + parts.unfitted_priors * parts.unfitted_priors),
+      fl->time_log_sd, 1e-9);
+  EXPECT_GT(parts.unfitted_priors, 0.02);
+  EXPECT_DOUBLE_EQ(parts.beyond_range, 0.0);
   calib::restrict_free(pb, {}, {"flash_attention_efficiency=0.5"});
   const calib::Uncertainty known = calib::laplace(pb, all, fr.params);
   EXPECT_EQ(known.n_prior_only, u.n_prior_only - 1);
