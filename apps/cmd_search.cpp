@@ -43,6 +43,14 @@ std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   return out;
 }
 
+// How a scenario's candidates are simulated: the sweep's validity rules on the scenario's system.
+SimOptions scenario_sim_options(const search::Scenario& s, const search::SweepOptions& o) {
+  SimOptions so;
+  so.validity = o.validity;
+  so.validity.devices_per_node = s.system.devices_per_node;
+  return so;
+}
+
 // Risk of the ranked candidates (issue: calibration you can trust): present when the scenario's θ carries a
 // covariance. Parameter uncertainty is shared between candidates on one θ, residual errors are not; beyond the
 // fitted range (`ranges`, per scenario) each candidate's residual scale widens (calib::beyond_range), and two
@@ -58,9 +66,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     const auto c = space.at(ranking[i].index);
     const search::Scenario& s = space.scenarios()[c.scenario];
     if (!unc[c.scenario]) continue;
-    SimOptions so;
-    so.validity = o.validity;
-    so.validity.devices_per_node = s.system.devices_per_node;
+    const SimOptions so = scenario_sim_options(s, o);
     sens[i] = calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so);
     beyond[i] = calib::beyond_range_logs(ranges[c.scenario], model, c.strategy, s.settings);
   }
@@ -115,9 +121,7 @@ Throughput throughput_of(const Model& model, const search::Space& space, const s
                          const search::SweepOptions& o) {
   const auto c = space.at(e.index);
   const search::Scenario& s = space.scenarios()[c.scenario];
-  SimOptions so;
-  so.validity = o.validity;
-  so.validity.devices_per_node = s.system.devices_per_node;
+  const SimOptions so = scenario_sim_options(s, o);
   return throughput(simulate(model, c.strategy, s.system, s.settings, s.params, so), c.strategy, s.system, s.settings);
 }
 
@@ -183,10 +187,8 @@ void write_results(const std::string& file, const search::Space& space, const se
       mem.push_back(e.peak_bytes);
       obj.push_back(e.objective);
       if (full) {
-        SimOptions so;
-        so.validity = o.validity;
-        so.validity.devices_per_node = s.system.devices_per_node;
-        const Prediction p = simulate(space.model(), c.strategy, s.system, s.settings, s.params, so);
+        const Prediction p =
+            simulate(space.model(), c.strategy, s.system, s.settings, s.params, scenario_sim_options(s, o));
         for (std::size_t k = 0; k < kNumBreakdownTerms; ++k)
           terms[k].push_back(p.breakdown.*(breakdown_terms()[k].field));
       }
@@ -508,9 +510,7 @@ void run(SearchCli sc, std::ostream& out) {
     const auto c = space.at(r.ranking[0].index);
     const search::Scenario& s = space.scenarios()[c.scenario];
     if (unc[c.scenario]) {
-      SimOptions so;
-      so.validity = o.validity;
-      so.validity.devices_per_node = s.system.devices_per_node;
+      const SimOptions so = scenario_sim_options(s, o);
       if (const auto ls =
               calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so)) {
         const auto l = calib::prior_leans(*unc[c.scenario], *ls);

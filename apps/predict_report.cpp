@@ -53,15 +53,14 @@ PredictResult predict(const PredictRequest& q) {
     res.beyond_range_log_sq = calib::beyond_range_log_sq(r.fit->range, r.model, s, r.settings);
     *u = calib::beyond_range(*u, res.beyond_range_log_sq);
   }
-  if (u)
-    if (const auto x = calib::intervals(r.model, s, r.system, r.settings, r.params, *u, so)) {
-      res.iv = *x;
+  if (u)  // one sensitivity for the intervals, what they lean on and what their width is made of
+    if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *u, so)) {
+      res.iv = calib::intervals(*ls, *u);
       res.has_iv = true;
-      res.p_fits = calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, x->memory_log_sd, u->memory_dof);
-      if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *u, so)) {
-        res.unfitted = calib::prior_leans(*u, *ls);
-        res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
-      }
+      res.p_fits =
+          calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, res.iv.memory_log_sd, u->memory_dof);
+      res.unfitted = calib::prior_leans(*u, *ls);
+      res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
       if (!res.unfitted.empty())
         spdlog::warn(
             "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "

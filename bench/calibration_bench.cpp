@@ -154,19 +154,7 @@ int main(int argc, char** argv) {
       print_coverage("leave-one-model-out", calib::interval_coverage(pb, mo));
       // What a θ fitted on one model gives another: each fold's intervals widened by the extrapolation scale that
       // fold measures on its own runs, for the distance the held-out model lies beyond its range (its hidden size).
-      calib::Coverage widened;
-      for (std::size_t f = 0; f < mo.folds.size(); ++f) {
-        calib::Uncertainty u = calib::laplace(pb, mo.folds[f].train, mo.folds[f].params);
-        calib::set_extrapolation_scale(u, pb, mo.folds[f].train, fo);
-        const calib::Coverage c = calib::coverage_of(pb, mo.folds[f].params, u, mo.folds[f].train, mo.test_sets[f]);
-        widened.n_time += c.n_time;
-        widened.time_in_80 += c.time_in_80;
-        widened.time_in_90 += c.time_in_90;
-        widened.n_memory += c.n_memory;
-        widened.memory_in_80 += c.memory_in_80;
-        widened.memory_in_90 += c.memory_in_90;
-      }
-      print_coverage("  widened beyond range", widened);
+      print_coverage("  widened beyond range", calib::widened_coverage(pb, mo, fo));
       // How fast the error grows beyond the fitted runs' range, as calibrate records it in θ.
       calib::Uncertainty ue = calib::laplace(pb, idx, fr.params);
       calib::set_extrapolation_scale(ue, pb, idx, fo);

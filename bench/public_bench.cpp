@@ -122,20 +122,8 @@ int main(int argc, char** argv) {
       line("leave-one-source-out", pb, cv.out_of_sample, residuals);
       // A held-out source's runs lie partly beyond the fold's range: each fold's intervals as its own fit gives
       // them, then widened by the extrapolation scale that fold measures on its own runs.
-      calib::Coverage plain, widened;
-      for (std::size_t f = 0; f < cv.folds.size(); ++f) {
-        calib::Uncertainty u = calib::laplace(pb, cv.folds[f].train, cv.folds[f].params);
-        const calib::Coverage a = calib::coverage_of(pb, cv.folds[f].params, u, cv.folds[f].train, cv.test_sets[f]);
-        calib::set_extrapolation_scale(u, pb, cv.folds[f].train, fo);
-        const calib::Coverage b = calib::coverage_of(pb, cv.folds[f].params, u, cv.folds[f].train, cv.test_sets[f]);
-        for (auto [to, from] : {std::pair{&plain, &a}, std::pair{&widened, &b}}) {
-          to->n_time += from->n_time;
-          to->time_in_80 += from->time_in_80;
-          to->time_in_90 += from->time_in_90;
-        }
-      }
-      coverage_line("  interval coverage", plain);
-      coverage_line("  widened beyond range", widened);
+      coverage_line("  interval coverage", calib::interval_coverage(pb, cv));
+      coverage_line("  widened beyond range", calib::widened_coverage(pb, cv, fo));
     }
     // How fast the error grows beyond the fitted runs' range (each dimension's extreme runs held out in turn), as
     // calibrate records it; the validation rows' intervals widen by it where they lie outside the range.

@@ -480,26 +480,27 @@ TimeSdParts time_sd_parts(const Uncertainty& base, const Uncertainty& widened, c
   return out;
 }
 
-std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
-                                             const TrainingSettings& t, const PlatformParams& theta,
-                                             const Uncertainty& u, const SimOptions& o) {
-  const auto ls = log_sensitivity(m, s, sys, t, theta, u, o);
-  if (!ls) return std::nullopt;
-  struct {
-    double iteration_time_s, max_peak_memory_bytes;
-  } p{ls->time_s, ls->memory_bytes};
+PredictionIntervals intervals(const LogSensitivity& ls, const Uncertainty& u) {
   PredictionIntervals out;
-  const LogSds sd = total_log_sds(u, *ls);
+  const LogSds sd = total_log_sds(u, ls);
   out.time_log_sd = sd.time;
   out.memory_log_sd = sd.memory;
   // Central Student-t quantiles with each kind's residual degrees of freedom (normal: 80 % -> 1.2816, 90 % ->
   // 1.6449).
   auto band = [](double v, double sd, double z) { return Interval{v, v * std::exp(-z * sd), v * std::exp(z * sd)}; };
-  out.time_s_80 = band(p.iteration_time_s, out.time_log_sd, central_quantile(0.8, u.time_dof));
-  out.time_s_90 = band(p.iteration_time_s, out.time_log_sd, central_quantile(0.9, u.time_dof));
-  out.memory_bytes_80 = band(p.max_peak_memory_bytes, out.memory_log_sd, central_quantile(0.8, u.memory_dof));
-  out.memory_bytes_90 = band(p.max_peak_memory_bytes, out.memory_log_sd, central_quantile(0.9, u.memory_dof));
+  out.time_s_80 = band(ls.time_s, out.time_log_sd, central_quantile(0.8, u.time_dof));
+  out.time_s_90 = band(ls.time_s, out.time_log_sd, central_quantile(0.9, u.time_dof));
+  out.memory_bytes_80 = band(ls.memory_bytes, out.memory_log_sd, central_quantile(0.8, u.memory_dof));
+  out.memory_bytes_90 = band(ls.memory_bytes, out.memory_log_sd, central_quantile(0.9, u.memory_dof));
   return out;
+}
+
+std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
+                                             const TrainingSettings& t, const PlatformParams& theta,
+                                             const Uncertainty& u, const SimOptions& o) {
+  const auto ls = log_sensitivity(m, s, sys, t, theta, u, o);
+  if (!ls) return std::nullopt;
+  return intervals(*ls, u);
 }
 
 void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem_max_bytes) {
@@ -544,6 +545,16 @@ Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncer
                      const std::vector<std::size_t>& train, const std::vector<std::size_t>& test) {
   Coverage c;
   count_coverage(pb, theta, u, train, test, c);
+  return c;
+}
+
+Coverage widened_coverage(const Problem& pb, const CvResult& cv, const FitOptions& o) {
+  Coverage c;
+  for (std::size_t f = 0; f < cv.folds.size(); ++f) {
+    Uncertainty u = laplace(pb, cv.folds[f].train, cv.folds[f].params);
+    set_extrapolation_scale(u, pb, cv.folds[f].train, o);
+    count_coverage(pb, cv.folds[f].params, u, cv.folds[f].train, cv.test_sets[f], c);
+  }
   return c;
 }
 

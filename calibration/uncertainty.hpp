@@ -187,6 +187,8 @@ double p_fits(double peak_bytes, double capacity_bytes, double memory_log_sd, do
 // dof → ∞); dof <= 0 means the normal quantile.
 double central_quantile(double p, double dof);
 
+// Intervals from a prediction's sensitivities (log_sensitivity, on `u`'s parameters).
+PredictionIntervals intervals(const LogSensitivity& ls, const Uncertainty& u);
 // Intervals for one configuration; nullopt when the strategy is rejected.
 std::optional<PredictionIntervals> intervals(const Model& m, const Strategy& s, const System& sys,
                                              const TrainingSettings& t, const PlatformParams& theta,
@@ -201,6 +203,10 @@ struct Coverage {
 // Counts one run's measurements (those > 0; memory only when the intervals have a memory scale) into `c`.
 void tally(Coverage& c, const PredictionIntervals& iv, double time_s, double mem_max_bytes);
 Coverage interval_coverage(const Problem& pb, const CvResult& cv);
+// interval_coverage with each fold's intervals widened where a test run lies beyond the fold's range, by the
+// extrapolation scale that fold measures on its own runs (set_extrapolation_scale): what a θ calibrate wrote from
+// those runs alone would give them.
+Coverage widened_coverage(const Problem& pb, const CvResult& cv, const FitOptions& o);
 // Coverage on the runs `test` of θ `theta` fitted on the runs `train` with uncertainty `u`; a test run outside the
 // training runs' range gets the widened intervals of beyond_range.
 Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
