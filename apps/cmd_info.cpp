@@ -1,4 +1,4 @@
-// `lmsim models`, `lmsim systems`, `lmsim dataset info DIR`.
+// `lmsim models`, `lmsim systems`, `lmsim stacks`, `lmsim dataset info DIR`.
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -75,6 +75,30 @@ void register_models(CLI::App& app) {
     std::cout << table({"system", "device", "per_node", "fp16_TF", "bf16_TF", "fp8_TF", "hbm_GiB", "hbm_GB/s",
                         "intra_GB/s", "intra", "inter_GB/s"},
                        rows);
+  });
+  auto stacks_json = std::make_shared<bool>(false);
+  auto* stacks = app.add_subcommand("stacks", "list software stacks (--stack): the training settings they set");
+  stacks->add_flag("--json", *stacks_json, "machine-readable output");
+  stacks->callback([stacks_json] {
+    const auto& p = io::presets();
+    if (*stacks_json) {
+      io::Json arr = io::Json::array();
+      for (const auto& st : p.stacks)
+        arr.push_back({{"name", st.name},
+                       {"summary", st.summary},
+                       {"source", st.source},
+                       {"systems", st.systems},
+                       {"settings", io::to_json(st.settings)}});
+      std::cout << arr.dump(1) << "\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& st : p.stacks) {
+      std::string sys;
+      for (const auto& s : st.systems) sys += (sys.empty() ? "" : ",") + s;
+      rows.push_back({st.name, to_string(st.settings.precision), sys.empty() ? "-" : sys, st.summary});
+    }
+    std::cout << table({"stack", "precision", "θ fitted on", "settings"}, rows);
   });
 }
 

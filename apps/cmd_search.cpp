@@ -676,8 +676,7 @@ void register_search(CLI::App& app) {
   cmd->add_option("--global-batch", sc.gbs, "global batch size(s)")->delimiter(',');
   cmd->add_option("--params", sc.params, "θ file per system (from lmsim calibrate)")->delimiter(',');
   cmd->add_option("--settings", sc.settings_file, "training settings JSON");
-  cmd->add_option("--stack", sc.stack, "gpu or npu: the bundled collections' software-stack settings")
-      ->check(CLI::IsMember({"gpu", "npu"}));
+  add_stack_option(*cmd, sc.stack);
   cmd->add_option("--top", sc.top, "ranking size")->check(CLI::Range(1, 100000));
   cmd->add_option("--out", sc.out, "HDF5 output file (written atomically)");
   cmd->add_option("--objective", sc.objective, "time, tokens (per device) or device-hours")

@@ -27,6 +27,23 @@ const CLI::Validator& positive_size() {
   return v;
 }
 
+// `--stack NAME`: the names and summaries come from the stack table (presets/stacks.json); an unknown name is
+// refused when the options are parsed, naming the stacks.
+void add_stack_option(CLI::App& cmd, std::string& stack) {
+  std::string help = "a software stack's training settings (--settings and the strategy name override them):";
+  try {
+    for (const auto& st : io::presets().stacks) help += " " + st.name + " (" + st.summary + ");";
+  } catch (const std::exception&) {
+    help += " see data/presets/stacks.json";
+  }
+  cmd.add_option("--stack", stack, help)
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return io::presets().find_stack(name) ? std::string() : io::unknown_stack(name);
+          },
+          "STACK"));
+}
+
 void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--model", o.model, "model preset name or model JSON file")->required();
   cmd.add_option("--system", o.system, "system preset name or system JSON file")->required();
@@ -43,17 +60,7 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
       "θ file written by `lmsim calibrate` (default: the fitted θ shipped for the system, else its uncalibrated "
       "preset defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
-  cmd.add_option("--stack", o.platform_stack,
-                 "use a bundled collection's settings: gpu (Megatron-LM FP16, unfused kernels and weight-gradient "
-                 "accumulation, stored scores, no SP, no --overlap-grad-reduce, Megatron-core pipeline sends (no "
-                 "scatter/gather), peak before "
-                 "Adam's first applied step) or npu "
-                 "(MindSpeed BF16, fused kernels but --no-gradient-accumulation-fusion and --no-masked-softmax-fusion, "
-                 "no --overlap-grad-reduce, Megatron-core pipeline sends; SP off, scores stored, "
-                 "--reuse-fp32-param, unfused RMSNorm: "
-                 "in-sample readings of the "
-                 "bundled NPU data)")
-      ->check(CLI::IsMember({"gpu", "npu"}));
+  add_stack_option(cmd, o.platform_stack);
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
 }
 
@@ -235,11 +242,15 @@ Resolved resolve(const RunOptions& o) {
   r.model = io::resolve_model(o.model);
   r.system = io::resolve_system(o.system, &r.params, &r.params_source);
   if (!o.platform_stack.empty()) {
-    const std::string f =
-        io::data_dir() + "/lmsimbench/" +
-        (o.platform_stack == "gpu" ? "processed_gpu/qwen3_0.6b_4k_tp_pp_sweep_cp1_gpu" : "qwen3_0.6b_4k") +
-        "/training_settings.json";
-    r.settings = io::settings_from_json(io::parse_json_file(f), f);
+    const io::StackPreset& st = io::resolve_stack(o.platform_stack);
+    r.settings = st.settings;
+    // A stack's FP8 recipe on a device without FP8 units runs its linear layers in BF16 (FP16 where BF16 is absent).
+    if (r.system.peak_flops(r.settings.precision) <= 0 && r.settings.precision == Precision::fp8) {
+      r.settings.precision = r.system.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16;
+      r.settings.fp8_param_gather = false;
+      spdlog::info("stack {} runs FP8 linear layers; {} has no FP8 units: {} instead", st.name, r.system.name,
+                   to_string(r.settings.precision));
+    }
   } else {
     if (r.system.peak_flops_bf16 <= 0) r.settings.precision = Precision::fp16;
     if (!r.system.fused_attention) r.settings.flash_attention = false;
@@ -266,6 +277,20 @@ Resolved resolve(const RunOptions& o) {
     if (const io::SystemPreset* sp = io::presets().find_system(o.system)) theta_file = shipped_theta_file(*sp);
   r.params_file = theta_file;
   const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
+  if (o.platform_stack.empty() && o.settings_file.empty()) {  // generic settings: name the stacks θ was fitted on
+    std::string fitted_on;
+    for (const auto& st : io::presets().stacks)
+      if (std::find(st.systems.begin(), st.systems.end(), r.system.name) != st.systems.end())
+        fitted_on += (fitted_on.empty() ? "" : " or ") + st.name;
+    if (!fitted_on.empty())
+      spdlog::info(
+          "training settings: lmsim's defaults ({}); the shipped θ for {} was fitted on runs of the {} stack: "
+          "--stack {} predicts as those runs ran",
+          fmt::format("{}, {}SP, {}TP communication overlap, {}overlapped parameter gather",
+                      to_string(r.settings.precision), r.settings.sequence_parallel ? "" : "no ",
+                      r.settings.tp_comm_overlap ? "" : "no ", r.settings.overlap_param_gather ? "" : "no "),
+          r.system.name, fitted_on, fitted_on.substr(0, fitted_on.find(' ')));
+  }
   if (!theta_file.empty()) {
     warn_if_other_stack(theta_json, theta_file, r.settings);
     r.uncertainty = load_uncertainty(theta_json, theta_file);

@@ -24,6 +24,8 @@ struct RunOptions {
   bool json = false;
 };
 void add_run_options(CLI::App& cmd, RunOptions& o, bool need_strategy_devices);
+// `--stack NAME` from the stack table (presets/stacks.json), checked when parsed.
+void add_stack_option(CLI::App& cmd, std::string& stack);
 
 // What a θ file says of the runs it was fitted on: their models, and its error in-sample and on held-out runs
 // (the calibration's cross-validation). A model outside `models` is an extrapolation, which the intervals (scaled

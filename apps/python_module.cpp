@@ -57,8 +57,6 @@ py::dict predict_py(const py::kwargs& kw) {
   }
   if (q.run.model.empty() || q.run.system.empty() || q.strategy.empty())
     throw py::value_error("lmsim.predict needs model=, system= and strategy=");
-  if (!q.run.platform_stack.empty() && q.run.platform_stack != "gpu" && q.run.platform_stack != "npu")
-    throw py::value_error("stack must be gpu or npu");
   io::Json j;
   try {
     j = app::predict(q).json();

@@ -652,6 +652,51 @@ Presets load_presets(const std::string& dir) {
     }
     p.systems.push_back(std::move(sp));
   }
+  const std::string kf = dir + "/presets/stacks.json";
+  const Json kj = parse_json_file(kf);
+  Obj top(kj, kf, "");
+  top.mark("note");
+  const Json& list = top.raw("stacks");
+  top.finish();
+  if (!list.is_array()) throw InputError(kf, 0, "stacks", "expected an array");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string where = "stacks[" + std::to_string(i) + "]";
+    Obj o(list[i], kf, where);
+    StackPreset st;
+    st.name = o.str("name");
+    st.summary = o.str("summary");
+    st.source = o.str_or("source", "");
+    st.describes = o.str_or("describes", "");
+    auto names = [&](const char* key) {
+      std::vector<std::string> v;
+      if (!o.has(key)) return v;
+      const Json& a = o.raw(key);
+      if (!a.is_array()) throw InputError(kf, 0, where + "." + key, "expected an array of names");
+      for (const Json& e : a) {
+        if (!e.is_string()) throw InputError(kf, 0, where + "." + key, "expected a name, got " + e.dump());
+        v.push_back(e.get<std::string>());
+      }
+      return v;
+    };
+    st.systems = names("systems");
+    st.varies = names("varies");
+    for (const auto& sys : st.systems)
+      if (!p.find_system(sys)) throw InputError(kf, 0, where + ".systems", "no system preset '" + sys + "'");
+    if (o.has("settings_file") == o.has("settings"))
+      throw InputError(kf, 0, where, "give exactly one of settings_file and settings");
+    if (o.has("settings_file")) {
+      st.settings_file = o.str("settings_file");
+      const std::string f = dir + "/" + st.settings_file;
+      st.settings = settings_from_json(parse_json_file(f), f);
+      forget_input(f);
+    } else {
+      st.settings = settings_from_json(o.raw("settings"), kf, where + ".settings");
+    }
+    o.finish();
+    if (p.find_stack(st.name)) throw InputError(kf, 0, where + ".name", "stack '" + st.name + "' is listed twice");
+    p.stacks.push_back(std::move(st));
+  }
+  forget_input(kf);
   return p;
 }
 
@@ -711,6 +756,12 @@ const SystemPreset* Presets::find_system(const std::string& name) const {
   return nullptr;
 }
 
+const StackPreset* Presets::find_stack(const std::string& name) const {
+  for (const auto& s : stacks)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
 namespace {
 // An unknown preset name: the closest preset, then all of them.
 [[noreturn]] void unknown_preset(const char* option, const char* kind, const std::string& name,
@@ -747,6 +798,23 @@ System resolve_system(const std::string& name, PlatformParams* defaults, std::st
   std::vector<std::string> names;
   for (const auto& s : presets().systems) names.push_back(s.system.name);
   unknown_preset("--system", "system", name, names);
+}
+
+std::string unknown_stack(const std::string& name) {
+  std::vector<std::string> names;
+  std::string list;
+  for (const auto& st : presets().stacks) {
+    names.push_back(st.name);
+    list += (list.empty() ? "" : ", ") + st.name;
+  }
+  const std::string typo = did_you_mean(name, names);
+  return "unknown stack '" + name + "'" + (typo.empty() ? "" : " (did you mean '" + typo + "'?)") +
+         "; the stacks: " + list;
+}
+
+const StackPreset& resolve_stack(const std::string& name, const char* option) {
+  if (const StackPreset* st = presets().find_stack(name)) return *st;
+  throw InputError(option, 0, "stack", unknown_stack(name));
 }
 
 PlatformParams load_params(const std::string& file, const PlatformParams& base) {

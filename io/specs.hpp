@@ -71,15 +71,32 @@ Json parse_json_file(const std::string& file);
 // install prefix's share/lmsim/data (a program linking the installed libraries).
 std::string data_dir();
 
+// A software stack (presets/stacks.json, `--stack`): the training settings a framework's recipes run with.
+struct StackPreset {
+  std::string name;
+  std::string summary;  // one line, for the help text
+  std::string source;
+  TrainingSettings settings;
+  std::string settings_file;         // the bundled collection's file it was read from, or empty (inline settings)
+  std::vector<std::string> systems;  // where the shipped θ was fitted on runs of this stack
+  std::string describes;             // the published-data file whose readings use it (empty: none)
+  std::vector<std::string> varies;   // settings those readings set per recipe rather than per stack
+};
 struct Presets {
   std::vector<ModelPreset> models;
   std::vector<SystemPreset> systems;
+  std::vector<StackPreset> stacks;
   const ModelPreset* find_model(const std::string& name) const;
   const SystemPreset* find_system(const std::string& name) const;
+  const StackPreset* find_stack(const std::string& name) const;
 };
 const Presets& presets();  // loaded once from data_dir()/presets
 Presets load_presets(const std::string& dir);
 
+// A stack by name; an unknown name is an input error (field `option`) saying `unknown_stack(name)`: the closest
+// stack and all of them.
+const StackPreset& resolve_stack(const std::string& name, const char* option = "--stack");
+std::string unknown_stack(const std::string& name);
 // A model or system given as a preset name or a path to a JSON file; unknown names list what exists.
 Model resolve_model(const std::string& name_or_file);
 // The candidate closest to `name` (case-insensitive edit distance), or empty when none is close.

@@ -77,6 +77,9 @@ expect 2 "is not a number in" calibrate --platform gpu --out "$tmp/x.json" --fix
 expect 2 "no longer a platform parameter" calibrate --platform gpu --out "$tmp/x.json" --fix optimizer_bytes_per_param=12
 [ -e "$tmp/x.json" ] && { echo "FAIL: calibrate wrote output after bad input"; fail=1; }
 expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC --stack gpu
+expect 2 "unknown stack 'megatron-brige' (did you mean 'megatron-bridge'?); the stacks: gpu, npu," predict \
+  --model Qwen3-0.6B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-RC --stack megatron-brige
+expect 2 "unknown stack 'nemo'" search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --stack nemo
 expect 2 "uses dp\*tp\*pp\*cp = 8 devices, --devices is 16" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8-tp1-pp1-cp1-RC --devices 16
 # An MoE name as LM-SimBench writes it (dp·tp·pp·cp·ep = devices) is read with Megatron's dp·ep; one that adds up

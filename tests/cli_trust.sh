@@ -29,6 +29,21 @@ grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "n
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
 ! grep -q "mixture of experts" "$tmp/e" || fail "MoE warning for a dense model"
 
+# Generic settings on a system whose θ was fitted on a published stack name that stack; a stack's FP8 recipe on a
+# device without FP8 units runs BF16, said; with the stack the hint is gone.
+"$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
+grep -q "training settings: lmsim's defaults (bf16, no SP, .*fitted on runs of the nemo-24.07 or megatron-bridge stack: --stack nemo-24.07" \
+  "$tmp/e" || fail "no stack hint: $(cat "$tmp/e")"
+"$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --stack nemo-24.07 --strategy dp8-tp1-pp1-cp1-noRC \
+  2> "$tmp/e" > "$tmp/o"
+! grep -q "training settings: lmsim's defaults" "$tmp/e" || fail "stack hint under --stack"
+grep -q "^settings        fp8, flash attention, distributed optimizer" "$tmp/o" || fail "nemo stack not FP8: $(cat "$tmp/o")"
+"$lmsim" predict --model Llama-3-8B --system a100_sxm_80g --stack nemo-24.07 --strategy dp8-tp1-pp1-cp1-noRC \
+  2> "$tmp/e" > "$tmp/o"
+grep -q "stack nemo-24.07 runs FP8 linear layers; a100_sxm_80g has no FP8 units: bf16 instead" "$tmp/e" ||
+  fail "no FP8 fallback note: $(cat "$tmp/e")"
+grep -q "^settings        bf16, flash attention" "$tmp/o" || fail "A100 nemo stack not bf16: $(cat "$tmp/o")"
+
 # A model θ was not fitted on is an extrapolation: said, with the held-out error the θ file records; a fitted
 # model is not told so, and the JSON names the fitted models either way.
 "$lmsim" predict --model Qwen3-8B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null

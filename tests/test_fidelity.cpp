@@ -1,6 +1,7 @@
 // Megatron / NeMo execution effects: each test pins one formula or rule of simulator/ (issue: predictions at scale).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -544,6 +545,38 @@ TEST(Fidelity, BlackwellPresetsFollowTheirSpecSheets) {
   EXPECT_EQ(nvl72->system.devices_per_node, 72);  // the NVLink domain
   EXPECT_NEAR(h200->system.hbm_capacity_bytes, 141e9, 0.5e9);
   EXPECT_DOUBLE_EQ(h200->system.hbm_bandwidth_bytes_per_s, 4.8e12);
+}
+
+// A stack (`--stack`) is what the published runs it describes ran with: every setting their readings give agrees
+// with it, except those its `varies` names (set per recipe) and TP communication overlap where SP is off (moot).
+TEST(Published, EachStackIsWhatTheReadingsOfItsRunsSay) {
+  const io::PublishedSet ps = io::read_published(io::data_dir() + "/public");
+  std::size_t checked = 0;
+  for (const io::StackPreset& st : io::presets().stacks) {
+    if (st.describes.empty()) continue;
+    auto varies = [&](const char* n) { return std::find(st.varies.begin(), st.varies.end(), n) != st.varies.end(); };
+    for (const auto& r : ps.runs) {
+      if (r.file != st.describes) continue;
+      ++checked;
+      const std::string at = st.name + " against " + r.label + " " + config_name(r.strategy);
+      if (!varies("precision")) {
+        EXPECT_EQ(r.settings.precision, st.settings.precision) << at;
+      }
+      const bool sp = resolve(r.strategy, r.settings).sequence_parallel;
+      EXPECT_EQ(sp, resolve(r.strategy, st.settings).sequence_parallel) << at;
+      for (const SettingFlag& f : kSettingFlags) {
+        if (varies(f.name) || f.member == &TrainingSettings::sequence_parallel) continue;
+        if (f.member == &TrainingSettings::tp_comm_overlap && !sp) continue;
+        EXPECT_EQ(r.settings.*f.member, st.settings.*f.member) << at << ": " << f.name;
+      }
+    }
+  }
+  EXPECT_GE(checked, 30u);  // the A100, NeMo 24.07 and Megatron-Bridge rows
+  // Each names systems that exist, and the GPU platforms with a shipped θ all have one.
+  for (const char* sys : {"a100_sxm_80g", "h100_sxm_80g", "b200_sxm_180g", "v100_sxm2_32g", "ascend_910b3_64g"})
+    EXPECT_TRUE(std::any_of(io::presets().stacks.begin(), io::presets().stacks.end(), [&](const io::StackPreset& st) {
+      return std::find(st.systems.begin(), st.systems.end(), sys) != st.systems.end();
+    })) << sys;
 }
 
 TEST(Published, ReadsTheShippedSetWithItsReadings) {
