@@ -122,7 +122,7 @@ PYBIND11_MODULE(lmsim, m) {
   m.def("predict", &predict_py,
         "predict(model=, system=, strategy=, devices=, seq=, global_batch=, micro_batch=, params=, settings=, "
         "stack=, allow_uneven_layers=, allow_cross_node_tp=, emit=) -> dict, as `lmsim predict --json`");
-  for (const char* c : {"search", "calibrate", "evaluate", "shortlist"}) {
+  for (const char* c : {"search", "calibrate", "evaluate", "shortlist", "models", "systems", "stacks"}) {
     const std::string name = c;
     m.def(
         c, [c](const py::kwargs& kw) { return run_command(c, kw); },

@@ -36,6 +36,20 @@ def test_options_are_the_cli_options():
     assert "--tensor-model-parallel-size 1" in d["emit"]["flags"]
 
 
+def test_a_stack_sets_what_its_recipes_run():
+    names = [st["name"] for st in lmsim.stacks()]
+    assert {"gpu", "npu", "megatron-lm-2021", "nemo-24.07", "megatron-bridge"} <= set(names)
+    d = lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp4-tp2-pp1-cp1-noRC", seq=8192,
+                      global_batch=64, stack="megatron-bridge")
+    assert d["settings"]["precision"] == "fp8" and d["settings"]["tp_comm_overlap"]
+    assert d["settings"]["te_cross_entropy"] and d["settings"]["fp8_param_gather"]
+    plain = lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp4-tp2-pp1-cp1-noRC", seq=8192,
+                          global_batch=64)
+    assert plain["settings"]["precision"] == "bf16" and d["iteration_time_s"] < plain["iteration_time_s"]
+    with pytest.raises(ValueError, match="unknown stack 'nemo'"):
+        lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp8-tp1-pp1-cp1-noRC", stack="nemo")
+
+
 def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="unknown model"):
         lmsim.predict(model="NoSuch", system="v100_sxm2_32g", strategy="dp8-tp1-pp1-cp1-RC")
