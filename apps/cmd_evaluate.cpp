@@ -19,9 +19,10 @@ namespace {
 
 // A θ file as evaluate uses it: its values, covariance and fitted models.
 eval::Theta read_theta(const std::string& file, const io::Json& j, const PlatformParams& base, std::string source) {
-  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}};
+  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}, {}};
   if (const auto fit = theta_fit(j, "")) {
     t.fitted_models = fit->models;
+    t.fitted_configurations = fit->configurations;
     t.fitted_range = fit->range;
   }
   return t;
@@ -148,17 +149,33 @@ void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
 }
 
 struct EvalCli {
-  std::string dataset, out;
+  std::string dataset, published, out;
   std::vector<std::string> params, models, predictions, names;
   bool json = false, compare = false;
 };
 
 // One evaluation: options in, the report on `os`.
 void run_evaluate(const EvalCli& ec, std::ostream& os) {
-  const io::Dataset d = read_dataset_warned(ec.dataset);
+  const bool published = !ec.published.empty();
+  if (published && (!ec.predictions.empty() || !ec.models.empty()))
+    throw io::InputError("command line", 0, "--published",
+                         "scores lmsim on every published run: --predictions and --models apply to datasets");
+  const io::Dataset d = published ? io::Dataset{} : read_dataset_warned(ec.dataset);
   std::vector<std::vector<eval::CollectionEvaluation>> sets;
-  const std::map<std::string, eval::Theta> thetas = thetas_for(d, ec.params);
-  if (ec.predictions.empty() || ec.compare) sets.push_back(eval::evaluate_lmsim(d, thetas, ec.models));
+  std::map<std::string, eval::Theta> thetas;
+  if (published) {
+    const io::PublishedSet ps = io::read_published(ec.published);
+    thetas = load_thetas(ec.params);
+    for (const auto& r : ps.runs)  // a system without a given θ: its shipped one, with its covariance
+      if (!thetas.count(r.system))
+        if (const io::SystemPreset* sp = io::presets().find_system(r.system); sp && !shipped_theta_file(*sp).empty())
+          thetas[r.system] = read_theta(shipped_theta_file(*sp), io::parse_json_file(shipped_theta_file(*sp)),
+                                        sp->default_params, sp->params_source());
+    sets.push_back(eval::evaluate_published(ps, thetas));
+  } else {
+    thetas = thetas_for(d, ec.params);
+  }
+  if (!published && (ec.predictions.empty() || ec.compare)) sets.push_back(eval::evaluate_lmsim(d, thetas, ec.models));
   // lmsim's predictions of runs beyond the range θ was fitted on (sequence length, devices, degrees): extrapolations.
   auto outside = [&](const eval::CollectionEvaluation& e) {
     std::set<std::string> out;
@@ -220,7 +237,7 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
     for (const auto& set : sets)
       for (const auto& e : set) write_eval_group(w, e);
     write_provenance(w, "/", ec.params);
-    w.attr("/", "dataset", d.root);
+    w.attr("/", "dataset", published ? ec.published : d.root);
     w.attr("/", "summary_json", j.dump());
     w.commit();
   }
@@ -434,7 +451,11 @@ void register_evaluate(CLI::App& app) {
   EvalCli& ec = *eval_opts;
   ShortCli& sc = *short_opts;
   ec.dataset = io::data_dir() + "/lmsimbench";
-  cmd->add_option("--dataset", ec.dataset, "dataset root (default: bundled data)");
+  auto* ds = cmd->add_option("--dataset", ec.dataset, "dataset root (default: bundled data)");
+  cmd->add_option("--published", ec.published,
+                  "published measurements in data/public's layout (readings.csv and its files) instead of a dataset: "
+                  "every run predicted with θ for its system; runs θ was fitted on are scored apart (lmsim_in_sample)")
+      ->excludes(ds);
   cmd->add_option("--params", ec.params, "θ files from lmsim calibrate (one per platform)")->delimiter(',');
   cmd->add_option("--models", ec.models, "model settings or model names")->delimiter(',');
   cmd->add_option("--predictions", ec.predictions, "another simulator's predictions CSV (repeatable)");

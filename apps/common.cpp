@@ -148,6 +148,7 @@ std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
   for (const auto& c : p["configurations"]) {  // "<model or model setting>:<configuration>"
     if (!c.is_string()) continue;
     const std::string text = c.get<std::string>();
+    f.configurations.push_back(text);
     std::string name = text.substr(0, text.find(':'));
     if (const auto ms = io::find_model_setting(name); ms && !ms->model.empty()) name = ms->model;
     if (std::find(f.models.begin(), f.models.end(), name) == f.models.end()) f.models.push_back(name);

@@ -31,8 +31,9 @@ void add_stack_option(CLI::App& cmd, std::string& stack);
 // (the calibration's cross-validation). A model outside `models` is an extrapolation, which the intervals (scaled
 // by the in-sample residuals) do not cover.
 struct ThetaFit {
-  std::vector<std::string> models;  // model presets of the fitted runs
-  bool includes_model = false;      // the predicted model is one of them
+  std::vector<std::string> models;          // model presets of the fitted runs
+  std::vector<std::string> configurations;  // the fitted runs, "<model or model setting>:<configuration>"
+  bool includes_model = false;              // the predicted model is one of them
   double in_sample_time_mape_pct = std::nan("");
   std::string held_out_kind;  // the cross-validation: loo, leave-one-model-out, ...
   double held_out_time_mape_pct = std::nan("");

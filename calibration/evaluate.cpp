@@ -189,6 +189,29 @@ bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
          std::find(models.begin(), models.end(), c.model) != models.end();
 }
 
+// Every prediction's 80 / 90 % intervals from θ's covariance, and how many measurements they hold: a run of a model
+// θ was not fitted on takes θ's held-out-model scale where it has one, a run beyond θ's fitted range is widened by
+// θ's extrapolation scale.
+void add_intervals(CollectionEvaluation& e, const Theta& t) {
+  const SimOptions so = calib::sim_options(e.problem);
+  const double nan = std::nan("");
+  for (const auto& pr : e.predictions) {
+    const calib::Sample& s = e.problem.samples[pr.index];
+    calib::Uncertainty u = *t.uncertainty;
+    const bool fitted_model =
+        std::find(t.fitted_models.begin(), t.fitted_models.end(), s.model.name) != t.fitted_models.end();
+    if (!t.fitted_models.empty() && !fitted_model && u.unseen_n_time > 0) {
+      u = calib::for_unseen_model(u);
+      e.held_out_model_scale = true;
+    }
+    u = calib::beyond_range(u, calib::beyond_range_log_sq(t.fitted_range, s.model, s.strategy, s.settings));
+    const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, t.params, u, so);
+    const calib::Interval none{nan, nan, nan};
+    e.intervals.push_back(iv ? *iv : calib::PredictionIntervals{none, none, none, none, nan, nan});
+    if (iv) calib::tally(e.coverage, *iv, s.time_s, s.mem_max_bytes);
+  }
+}
+
 }  // namespace
 
 std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, Theta>& theta,
@@ -197,7 +220,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
     CollectionEvaluation e = start(d, c, "lmsim");
-    Theta t{e.problem.start, "", std::nullopt, {}, {}};
+    Theta t{e.problem.start, "", std::nullopt, {}, {}, {}};
     if (auto it = theta.find(c.platform); it != theta.end()) {
       t = it->second;
       if (t.source.empty()) t.source = "given θ for platform " + c.platform;
@@ -219,27 +242,59 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
     if (t.uncertainty) {
       e.theta_fitted_on_model =
           std::find(t.fitted_models.begin(), t.fitted_models.end(), c.model) != t.fitted_models.end();
-      calib::Uncertainty u = *t.uncertainty;
-      if (!t.fitted_models.empty() && !e.theta_fitted_on_model && u.unseen_n_time > 0) {
-        u = calib::for_unseen_model(u);
-        e.held_out_model_scale = true;
-      }
-      const SimOptions so = calib::sim_options(e.problem);
-      const double nan = std::nan("");
-      for (const auto& pr : e.predictions) {
-        const calib::Sample& s = e.problem.samples[pr.index];
-        // A run beyond θ's fitted range gets the intervals widened by θ's extrapolation scale.
-        const calib::Uncertainty us =
-            calib::beyond_range(u, calib::beyond_range_log_sq(t.fitted_range, s.model, s.strategy, s.settings));
-        const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, p, us, so);
-        const calib::Interval none{nan, nan, nan};
-        e.intervals.push_back(iv ? *iv : calib::PredictionIntervals{none, none, none, none, nan, nan});
-        if (iv) calib::tally(e.coverage, *iv, s.time_s, s.mem_max_bytes);
-      }
+      add_intervals(e, t);
     }
     out.push_back(std::move(e));
   }
   if (out.empty()) throw io::InputError(d.root, 0, "models", "no measured collection matches the requested models");
+  return out;
+}
+
+std::vector<CollectionEvaluation> evaluate_published(const io::PublishedSet& ps,
+                                                     const std::map<std::string, Theta>& theta) {
+  std::vector<CollectionEvaluation> out;
+  std::set<std::string> systems;
+  for (const auto& r : ps.runs) systems.insert(r.system);
+  for (const auto& system : systems) {
+    const calib::Problem pb = calib::make_problem(ps, system);
+    Theta t{pb.start, "", std::nullopt, {}, {}, {}};
+    if (auto it = theta.find(system); it != theta.end()) {
+      t = it->second;
+      if (t.source.empty()) t.source = "given θ for system " + system;
+    } else if (const io::SystemPreset* sp = io::presets().find_system(system)) {
+      // Without θ's provenance the runs it was fitted on are unknown: the uncalibrated guess, never in-sample.
+      t.params = sp->default_params;
+      t.source = "uncalibrated preset defaults of " + system;
+    }
+    std::set<std::string> sources;
+    for (const auto& s : pb.samples) sources.insert(s.source);
+    for (const auto& source : sources)
+      for (const bool in_sample : {false, true}) {
+        std::vector<std::size_t> idx;
+        for (std::size_t i = 0; i < pb.samples.size(); ++i) {
+          const calib::Sample& s = pb.samples[i];
+          const bool fitted = std::find(t.fitted_configurations.begin(), t.fitted_configurations.end(),
+                                        s.model_setting + ":" + s.config) != t.fitted_configurations.end();
+          if (s.source == source && fitted == in_sample) idx.push_back(i);
+        }
+        if (idx.empty()) continue;
+        CollectionEvaluation e;
+        e.model_setting = source;
+        e.platform = system;
+        e.system = system;
+        e.predictor = in_sample ? "lmsim_in_sample" : "lmsim";
+        e.problem = pb;
+        e.theta_source = t.source;
+        e.predictions = calib::predict(e.problem, idx, t.params);
+        e.report = calib::score(e.problem, e.predictions);
+        for (auto i : idx) e.simulation_wall_s.push_back(time_simulation(e.problem, e.problem.samples[i], t.params));
+        e.median_simulation_wall_s = metrics::median(e.simulation_wall_s);
+        e.theta_fitted_on_model = in_sample;
+        if (t.uncertainty) add_intervals(e, t);
+        out.push_back(std::move(e));
+      }
+  }
+  if (out.empty()) throw io::InputError(ps.root, 0, "", "no published run to evaluate");
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "calibration/calibrate.hpp"
 #include "calibration/uncertainty.hpp"
 #include "io/dataset.hpp"
+#include "io/published.hpp"
 
 namespace lmsim::eval {
 
@@ -34,9 +35,10 @@ using calib::FittedRange;
 // A θ to predict with and what is known of how far to trust it (from a θ file written by `lmsim calibrate`).
 struct Theta {
   PlatformParams params;
-  std::string source;                             // said in reports
-  std::optional<calib::Uncertainty> uncertainty;  // prediction intervals when present
-  std::vector<std::string> fitted_models;         // model presets of the runs θ was fitted on (empty: not recorded)
+  std::string source;                              // said in reports
+  std::optional<calib::Uncertainty> uncertainty;   // prediction intervals when present
+  std::vector<std::string> fitted_models;          // model presets of the runs θ was fitted on (empty: not recorded)
+  std::vector<std::string> fitted_configurations;  // those runs, "<model>:<configuration>" (empty: not recorded)
   // The fitted runs' range per dimension, (name, [min, max]), as the θ file's provenance records it (empty: not
   // recorded); the CLI flags the runs beyond it.
   FittedRange fitted_range;
@@ -63,6 +65,14 @@ struct CollectionEvaluation {
 // shipped fitted θ where there is one, else the uncalibrated defaults) with no intervals.
 std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, Theta>& theta,
                                                  const std::vector<std::string>& models);
+
+// Published measurements (io::read_published: the calibration set's layout): one evaluation per source file and
+// system, every run (fitted or validation row) predicted with θ for its system (given, else the system preset's
+// uncalibrated defaults: a shipped θ is given as a θ file, whose provenance names its fitted runs).
+// The runs θ was fitted on (its provenance's configurations) are scored apart, as predictor "lmsim_in_sample", so
+// "lmsim" figures are of runs θ never saw.
+std::vector<CollectionEvaluation> evaluate_published(const io::PublishedSet& ps,
+                                                     const std::map<std::string, Theta>& theta);
 
 // Another simulator's predictions, CSV columns: model_setting, platform, optimization_config, iteration_time_s,
 // peak_memory_gib, and optionally rank_id (per-rank memory rows; `max` or empty for the maximum) and

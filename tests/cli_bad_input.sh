@@ -79,6 +79,9 @@ expect 2 "no longer a platform parameter" calibrate --platform gpu --out "$tmp/x
 expect 2 "not divisible" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC --stack gpu
 expect 2 "unknown stack 'megatron-brige' (did you mean 'megatron-bridge'?); the stacks: gpu, npu," predict \
   --model Qwen3-0.6B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-RC --stack megatron-brige
+expect 2 "readings.csv: file does not exist" evaluate --published "$tmp/no_such_folder"
+expect 2 "--predictions and --models apply to datasets" evaluate --published "$LMSIM_DATA_DIR/public" --models x
+expect 2 "excludes" evaluate --published "$LMSIM_DATA_DIR/public" --dataset "$LMSIM_DATA_DIR/lmsimbench"
 expect 2 "unknown stack 'nemo'" search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --stack nemo
 expect 2 "uses dp\*tp\*pp\*cp = 8 devices, --devices is 16" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8-tp1-pp1-cp1-RC --devices 16

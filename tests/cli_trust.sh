@@ -44,6 +44,17 @@ grep -q "stack nemo-24.07 runs FP8 linear layers; a100_sxm_80g has no FP8 units:
   fail "no FP8 fallback note: $(cat "$tmp/e")"
 grep -q "^settings        bf16, flash attention" "$tmp/o" || fail "A100 nemo stack not bf16: $(cat "$tmp/o")"
 
+# Published runs: those the shipped θ was fitted on are scored apart from the validation rows it never saw.
+"$lmsim" --log-level error evaluate --published "$LMSIM_DATA_DIR/public" --json > "$tmp/pub.json"
+/usr/bin/python3 - "$tmp/pub.json" <<'PY' || fail "evaluate --published groups: $(head -c 600 "$tmp/pub.json")"
+import json, sys
+rows = {(r["predictor"], r["model_setting"], r["platform"]): r for r in json.load(open(sys.argv[1]))}
+assert rows[("lmsim_in_sample", "nemo2407_h100", "h100_sxm_80g")]["interval_coverage"]["in_sample"]
+assert not rows[("lmsim", "nemo_long_sequence", "h100_sxm_80g")]["interval_coverage"]["in_sample"]
+assert rows[("lmsim", "nemo_long_sequence", "h100_sxm_80g")]["n_time"] == 9
+assert ("lmsim", "nemo2407_h100", "h100_sxm_80g") not in rows  # every NeMo 24.07 run is in the H100 fit
+PY
+
 # A model θ was not fitted on is an extrapolation: said, with the held-out error the θ file records; a fitted
 # model is not told so, and the JSON names the fitted models either way.
 "$lmsim" predict --model Qwen3-8B --system ascend_910b3_64g --stack npu --strategy dp1-tp8-pp1-cp1-RC 2> "$tmp/e" >/dev/null

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -86,7 +87,7 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   calib::Uncertainty u = calib::laplace(pb, all, fr.params);
   u.unseen_time_log_sd = 10 * u.time_log_sd;  // a held-out scale far wider than the fitted runs'
   u.unseen_n_time = 26;
-  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}};
+  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}, {}};
   const auto fitted = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
   const auto& f = fitted[fitted[0].platform == "npu" ? 0 : 1];
   ASSERT_EQ(f.platform, "npu");
@@ -114,8 +115,52 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   EXPECT_EQ(n.coverage.time_in_80, n.coverage.n_time);
   EXPECT_GT(n.intervals[0].time_s_80.upper, f.intervals[0].time_s_80.upper);
   // Without a covariance there are none.
-  EXPECT_TRUE(eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
+  EXPECT_TRUE(eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
                   .intervals.empty());
+}
+
+// Published measurements: every run predicted with its system's θ, the runs θ was fitted on scored apart.
+TEST(Evaluate, PublishedRunsThetaWasFittedOnAreScoredApart) {
+  const io::PublishedSet ps = io::read_published(io::data_dir() + "/public");
+  const calib::Problem pb = calib::make_problem(ps, "a100_sxm_80g");
+  std::vector<std::size_t> train = calib::all_indices(pb);
+  ASSERT_GE(train.size(), 4u);
+  train.resize(train.size() - 3);  // the three largest models held out of the fit
+  const calib::FitResult fr = calib::fit(pb, train, calib::FitOptions{});
+  eval::Theta t{fr.params, "test θ", calib::laplace(pb, train, fr.params), {}, {}, {}};
+  for (auto i : train) {
+    t.fitted_models.push_back(pb.samples[i].model.name);
+    t.fitted_configurations.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
+  }
+  const auto ev = eval::evaluate_published(ps, {{"a100_sxm_80g", t}});
+  std::size_t in = 0, out = 0, h100 = 0;
+  for (const auto& e : ev) {
+    if (e.system == "h100_sxm_80g") {
+      EXPECT_EQ(e.predictor, "lmsim");  // no θ given: the uncalibrated defaults, never in-sample
+      EXPECT_NE(e.theta_source.find("uncalibrated"), std::string::npos);
+      h100 += e.predictions.size();
+    }
+    if (e.system != "a100_sxm_80g") continue;
+    EXPECT_EQ(e.model_setting, "narayanan2021_table1_a100");
+    const bool fitted = e.predictor == "lmsim_in_sample";
+    (fitted ? in : out) += e.predictions.size();
+    EXPECT_EQ(e.theta_fitted_on_model, fitted);
+    EXPECT_EQ(e.coverage.n_time, e.predictions.size());  // θ has a covariance: every run has its intervals
+    for (const auto& p : e.predictions) {
+      const calib::Sample& s = e.problem.samples[p.index];
+      const bool listed = std::find(t.fitted_configurations.begin(), t.fitted_configurations.end(),
+                                    s.model_setting + ":" + s.config) != t.fitted_configurations.end();
+      EXPECT_EQ(listed, fitted) << s.config;
+    }
+    if (fitted) {  // the same figures as scoring the fit's own predictions
+      EXPECT_NEAR(e.report.time_mape_pct, calib::score(pb, calib::predict(pb, train, fr.params)).time_mape_pct, 1e-9);
+    }
+  }
+  EXPECT_EQ(in, train.size());
+  EXPECT_EQ(out, 3u);
+  std::size_t h100_runs = 0;
+  for (const auto& r : ps.runs) h100_runs += r.system == "h100_sxm_80g" ? 1 : 0;
+  EXPECT_EQ(h100, h100_runs);  // validation rows included
 }
 
 TEST(Evaluate, AnotherToolsCsvIsScoredExactlyLikeLmsim) {
