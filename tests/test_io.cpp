@@ -802,6 +802,46 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   EXPECT_THROW(io::parse_strategy("dp2-tp4"), io::InputError);
 }
 
+// The stack table: every entry parsed like a settings file, and a bad one refused naming the file and entry.
+TEST(Specs, StacksAreStrict) {
+  const io::StackPreset* nemo = io::presets().find_stack("nemo-24.07");
+  ASSERT_TRUE(nemo);
+  EXPECT_EQ(nemo->settings.precision, Precision::fp8);
+  EXPECT_TRUE(nemo->settings.tp_comm_overlap && nemo->settings.overlap_param_gather);
+  const io::StackPreset* npu = io::presets().find_stack("npu");
+  ASSERT_TRUE(npu);  // the bundled collection's own file
+  EXPECT_FALSE(npu->settings_file.empty());
+  EXPECT_FALSE(npu->settings.flash_attention);
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lmsim_stacks_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "presets");
+  for (const char* f : {"models.json", "systems.json"})
+    fs::copy_file(fs::path(io::data_dir()) / "presets" / f, dir / "presets" / f, fs::copy_options::overwrite_existing);
+  fs::create_directory_symlink(fs::path(io::data_dir()) / "params", dir / "params");  // the shipped θ files
+  auto refused = [&](const std::string& stacks, const std::string& field) {
+    std::ofstream(dir / "presets" / "stacks.json") << stacks;
+    try {
+      io::load_presets(dir.string());
+      ADD_FAILURE() << "accepted: " << stacks;
+    } catch (const io::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("stacks.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  const std::string ok = R"({"name": "s", "summary": "a stack", "settings": {"precision": "bf16"}})";
+  std::ofstream(dir / "presets" / "stacks.json") << "{\"stacks\": [" << ok << "]}";
+  EXPECT_EQ(io::load_presets(dir.string()).stacks.at(0).settings.precision, Precision::bf16);
+  refused(R"({"stacks": [{"summary": "no name", "settings": {}}]})", "stacks[0].name");
+  refused(R"({"stacks": [{"name": "s", "summary": "x", "settings": {"precison": "bf16"}}]})",
+          "stacks[0].settings.precison");
+  refused(R"({"stacks": [{"name": "s", "summary": "x"}]})", "exactly one of settings_file and settings");
+  refused(R"({"stacks": [{"name": "s", "summary": "x", "settings": {}, "systems": ["h900"]}]})",
+          "no system preset 'h900'");
+  refused("{\"stacks\": [" + ok + ", " + ok + "]}", "listed twice");
+  refused(R"({"stacks": [{"name": "s", "summary": "x", "settings": {}, "colour": 1}]})", "stacks[0].colour");
+  fs::remove_all(dir);
+}
+
 TEST(Hdf5, WritesAtomicallyAndReadsBack) {
   const std::string f = (fs::temp_directory_path() / ("lmsim_h5_" + std::to_string(::getpid()) + ".h5")).string();
   {
