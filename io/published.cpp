@@ -14,25 +14,15 @@ namespace lmsim::io {
 
 namespace {
 
-const std::vector<std::string> kReadingColumns = {"file",
-                                                  "line",
-                                                  "use",
-                                                  "model",
-                                                  "system",
-                                                  "recompute",
-                                                  "sequence_parallel",
-                                                  "micro_batch_size",
-                                                  "virtual_pipeline",
-                                                  "precision",
-                                                  "tp_comm_overlap",
-                                                  "overlap_grad_reduce",
-                                                  "overlap_param_gather",
-                                                  "distributed_optimizer",
-                                                  "fp32_gradients",
-                                                  "flash_attention",
-                                                  "dropout",
-                                                  "overlap_p2p_comm",
-                                                  "note"};
+const std::vector<std::string> kReadingColumns = {
+    "file", "line", "use", "model", "system", "recompute", "micro_batch_size", "virtual_pipeline", "note"};
+// The settings a reading must state when it names no stack (`stack` column empty or absent); with a stack, an empty
+// cell is the stack's.
+const std::vector<std::string> kStatedSettings = {
+    "precision",           "sequence_parallel",    "tp_comm_overlap",
+    "overlap_grad_reduce", "overlap_param_gather", "distributed_optimizer",
+    "fp32_gradients",      "flash_attention",      "dropout",
+    "overlap_p2p_comm"};
 const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hidden", "heads", "ffn",  "vocab",
                                                "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",
                                                "dp",      "mbs",   "gbs",    "metric", "value", "unit", "gpu_type"};
@@ -169,17 +159,31 @@ PublishedSet read_published(const std::string& dir) {
       rd.fail(i, "micro_batch_size", "the row publishes mbs " + mbs);
 
     TrainingSettings& st = run.settings;
+    // A reading may name a stack (presets/stacks.json): its settings are the base, and a column left empty is the
+    // stack's. Without one every setting of kStatedSettings is stated.
+    const std::string stack = rd.has("stack") ? rd.at(i, rd.col("stack")) : std::string();
+    if (!stack.empty()) {
+      const StackPreset* sp = presets().find_stack(stack);
+      if (!sp) rd.fail(i, "stack", unknown_stack(stack));
+      st = sp->settings;
+      run.stack = stack;
+    } else {
+      st.fused_kernels = true;
+      for (const auto& col : kStatedSettings)
+        if (!rd.has(col) || rd.at(i, rd.col(col)).empty()) rd.fail(i, col, "required when the reading names no stack");
+    }
     st.seq_length = whole(t, r, "seq_len", 1, 1 << 24);
     st.global_batch_size = whole(t, r, "gbs", 1, 1 << 30);
     st.micro_batch_size = s.micro_batch_size;
-    const std::string prec = rd.text(i, "precision");
-    const auto precision = from_name<Precision>(prec, kNumPrecisions);
-    if (!precision) rd.fail(i, "precision", "'" + prec + "' is not one of " + names_of<Precision>(kNumPrecisions));
-    st.precision = *precision;
-    st.fused_kernels = true;
-    // The on/off settings the reading states: the required columns and any optional one it has.
+    if (rd.has("precision") && !rd.at(i, rd.col("precision")).empty()) {
+      const std::string prec = rd.text(i, "precision");
+      const auto precision = from_name<Precision>(prec, kNumPrecisions);
+      if (!precision) rd.fail(i, "precision", "'" + prec + "' is not one of " + names_of<Precision>(kNumPrecisions));
+      st.precision = *precision;
+    }
+    // The on/off settings the reading states: any column it has with a value in the row.
     for (const SettingFlag& f : kSettingFlags)
-      if (rd.has(f.name)) st.*f.member = flag(rd, i, f.name);
+      if (rd.has(f.name) && !rd.at(i, rd.col(f.name)).empty()) st.*f.member = flag(rd, i, f.name);
     // Megatron's --recompute-modules for selective recompute, space-separated; empty: the default (core_attn).
     if (rd.has("recompute_modules") && !rd.at(i, rd.col("recompute_modules")).empty()) {
       st.recompute_modules = 0;

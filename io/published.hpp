@@ -29,6 +29,7 @@ struct PublishedRun {
   double time_s = 0;
   std::string derivation;  // how time_s follows from the published figure
   std::string note;        // the reading's assumptions
+  std::string stack;       // the stack the reading names as its settings' base (empty: every setting stated)
   bool fit = true;         // false: a validation row (readings `use` = validate), predicted but never fitted
 };
 

@@ -661,6 +661,56 @@ TEST(Published, NemoModelFlopsCountAttentionFull) {
   EXPECT_LT((full - attention_full / 2) / implied, 0.94);  // causal counting misses
 }
 
+// A reading may name a stack instead of stating every setting: an empty cell is then the stack's. The NeMo 24.07
+// Llama-2-7B row read so gives the settings and time of its full reading in the shipped set.
+TEST(Published, AReadingNamesItsStack) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "lmsim_published_stack").string();
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(io::data_dir() + "/public/nemo2407_h100.csv", dir + "/nemo2407_h100.csv",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto write =
+      [&](const std::string& row) {
+        std::ofstream(dir + "/readings.csv")
+            << "file,line,use,model,system,recompute,micro_batch_size,virtual_pipeline,stack,overlap_p2p_comm,note\n"
+            << row << "\n";
+      };
+  write("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,1,1,nemo-24.07,,x");
+  const io::PublishedSet mine = io::read_published(dir);
+  ASSERT_EQ(mine.runs.size(), 1u);
+  EXPECT_EQ(mine.runs[0].stack, "nemo-24.07");
+  const io::PublishedSet shipped = io::read_published(io::data_dir() + "/public");
+  const auto it = std::find_if(shipped.runs.begin(), shipped.runs.end(),
+                               [](const io::PublishedRun& r) { return r.file == "nemo2407_h100.csv" && r.line == 10; });
+  ASSERT_NE(it, shipped.runs.end());
+  EXPECT_DOUBLE_EQ(mine.runs[0].time_s, it->time_s);
+  // The same run (SP and TP communication overlap, on in the stack, are moot at tp 1).
+  const System& h100 = io::presets().find_system("h100_sxm_80g")->system;
+  const Prediction a = simulate(mine.runs[0].model, mine.runs[0].strategy, h100, mine.runs[0].settings, {});
+  const Prediction b = simulate(it->model, it->strategy, h100, it->settings, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s);
+  EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
+  // A cell overrides the stack.
+  write("nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,1,1,nemo-24.07,false,x");
+  EXPECT_FALSE(io::read_published(dir).runs[0].settings.overlap_p2p_comm);
+  // An unknown stack, or no stack and a setting left unstated, is named.
+  for (const auto& [row, field] :
+       {std::pair<std::string, std::string>{"nemo2407_h100.csv,10,use,Llama-2-7B,"
+                                            "h100_sxm_80g,none,1,1,nemo,,x",
+                                            "stack"},
+        {"nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,1,1,,true,x", "precision"}}) {
+    write(row);
+    try {
+      io::read_published(dir);
+      ADD_FAILURE() << "accepted: " << row;
+    } catch (const io::InputError& e) {
+      EXPECT_EQ(e.field(), field) << e.what();
+      EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Published, BadReadingsNameTheFileLineAndField) {
   const std::string dir = (std::filesystem::temp_directory_path() / "lmsim_published_bad").string();
   std::filesystem::create_directories(dir);
