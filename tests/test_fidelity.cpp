@@ -661,13 +661,30 @@ TEST(Published, NemoModelFlopsCountAttentionFull) {
   EXPECT_LT((full - attention_full / 2) / implied, 0.94);  // causal counting misses
 }
 
-// A reading may name a stack instead of stating every setting: an empty cell is then the stack's. The NeMo 24.07
-// Llama-2-7B row read so gives the settings and time of its full reading in the shipped set.
-TEST(Published, AReadingNamesItsStack) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "lmsim_published_stack").string();
+// A scratch folder holding the shipped NeMo 24.07 data file, for readings written by a test.
+std::string published_folder(const char* name) {
+  const std::string dir = (std::filesystem::temp_directory_path() / name).string();
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(io::data_dir() + "/public/nemo2407_h100.csv", dir + "/nemo2407_h100.csv",
                              std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
+
+// Reading the published folder fails on readings.csv's field `field` (the reading `row`).
+void expect_refused(const std::string& dir, const std::string& row, const std::string& field) {
+  try {
+    io::read_published(dir);
+    ADD_FAILURE() << "accepted: " << row;
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), field) << e.what();
+    EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
+  }
+}
+
+// A reading may name a stack instead of stating every setting: an empty cell is then the stack's. The NeMo 24.07
+// Llama-2-7B row read so gives the settings and time of its full reading in the shipped set.
+TEST(Published, AReadingNamesItsStack) {
+  const std::string dir = published_folder("lmsim_published_stack");
   auto write =
       [&](const std::string& row) {
         std::ofstream(dir + "/readings.csv")
@@ -700,22 +717,13 @@ TEST(Published, AReadingNamesItsStack) {
                                             "stack"},
         {"nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,1,1,,true,x", "precision"}}) {
     write(row);
-    try {
-      io::read_published(dir);
-      ADD_FAILURE() << "accepted: " << row;
-    } catch (const io::InputError& e) {
-      EXPECT_EQ(e.field(), field) << e.what();
-      EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
-    }
+    expect_refused(dir, row, field);
   }
   std::filesystem::remove_all(dir);
 }
 
 TEST(Published, BadReadingsNameTheFileLineAndField) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "lmsim_published_bad").string();
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(io::data_dir() + "/public/nemo2407_h100.csv", dir + "/nemo2407_h100.csv",
-                             std::filesystem::copy_options::overwrite_existing);
+  const std::string dir = published_folder("lmsim_published_bad");
   // A readings.csv of the required columns, `extra` optional ones and a note, with one row.
   auto expect_error =
       [&](const std::string& extra, const std::string& row, const char* field) {
@@ -725,13 +733,7 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
                "flash_attention,dropout,overlap_p2p_comm,"
             << extra << "note\n"
             << row << "\n";
-        try {
-          io::read_published(dir);
-          ADD_FAILURE() << "accepted: " << row;
-        } catch (const io::InputError& e) {
-          EXPECT_EQ(e.field(), field) << e.what();
-          EXPECT_NE(std::string(e.what()).find("readings.csv"), std::string::npos) << e.what();
-        }
+        expect_refused(dir, row, field);
       };
   const std::string ok = "true,true,true,true,false,true,false,true,x";
   expect_error("", "nemo2407_h100.csv,999,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," + ok, "line");  // no row
