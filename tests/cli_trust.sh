@@ -37,6 +37,10 @@ grep -q "training settings: lmsim's defaults (bf16, no SP, .*fitted on runs of t
 "$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --stack nemo-24.07 --strategy dp8-tp1-pp1-cp1-noRC \
   2> "$tmp/e" > "$tmp/o"
 ! grep -q "training settings: lmsim's defaults" "$tmp/e" || fail "stack hint under --stack"
+! grep -q "not nemo-24.07" "$tmp/e" || fail "other-stack note for a stack θ was fitted on"
+"$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --stack gpu --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" >/dev/null
+grep -q "fitted on runs of the nemo-24.07 or megatron-bridge stack, not gpu" "$tmp/e" ||
+  fail "no other-stack note: $(cat "$tmp/e")"
 grep -q "^settings        fp8, flash attention, distributed optimizer" "$tmp/o" || fail "nemo stack not FP8: $(cat "$tmp/o")"
 "$lmsim" predict --model Llama-3-8B --system a100_sxm_80g --stack nemo-24.07 --strategy dp8-tp1-pp1-cp1-noRC \
   2> "$tmp/e" > "$tmp/o"
