@@ -178,15 +178,14 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
   if (!published && (ec.predictions.empty() || ec.compare)) sets.push_back(eval::evaluate_lmsim(d, thetas, ec.models));
   // lmsim's predictions of runs beyond the range θ was fitted on (sequence length, devices, degrees): extrapolations.
   auto outside = [&](const eval::CollectionEvaluation& e) {
-    std::set<std::string> out;
     const auto it = thetas.count(e.platform) ? thetas.find(e.platform) : thetas.find(e.system);
-    if (it == thetas.end()) return out;
+    if (it == thetas.end()) return std::vector<std::string>{};
+    std::vector<std::vector<std::pair<std::string, double>>> runs;
     for (const auto& p : e.predictions) {
       const calib::Sample& s = e.problem.samples[p.index];
-      for (const auto& x : outside_fitted_range(it->second.fitted_range, range_values(s.model, s.strategy, s.settings)))
-        out.insert(x);
+      runs.push_back(range_values(s.model, s.strategy, s.settings));
     }
-    return out;
+    return outside_fitted_range(it->second.fitted_range, runs);
   };
   for (std::size_t i = 0; i < ec.predictions.size(); ++i) {
     const std::string name =

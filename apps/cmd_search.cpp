@@ -316,12 +316,12 @@ void run(SearchCli sc, std::ostream& out) {
     }
     // Scenarios beyond the runs θ was fitted on (sequence length, device count): said once per system, on rank 0.
     if (base.fit && rank == 0) {
-      std::set<std::string> outside;
+      std::vector<std::vector<std::pair<std::string, double>>> runs;
       for (std::size_t i = first; i < scen.size(); ++i)
-        for (const auto& x : outside_fitted_range(base.fit->range, {{"seq_length", double(scen[i].settings.seq_length)},
-                                                                    {"devices", double(scen[i].devices)},
-                                                                    {"hidden_size", double(base.model.hidden_size)}}))
-          outside.insert(x);
+        runs.push_back({{"seq_length", double(scen[i].settings.seq_length)},
+                        {"devices", double(scen[i].devices)},
+                        {"hidden_size", double(base.model.hidden_size)}});
+      const std::vector<std::string> outside = outside_fitted_range(base.fit->range, runs);
       if (!outside.empty())
         spdlog::warn("{}: scenarios outside the runs θ was fitted on: {}; predictions there extrapolate{}",
                      base.system.name, join(outside), widening_said(base.uncertainty));

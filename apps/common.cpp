@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 #include "io/hash.hpp"
 
@@ -201,11 +202,28 @@ std::string widening_said(const std::optional<calib::Uncertainty>& u) {
 
 std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
                                               const std::vector<std::pair<std::string, double>>& values) {
+  return outside_fitted_range(range, std::vector<std::vector<std::pair<std::string, double>>>{values});
+}
+
+std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
+                                              const std::vector<std::vector<std::pair<std::string, double>>>& runs) {
   std::vector<std::string> out;
-  for (const auto& [name, v] : values)
-    for (const auto& [dim, r] : range)
-      if (dim == name && (v < r[0] || v > r[1]))
-        out.push_back(fmt::format("{} {:.0f} (fitted {:.0f}-{:.0f})", name, v, r[0], r[1]));
+  std::vector<std::string> order;  // dimensions in the order the runs give them
+  std::map<std::string, std::pair<double, double>> beyond;
+  for (const auto& values : runs)
+    for (const auto& [name, v] : values)
+      for (const auto& [dim, r] : range)
+        if (dim == name && (v < r[0] || v > r[1])) {
+          auto [it, fresh] = beyond.try_emplace(name, v, v);
+          if (fresh) order.push_back(name);
+          it->second = {std::min(it->second.first, v), std::max(it->second.second, v)};
+        }
+  for (const auto& name : order) {
+    const auto [lo, hi] = beyond[name];
+    const auto& r = std::find_if(range.begin(), range.end(), [&](const auto& d) { return d.first == name; })->second;
+    out.push_back(lo == hi ? fmt::format("{} {:.0f} (fitted {:.0f}-{:.0f})", name, lo, r[0], r[1])
+                           : fmt::format("{} {:.0f}-{:.0f} (fitted {:.0f}-{:.0f})", name, lo, hi, r[0], r[1]));
+  }
   return out;
 }
 

@@ -46,6 +46,10 @@ io::Json fitted_range_json(const calib::Problem& pb, const std::vector<std::size
 // The values (name, value) outside a fitted range, as "seq_length 131072 (fitted 2048-8192)".
 std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
                                               const std::vector<std::pair<std::string, double>>& values);
+// The same over many runs, one entry per dimension with the span of the runs beyond the range
+// ("seq_length 16384-1048576 (fitted 2048-8192)").
+std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
+                                              const std::vector<std::vector<std::pair<std::string, double>>>& runs);
 std::vector<std::pair<std::string, double>> range_values(const Model& m, const Strategy& s, const TrainingSettings& t);
 // What a warning about a prediction beyond θ's fitted range says of its intervals: how much they widen per e-fold
 // (θ's measured extrapolation scale), or that they do not.
