@@ -87,7 +87,7 @@ python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['outside_fi
 python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['provenance']['configurations']) == 10" \
   "$tmp/narrow.json" || fail "bare names: both models' runs"
 "$lmsim" evaluate --params "$tmp/narrow.json" --models qwen3_1.7b_4k --json 2> "$tmp/e" > "$tmp/ev_narrow.json"
-grep -q "qwen3_1.7b_4k on npu: runs beyond the range θ was fitted on: tensor_parallel 4 (fitted 1-2)" "$tmp/e" ||
+grep -q "qwen3_1.7b_4k on npu: runs beyond the range θ was fitted on: tensor_parallel 4-8 (fitted 1-2)" "$tmp/e" ||
   fail "evaluate: no fitted-range warning: $(cat "$tmp/e")"
 ! "$lmsim" calibrate --platform npu --calibrate-on dp8-tp1-pp1-cp1-XX --out "$tmp/n.json" 2> "$tmp/e" ||
   fail "an unmatched --calibrate-on name is accepted"
