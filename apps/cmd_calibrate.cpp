@@ -77,6 +77,15 @@ io::Json settings_summary(const calib::Problem& pb, const calib::FitResult& fr) 
   return first;
 }
 
+// The software stacks the fitted runs ran (presets/stacks.json), where known: what `predict` names as the stacks
+// that reproduce the runs θ describes.
+io::Json stacks_of(const calib::Problem& pb, const calib::FitResult& fr) {
+  std::set<std::string> names;
+  for (auto i : fr.train)
+    if (!pb.samples[i].stack.empty()) names.insert(pb.samples[i].stack);
+  return io::Json(std::vector<std::string>(names.begin(), names.end()));
+}
+
 struct CalOpts {
   std::string dataset, published, platform, system, out, report, cv, params_start;
   std::vector<std::string> models, calibrate_on, test_on, fix, free;
@@ -123,6 +132,7 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
       {"system", pb.system.name},
       {"dataset", data_root},
       {"training_settings", settings_summary(pb, fr)},
+      {"stacks", stacks_of(pb, fr)},
       {"files", files},
       {"configurations", used},
       {"fitted_range", fitted_range_json(pb, fr.train)},

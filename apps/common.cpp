@@ -296,28 +296,36 @@ Resolved resolve(const RunOptions& o) {
     if (const io::SystemPreset* sp = io::presets().find_system(o.system)) theta_file = shipped_theta_file(*sp);
   r.params_file = theta_file;
   const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
-  // The shipped θ of a system was fitted on runs of the stacks that list it: said when the settings are lmsim's
-  // generic defaults (which stack reproduces those runs) or another stack's (its effects modelled, not fitted).
+  // θ was fitted on runs of the stacks its provenance records (a θ file older than that record: the stacks that
+  // list the system, for its shipped θ). Said when the settings are lmsim's generic defaults (which stack
+  // reproduces those runs) or another stack's (its effects modelled, not fitted).
   std::vector<std::string> stacks_of_theta;
-  for (const auto& st : io::presets().stacks)
-    if (std::find(st.systems.begin(), st.systems.end(), r.system.name) != st.systems.end())
-      stacks_of_theta.push_back(st.name);
-  const std::string fitted_on = fmt::format("{}", fmt::join(stacks_of_theta, " or "));
-  if (o.params_file.empty() && !stacks_of_theta.empty()) {
+  if (theta_json.is_object() && theta_json.contains("provenance") && theta_json["provenance"].is_object() &&
+      theta_json["provenance"].contains("stacks") && theta_json["provenance"]["stacks"].is_array()) {
+    for (const auto& n : theta_json["provenance"]["stacks"])
+      if (n.is_string()) stacks_of_theta.push_back(n.get<std::string>());
+  } else if (o.params_file.empty()) {
+    for (const auto& st : io::presets().stacks)
+      if (std::find(st.systems.begin(), st.systems.end(), r.system.name) != st.systems.end())
+        stacks_of_theta.push_back(st.name);
+  }
+  if (!stacks_of_theta.empty()) {
+    const std::string fitted_on = fmt::format("{}", fmt::join(stacks_of_theta, " or "));
+    const std::string theta = o.params_file.empty() ? "the shipped θ for " + r.system.name : "θ " + o.params_file;
     if (o.platform_stack.empty() && o.settings_file.empty())
       spdlog::info(
-          "training settings: lmsim's defaults ({}); the shipped θ for {} was fitted on runs of the {} stack: "
-          "--stack {} predicts as those runs ran",
+          "training settings: lmsim's defaults ({}); {} was fitted on runs of the {} stack: --stack {} predicts as "
+          "those runs ran",
           fmt::format("{}, {}SP, {}TP communication overlap, {}overlapped parameter gather",
                       to_string(r.settings.precision), r.settings.sequence_parallel ? "" : "no ",
                       r.settings.tp_comm_overlap ? "" : "no ", r.settings.overlap_param_gather ? "" : "no "),
-          r.system.name, fitted_on, stacks_of_theta.front());
+          theta, fitted_on, stacks_of_theta.front());
     else if (!o.platform_stack.empty() &&
              std::find(stacks_of_theta.begin(), stacks_of_theta.end(), o.platform_stack) == stacks_of_theta.end())
       spdlog::info(
-          "the shipped θ for {} was fitted on runs of the {} stack, not {}: where their settings differ, the "
-          "prediction rests on the modelled effect of each setting, not on runs that had it",
-          r.system.name, fitted_on, o.platform_stack);
+          "{} was fitted on runs of the {} stack, not {}: where their settings differ, the prediction rests "
+          "on the modelled effect of each setting, not on runs that had it",
+          theta, fitted_on, o.platform_stack);
   }
   if (!theta_file.empty()) {
     warn_if_other_stack(theta_json, theta_file, r.settings);

@@ -39,6 +39,7 @@ Problem make_problem(const io::Dataset& d, const std::string& which, const std::
                                ": calibrate one system at a time (--system)");
     }
     const Model& model = io::presets().find_model(c.model)->model;
+    const std::string stack = io::matching_stack(c.settings);
     for (const auto& r : c.runs) {
       if (!r.iteration_time_s && !r.peak_memory_max_bytes) continue;
       Sample s;
@@ -48,6 +49,7 @@ Problem make_problem(const io::Dataset& d, const std::string& which, const std::
       s.model = model;
       s.strategy = r.strategy;
       s.settings = c.settings;
+      s.stack = stack;
       s.time_s = r.iteration_time_s.value_or(0);
       s.mem_max_bytes = r.peak_memory_max_bytes.value_or(0);
       s.mem_rank_bytes = r.peak_memory_bytes;
@@ -81,6 +83,7 @@ Problem make_problem(const io::PublishedSet& ps, const std::string& system) {
     s.model = r.model;
     s.strategy = r.strategy;
     s.settings = r.settings;
+    s.stack = r.stack;
     s.time_s = r.time_s;
     s.validation_only = !r.fit;
     pb.samples.push_back(std::move(s));

@@ -21,6 +21,7 @@ namespace lmsim::calib {
 struct Sample {
   std::string model_setting, config;
   std::string source;            // the collection or publication it comes from (leave-one-source-out groups by it)
+  std::string stack;             // the software stack it ran (presets/stacks.json), where known
   bool validation_only = false;  // predicted and scored apart, never fitted (all_indices leaves it out)
   Model model;
   Strategy strategy;

@@ -168,6 +168,8 @@ PublishedSet read_published(const std::string& dir) {
       st = sp->settings;
       run.stack = stack;
     } else {
+      for (const auto& sp : presets().stacks)  // the stack whose published file this is, if any
+        if (sp.describes == file) run.stack = sp.name;
       st.fused_kernels = true;
       for (const auto& col : kStatedSettings)
         if (!rd.has(col) || rd.at(i, rd.col(col)).empty()) rd.fail(i, col, "required when the reading names no stack");

@@ -29,8 +29,10 @@ struct PublishedRun {
   double time_s = 0;
   std::string derivation;  // how time_s follows from the published figure
   std::string note;        // the reading's assumptions
-  std::string stack;       // the stack the reading names as its settings' base (empty: every setting stated)
-  bool fit = true;         // false: a validation row (readings `use` = validate), predicted but never fitted
+  // The stack of the reading: the one it names as its settings' base, else the stack that describes its file
+  // (presets/stacks.json `describes`), else empty.
+  std::string stack;
+  bool fit = true;  // false: a validation row (readings `use` = validate), predicted but never fitted
 };
 
 struct PublishedDrop {

@@ -812,6 +812,18 @@ std::string unknown_stack(const std::string& name) {
          "; the stacks: " + list;
 }
 
+std::string matching_stack(const TrainingSettings& t) {
+  auto shape = [](const TrainingSettings& x) {
+    Json j = to_json(x);
+    for (const char* k : {"seq_length", "global_batch_size", "micro_batch_size"}) j.erase(k);
+    return j;
+  };
+  const Json mine = shape(t);
+  for (const auto& st : presets().stacks)
+    if (shape(st.settings) == mine) return st.name;
+  return "";
+}
+
 const StackPreset& resolve_stack(const std::string& name, const char* option) {
   if (const StackPreset* st = presets().find_stack(name)) return *st;
   throw InputError(option, 0, "stack", unknown_stack(name));

@@ -97,6 +97,8 @@ Presets load_presets(const std::string& dir);
 // stack and all of them.
 const StackPreset& resolve_stack(const std::string& name, const char* option = "--stack");
 std::string unknown_stack(const std::string& name);
+// The stack whose settings are exactly `t`'s (sizes aside: sequence, batch), or empty.
+std::string matching_stack(const TrainingSettings& t);
 // A model or system given as a preset name or a path to a JSON file; unknown names list what exists.
 Model resolve_model(const std::string& name_or_file);
 // The candidate closest to `name` (case-insensitive edit distance), or empty when none is close.

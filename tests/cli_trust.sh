@@ -32,16 +32,24 @@ grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "n
 # Generic settings on a system whose θ was fitted on a published stack name that stack; a stack's FP8 recipe on a
 # device without FP8 units runs BF16, said; with the stack the hint is gone.
 "$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
-grep -q "training settings: lmsim's defaults (bf16, no SP, .*fitted on runs of the nemo-24.07 or megatron-bridge stack: --stack nemo-24.07" \
+grep -q "training settings: lmsim's defaults (bf16, no SP, .*the shipped θ for h100_sxm_80g was fitted on runs of the megatron-bridge or nemo-24.07 stack: --stack megatron-bridge" \
   "$tmp/e" || fail "no stack hint: $(cat "$tmp/e")"
 "$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --stack nemo-24.07 --strategy dp8-tp1-pp1-cp1-noRC \
   2> "$tmp/e" > "$tmp/o"
 ! grep -q "training settings: lmsim's defaults" "$tmp/e" || fail "stack hint under --stack"
 ! grep -q "not nemo-24.07" "$tmp/e" || fail "other-stack note for a stack θ was fitted on"
 "$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --stack gpu --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" >/dev/null
-grep -q "fitted on runs of the nemo-24.07 or megatron-bridge stack, not gpu" "$tmp/e" ||
+grep -q "fitted on runs of the megatron-bridge or nemo-24.07 stack, not gpu" "$tmp/e" ||
   fail "no other-stack note: $(cat "$tmp/e")"
 grep -q "^settings        fp8, flash attention, distributed optimizer" "$tmp/o" || fail "nemo stack not FP8: $(cat "$tmp/o")"
+# θ records the stacks of the runs it was fitted on; a θ file given names them too.
+"$lmsim" --log-level warn calibrate --published "$LMSIM_DATA_DIR/public" --system a100_sxm_80g --out "$tmp/a100.json"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['provenance']['stacks'] == ['megatron-lm-2021']" \
+  "$tmp/a100.json" || fail "θ provenance stacks"
+"$lmsim" predict --model Llama-3-8B --system a100_sxm_80g --params "$tmp/a100.json" --strategy dp8-tp1-pp1-cp1-noRC \
+  2> "$tmp/e" > /dev/null
+grep -q "θ $tmp/a100.json was fitted on runs of the megatron-lm-2021 stack: --stack megatron-lm-2021" "$tmp/e" ||
+  fail "no stack hint for a given θ: $(cat "$tmp/e")"
 "$lmsim" predict --model Llama-3-8B --system a100_sxm_80g --stack nemo-24.07 --strategy dp8-tp1-pp1-cp1-noRC \
   2> "$tmp/e" > "$tmp/o"
 grep -q "stack nemo-24.07 runs FP8 linear layers; a100_sxm_80g has no FP8 units: bf16 instead" "$tmp/e" ||

@@ -572,6 +572,18 @@ TEST(Published, EachStackIsWhatTheReadingsOfItsRunsSay) {
     }
   }
   EXPECT_GE(checked, 30u);  // the A100, NeMo 24.07 and Megatron-Bridge rows
+  // Each run knows its stack (the long-sequence page's recipe is none of them), and so does a fit's sample; the
+  // bundled collections' settings are the gpu and npu stacks exactly.
+  for (const auto& r : ps.runs)
+    EXPECT_EQ(r.stack, r.source == "nemo2407_h100"               ? "nemo-24.07"
+                       : r.source == "megatron_bridge_h100_b200" ? "megatron-bridge"
+                       : r.source == "narayanan2021_table1_a100" ? "megatron-lm-2021"
+                                                                 : "")
+        << r.label;
+  EXPECT_EQ(calib::make_problem(ps, "a100_sxm_80g").samples.at(0).stack, "megatron-lm-2021");
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  EXPECT_EQ(calib::make_problem(d, "gpu").samples.at(0).stack, "gpu");
+  EXPECT_EQ(calib::make_problem(d, "npu").samples.at(0).stack, "npu");
   // Each names systems that exist, and the GPU platforms with a shipped θ all have one.
   for (const char* sys : {"a100_sxm_80g", "h100_sxm_80g", "b200_sxm_180g", "v100_sxm2_32g", "ascend_910b3_64g"})
     EXPECT_TRUE(std::any_of(io::presets().stacks.begin(), io::presets().stacks.end(), [&](const io::StackPreset& st) {
