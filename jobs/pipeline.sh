@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the bundled data: calibrate both platforms -> MPI search over both Qwen3 strategy spaces on
-# both platforms (fitted θ) -> evaluate -> shortlist -> results/*.h5, results/*.png and a printed summary.
+# The main job on the bundled data: calibrate both platforms (and the GPU systems of the published set) -> MPI
+# search over both Qwen3 strategy spaces on both platforms (fitted θ) -> evaluate (the bundled collections, and
+# the published runs apart from those θ was fitted on) -> shortlist -> results/*.h5, results/*.png and a summary.
 #   bash jobs/pipeline.sh            (after jobs/deps.sh and a Release build; `bash jobs/main.sh` does all three)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -22,6 +23,10 @@ done
 echo "== 3/5 evaluate"
 "$lmsim_bin" --log-level warn evaluate --params "$res/params_gpu.json,$res/params_npu.json" --out "$res/evaluation.h5" \
   --json >"$res/evaluation.json"
+# The GPU systems' θ on the published runs: the runs each was fitted on apart from the validation rows.
+"$lmsim_bin" --log-level error evaluate --published "$lmsim_root/data/public" \
+  --params "$res/params_a100_sxm_80g.json,$res/params_h100_sxm_80g.json,$res/params_b200_sxm_180g.json" \
+  --out "$res/evaluation_published.h5" --json >"$res/evaluation_published.json"
 echo "== 4/5 shortlist (NPU -> GPU, k = 3)"
 bash "$lmsim_root/jobs/shortlist.sh" "$res" >"$res/shortlist.txt"
 echo "== 5/5 plots"

@@ -21,6 +21,13 @@ for plat in ("gpu", "npu"):
         c.get("memory_mape_pct", float("nan")), i["time_spearman"], i["memory_spearman"], i["top1_strata_hits"],
         i["strata"]))
 print("  (paper, calibrated Calculon in-sample: time MAPE 7.97-11.22 %, memory MAPE 12.55-15.99 %)")
+pub = os.path.join(res, "evaluation_published.json")
+if os.path.exists(pub):
+    print("\nGPU systems on the published runs (data/public; θ fitted in step 1):")
+    for r in json.load(open(pub)):
+        what = "runs θ was fitted on" if r["predictor"].endswith("_in_sample") else "never fitted (validation)"
+        print("  %-14s %-27s %-26s n=%2d  time MAPE %6.2f %%" % (
+            r["platform"], r["model_setting"], what, r["n_time"], r["time_mape_pct"]))
 print("\nRecommended configuration (MPI search, predicted fastest that fits):")
 for f in sorted(os.listdir(res)):
     if f.startswith("search_") and f.endswith(".json"):
