@@ -46,17 +46,20 @@ std::map<std::string, eval::Theta> load_thetas(const std::vector<std::string>& f
   return out;
 }
 
-// The given θ, and for every other system of the dataset with a shipped fitted θ file, that file (with its
-// covariance, so the evaluation carries intervals as predict does).
+// System `system`'s shipped fitted θ file (with its covariance, so the evaluation carries intervals as predict
+// does), unless `out` already has a θ for it or for `platform`.
+void add_shipped_theta(std::map<std::string, eval::Theta>& out, const std::string& system,
+                       const std::string& platform) {
+  if (out.count(platform) || out.count(system)) return;
+  const io::SystemPreset* sp = io::presets().find_system(system);
+  const std::string f = sp ? shipped_theta_file(*sp) : "";
+  if (!f.empty()) out[system] = read_theta(f, io::parse_json_file(f), sp->default_params, sp->params_source());
+}
+
+// The given θ, and for every other system of the dataset with a shipped fitted θ file, that file.
 std::map<std::string, eval::Theta> thetas_for(const io::Dataset& d, const std::vector<std::string>& files) {
   std::map<std::string, eval::Theta> out = load_thetas(files);
-  for (const auto& c : d.collections) {
-    if (out.count(c.platform) || out.count(c.system)) continue;
-    const io::SystemPreset* sp = io::presets().find_system(c.system);
-    const std::string f = sp ? shipped_theta_file(*sp) : "";
-    if (f.empty()) continue;
-    out[c.system] = read_theta(f, io::parse_json_file(f), sp->default_params, sp->params_source());
-  }
+  for (const auto& c : d.collections) add_shipped_theta(out, c.system, c.platform);
   return out;
 }
 
@@ -166,11 +169,7 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
   if (published) {
     const io::PublishedSet ps = io::read_published(ec.published);
     thetas = load_thetas(ec.params);
-    for (const auto& r : ps.runs)  // a system without a given θ: its shipped one, with its covariance
-      if (!thetas.count(r.system))
-        if (const io::SystemPreset* sp = io::presets().find_system(r.system); sp && !shipped_theta_file(*sp).empty())
-          thetas[r.system] = read_theta(shipped_theta_file(*sp), io::parse_json_file(shipped_theta_file(*sp)),
-                                        sp->default_params, sp->params_source());
+    for (const auto& r : ps.runs) add_shipped_theta(thetas, r.system, r.system);
     sets.push_back(eval::evaluate_published(ps, thetas));
   } else {
     thetas = thetas_for(d, ec.params);

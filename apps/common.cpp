@@ -296,19 +296,13 @@ Resolved resolve(const RunOptions& o) {
     if (const io::SystemPreset* sp = io::presets().find_system(o.system)) theta_file = shipped_theta_file(*sp);
   r.params_file = theta_file;
   const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
-  // θ was fitted on runs of the stacks its provenance records (a θ file older than that record: the stacks that
-  // list the system, for its shipped θ). Said when the settings are lmsim's generic defaults (which stack
-  // reproduces those runs) or another stack's (its effects modelled, not fitted).
+  // θ was fitted on runs of the stacks its provenance records. Said when the settings are lmsim's generic defaults
+  // (which stack reproduces those runs) or another stack's (its effects modelled, not fitted).
   std::vector<std::string> stacks_of_theta;
   if (theta_json.is_object() && theta_json.contains("provenance") && theta_json["provenance"].is_object() &&
-      theta_json["provenance"].contains("stacks") && theta_json["provenance"]["stacks"].is_array()) {
+      theta_json["provenance"].contains("stacks") && theta_json["provenance"]["stacks"].is_array())
     for (const auto& n : theta_json["provenance"]["stacks"])
       if (n.is_string()) stacks_of_theta.push_back(n.get<std::string>());
-  } else if (o.params_file.empty()) {
-    for (const auto& st : io::presets().stacks)
-      if (std::find(st.systems.begin(), st.systems.end(), r.system.name) != st.systems.end())
-        stacks_of_theta.push_back(st.name);
-  }
   if (!stacks_of_theta.empty()) {
     const std::string fitted_on = fmt::format("{}", fmt::join(stacks_of_theta, " or "));
     const std::string theta = o.params_file.empty() ? "the shipped θ for " + r.system.name : "θ " + o.params_file;
