@@ -87,7 +87,9 @@ io::Json components_json(const eval::ComponentReport& c) {
 io::Json coverage_json(const eval::CollectionEvaluation& e) {
   const calib::Coverage& c = e.coverage;
   return io::Json{{"in_sample", e.theta_fitted_on_model},
-                  {"residual_scale", e.held_out_model_scale ? "held_out_models" : "fitted_runs"},
+                  {"residual_scale", e.intervals_from_priors  ? "priors"
+                                    : e.held_out_model_scale ? "held_out_models"
+                                                             : "fitted_runs"},
                   {"n_time", c.n_time},
                   {"time_in_80", c.time_in_80},
                   {"time_in_90", c.time_in_90},
@@ -228,7 +230,10 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
            e.intervals.empty()
                ? "-"
                : std::to_string(e.coverage.time_in_80) + "/" + std::to_string(e.coverage.time_in_90) + " of " +
-                     std::to_string(e.coverage.n_time) + (e.theta_fitted_on_model ? " (in-sample)" : "")});
+                     std::to_string(e.coverage.n_time) +
+                     (e.theta_fitted_on_model    ? " (in-sample)"
+                      : e.intervals_from_priors ? " (priors)"
+                                                : "")});
     }
   if (!ec.out.empty()) {
     io::H5Writer w(ec.out);

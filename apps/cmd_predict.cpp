@@ -74,7 +74,8 @@ void run(const PredictCli& o, std::ostream& os) {
      << "settings        " << settings_summary(s, r.settings) << "\n"
      << "iteration time  " << fmt(p.iteration_time_s, 3) << " s"
      << (has_iv ? "  (80 %: " + fmt(iv.time_s_80.lower, 3) + " - " + fmt(iv.time_s_80.upper, 3) +
-                      ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)"
+                      ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)" +
+                      (calib::time_from_priors(*r.uncertainty) ? " (from priors: uncalibrated θ)" : "")
                 : std::string())
      << "\n"
      << (has_iv ? "                log sd " + fmt(100 * iv.time_log_sd, 1) + " %: residual " +
@@ -92,7 +93,9 @@ void run(const PredictCli& o, std::ostream& os) {
   if (has_iv && iv.memory_log_sd > 0)
     os << "                80 %: " << gib(iv.memory_bytes_80.lower) << " - " << gib(iv.memory_bytes_80.upper)
        << ", 90 %: " << gib(iv.memory_bytes_90.lower) << " - " << gib(iv.memory_bytes_90.upper) << " GiB"
-       << (calib::memory_from_priors(*r.uncertainty) ? " (from priors: θ was fitted without memory measurements)" : "")
+       << (calib::time_from_priors(*r.uncertainty)     ? " (from priors: uncalibrated θ)"
+           : calib::memory_from_priors(*r.uncertainty) ? " (from priors: θ was fitted without memory measurements)"
+                                                       : "")
        << "\n";
   os << "\n";
   std::vector<std::vector<std::string>> terms;

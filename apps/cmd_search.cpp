@@ -516,7 +516,11 @@ void run(SearchCli sc, std::ostream& out) {
         const auto l = calib::prior_leans(*unc[c.scenario], *ls);
         for (const auto& x : l)
           leans.push_back({{"name", param_table()[x.param].name}, {"time_log_sd", x.time_log_sd}});
-        if (!l.empty())
+        if (!l.empty() && calib::time_from_priors(*unc[c.scenario]))  // uncalibrated: every parameter is a prior
+          spdlog::info("search: the best candidate's interval, {}, comes from θ's priors, mostly {}",
+                       config_name(c.strategy),
+                       calib::describe({l.begin(), l.begin() + std::min<std::size_t>(3, l.size())}, s.params));
+        else if (!l.empty())
           spdlog::warn(
               "search: the best candidate, {}, leans on parameters θ's runs never measured, held at their prior: {}; "
               "its interval and the others' P(within 5 %) carry their priors' width",
@@ -602,7 +606,7 @@ void run(SearchCli sc, std::ostream& out) {
     return;
   }
   std::vector<std::vector<std::string>> rows;
-  bool fits_unknown = false, fits_from_priors = false;
+  bool fits_unknown = false, fits_from_priors = false, uncalibrated = false;
   // The objective's own column only when it is not the iteration time (p90_s: the 80 % interval's upper end).
   const bool show_objective = o.objective != search::Objective::time;
   for (std::size_t i = 0; i < r.ranking.size(); ++i) {
@@ -610,6 +614,7 @@ void run(SearchCli sc, std::ostream& out) {
     fits_unknown = fits_unknown || !risk[i] || std::isnan(risk[i]->p_fits);
     const auto c = space.at(e.index);
     fits_from_priors = fits_from_priors || (unc[c.scenario] && calib::memory_from_priors(*unc[c.scenario]));
+    uncalibrated = uncalibrated || (unc[c.scenario] && calib::time_from_priors(*unc[c.scenario]));
     const Throughput tp = throughput_of(model, space, e, o);
     std::vector<std::string> row{std::to_string(i + 1),
                                  config_name(c.strategy),
@@ -633,7 +638,10 @@ void run(SearchCli sc, std::ostream& out) {
   if (fits_unknown)
     out << "P(fits) n/a: the θ in use carries no memory error scale, so its memory prediction has no interval; "
            "candidates are kept by the point prediction and --memory-margin\n";
-  if (fits_from_priors)
+  if (uncalibrated)
+    out << "p90_s, P(fits) and P(<=5% of #1) from priors: the θ in use is uncalibrated (preset defaults); its "
+           "intervals are what the calibration priors state and a ~3 % per-run error, not measured errors\n";
+  else if (fits_from_priors)
     out << "P(fits) from priors: the θ in use was fitted without memory measurements; its memory interval is what "
            "the priors state (runtime memory, allocator share) and a ~3 % per-run error, not a measured one\n";
   std::vector<std::vector<std::string>> rej;

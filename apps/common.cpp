@@ -347,9 +347,14 @@ Resolved resolve(const RunOptions& o) {
         "by 6-59 %, "
         "DeepSeek-V3 is within 9 % (data/public/NOTE.md); the intervals, from dense runs, do not cover it",
         r.model.name);
-  if (r.params_source.rfind("uncalibrated", 0) == 0)
-    spdlog::warn("using {}: no θ was fitted for this system; predictions are uncalibrated", r.params_source);
-  else
+  if (r.params_source.rfind("uncalibrated", 0) == 0) {
+    // No run calibrated this θ: its intervals are what the priors state (calib::prior_uncertainty).
+    r.uncertainty = calib::prior_uncertainty();
+    spdlog::warn(
+        "using {}: no θ was fitted for this system; predictions are uncalibrated, and their intervals are the "
+        "calibration priors' widths, not measured errors",
+        r.params_source);
+  } else
     spdlog::info("using {}", r.params_source);
   // Predicting a model θ never saw is the common case and an extrapolation: say how far held-out runs missed, and
   // let the intervals take the held-out runs' residual scale when the calibration measured one.

@@ -61,7 +61,8 @@ struct Resolved {
   PlatformParams params;
   std::string params_source;  // which θ: a --params file, the system's shipped fitted θ, or uncalibrated defaults
   std::string params_file;    // the θ file read (empty: uncalibrated preset defaults)
-  std::optional<calib::Uncertainty> uncertainty;  // θ's covariance when the θ file carries one
+  // θ's covariance when the θ file carries one; the priors' (calib::prior_uncertainty) for uncalibrated defaults
+  std::optional<calib::Uncertainty> uncertainty;
   std::optional<ThetaFit> fit;                    // when the θ file records its fitted runs
   bool held_out_scale = false;  // the model is outside the fitted runs: the intervals take θ's held-out-model scale
 };

@@ -61,7 +61,12 @@ PredictResult predict(const PredictRequest& q) {
           calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, res.iv.memory_log_sd, u->memory_dof);
       res.unfitted = calib::prior_leans(*u, *ls);
       res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
-      if (!res.unfitted.empty())
+      if (calib::time_from_priors(*u))  // every parameter is a prior: say which weigh most, not a warning each
+        spdlog::info("the intervals come from θ's priors, mostly {}",
+                     calib::describe({res.unfitted.begin(), res.unfitted.begin() + std::min<std::size_t>(
+                                                                                      3, res.unfitted.size())},
+                                     r.params));
+      else if (!res.unfitted.empty())
         spdlog::warn(
             "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
             "their priors' width",
@@ -104,7 +109,11 @@ io::Json PredictResult::json() const {
     j["unfitted_parameters"] = un;
   }
   if (r.uncertainty) {  // which residual scale the intervals carry (see resolve())
-    j["interval_residual_scale"] = r.held_out_scale ? "held_out_models" : "fitted_runs";
+    j["interval_residual_scale"] = calib::time_from_priors(*r.uncertainty) ? "priors"
+                                   : r.held_out_scale                     ? "held_out_models"
+                                                                          : "fitted_runs";
+    // No run calibrated θ (uncalibrated preset defaults): the time interval is the priors' (calib::prior_uncertainty).
+    j["time_interval_from_priors"] = calib::time_from_priors(*r.uncertainty);
     // Without memory measurements in θ's fit, memory's interval is the priors' (calib::memory_from_priors).
     j["memory_interval_from_priors"] = calib::memory_from_priors(*r.uncertainty);
   }

@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
     const auto in = calib::predict(pb, idx, fr.params);
     const calib::Report rin = calib::score(pb, in);
     print_report("in-sample", rin);
+    // The uncalibrated preset (the prior's centre) with the intervals predict and search give a system without a
+    // fitted θ (calib::prior_uncertainty): how much of the measured runs the priors' stated widths hold.
+    const PlatformParams& preset = io::presets().find_system(pb.system.name)->default_params;
+    print_report("uncalibrated preset", calib::score(pb, calib::predict(pb, idx, preset)));
+    print_coverage("  prior intervals", calib::coverage_of(pb, preset, calib::prior_uncertainty(), {}, idx));
     std::printf(
         "  paper (calibrated Calculon, in-sample): time MAPE %.2f %% / %.2f %% (0.6B / 1.7B), memory MAPE %.2f-%.2f "
         "%%\n",

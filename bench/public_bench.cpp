@@ -101,7 +101,10 @@ int main(int argc, char** argv) {
     std::printf("%s\n  theta:", fr.on_bounds.empty() ? " none" : "");
     for (auto i : pb.free) std::printf(" %s=%.4g", param_table()[i].name, get(fr.params, i));
     std::printf("\n");
-    line("uncalibrated preset", pb, calib::predict(pb, idx, io::presets().find_system(system)->default_params), false);
+    const PlatformParams& preset = io::presets().find_system(system)->default_params;
+    line("uncalibrated preset", pb, calib::predict(pb, idx, preset), false);
+    // The intervals predict and search give a system without a fitted θ: the priors' stated widths.
+    coverage_line("  prior intervals", calib::coverage_of(pb, preset, calib::prior_uncertainty(), {}, idx));
     line("in-sample", pb, calib::predict(pb, idx, fr.params), residuals);
     std::set<std::string> models, sources;
     for (auto i : idx) {

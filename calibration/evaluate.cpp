@@ -195,6 +195,7 @@ bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
 void add_intervals(CollectionEvaluation& e, const Theta& t) {
   const SimOptions so = calib::sim_options(e.problem);
   const double nan = std::nan("");
+  e.intervals_from_priors = calib::time_from_priors(*t.uncertainty);
   for (const auto& pr : e.predictions) {
     const calib::Sample& s = e.problem.samples[pr.index];
     calib::Uncertainty u = *t.uncertainty;
@@ -230,6 +231,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
     } else if (const io::SystemPreset* sp = io::presets().find_system(c.system)) {
       t.params = sp->params();
       t.source = sp->params_source();
+      if (sp->calibrated_file.empty()) t.uncertainty = calib::prior_uncertainty();  // the priors' widths
     }
     const PlatformParams& p = t.params;
     e.theta_source = t.source;
@@ -265,6 +267,7 @@ std::vector<CollectionEvaluation> evaluate_published(const io::PublishedSet& ps,
       // Without θ's provenance the runs it was fitted on are unknown: the uncalibrated guess, never in-sample.
       t.params = sp->default_params;
       t.source = "uncalibrated preset defaults of " + system;
+      t.uncertainty = calib::prior_uncertainty();  // the priors' widths
     }
     std::set<std::string> sources;
     for (const auto& s : pb.samples) sources.insert(s.source);

@@ -59,16 +59,19 @@ struct CollectionEvaluation {
   std::vector<calib::PredictionIntervals> intervals;
   calib::Coverage coverage;
   bool theta_fitted_on_model = false, held_out_model_scale = false;
+  bool intervals_from_priors = false;  // θ is uncalibrated: the intervals are its priors' (calib::prior_uncertainty)
 };
 
 // θ per platform name (gpu/npu) or system name; a collection without one uses its system preset's θ values (the
-// shipped fitted θ where there is one, else the uncalibrated defaults) with no intervals.
+// shipped fitted θ where there is one, with no intervals; else the uncalibrated defaults, with the intervals of
+// their priors, calib::prior_uncertainty).
 std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std::map<std::string, Theta>& theta,
                                                  const std::vector<std::string>& models);
 
 // Published measurements (io::read_published: the calibration set's layout): one evaluation per source file and
 // system, every run (fitted or validation row) predicted with θ for its system (given, else the system preset's
-// uncalibrated defaults: a shipped θ is given as a θ file, whose provenance names its fitted runs).
+// uncalibrated defaults with their priors' intervals: a shipped θ is given as a θ file, whose provenance names its
+// fitted runs).
 // The runs θ was fitted on (its provenance's configurations) are scored apart, as predictor "lmsim_in_sample", so
 // "lmsim" figures are of runs θ never saw.
 std::vector<CollectionEvaluation> evaluate_published(const io::PublishedSet& ps,

@@ -66,12 +66,12 @@ double log_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log(v) : s
 // that ranks flash-attention layouts on a θ fitted without them is told how little is known of their speed.
 // Without memory measurements the memory residual scale is the per-run error the objective states (its prior
 // weight, ~3 %) at normal quantiles.
-void keep_unfitted_priors(Uncertainty& u, const Problem& pb, double stated_sd) {
+void keep_unfitted_priors(Uncertainty& u, const std::vector<std::size_t>& fixed, double stated_sd) {
   const std::size_t k = u.free.size();
   std::vector<std::size_t> add;
   for (std::size_t i = 0; i < kNumParams; ++i)
     if (std::find(u.free.begin(), u.free.end(), i) == u.free.end() &&
-        std::find(pb.fixed.begin(), pb.fixed.end(), i) == pb.fixed.end())
+        std::find(fixed.begin(), fixed.end(), i) == fixed.end())
       add.push_back(i);
   const std::size_t n = k + add.size();
   std::vector<double> cov(n * n, 0.0);
@@ -91,6 +91,14 @@ void keep_unfitted_priors(Uncertainty& u, const Problem& pb, double stated_sd) {
 }
 
 }  // namespace
+
+Uncertainty prior_uncertainty(double stated_sd) {
+  Uncertainty u;
+  keep_unfitted_priors(u, {}, stated_sd);
+  u.time_log_sd = stated_sd;
+  u.time_dof = 0;
+  return u;
+}
 
 Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, const PlatformParams& theta) {
   Uncertainty u;
@@ -137,7 +145,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
   };
   if (k == 0) {
     set_scale(0, 0);
-    keep_unfitted_priors(u, pb, stated_sd);
+    keep_unfitted_priors(u, pb.fixed, stated_sd);
     return u;
   }
   // Gauss-Newton information: Σ over runs of (∂ log prediction / ∂θ)² / s², plus the prior's precision.
@@ -210,7 +218,7 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
     set_scale(std::min(k_time, hat_trace(jt, u.time_log_sd)), std::min(k_memory, hat_trace(jm, u.memory_log_sd)));
     u.covariance = covariance();
   }
-  keep_unfitted_priors(u, pb, stated_sd);
+  keep_unfitted_priors(u, pb.fixed, stated_sd);
   return u;
 }
 

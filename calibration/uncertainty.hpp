@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,6 +104,14 @@ Uncertainty laplace(const Problem& pb, const std::vector<std::size_t>& train, co
 void set_unseen_scale(Uncertainty& u, const Problem& pb, CvKind kind, const CvResult& cv);
 // True when memory's interval comes from the priors alone (θ fitted without memory measurements).
 inline bool memory_from_priors(const Uncertainty& u) { return u.n_memory == 0 && u.memory_log_sd > 0; }
+// What a θ no run was fitted on is worth (a system preset's uncalibrated defaults, which are the calibration prior's
+// centre), as far as the priors state: every parameter prior-only (σ from param_table(), uncorrelated) and each
+// kind's residual the objective's stated per-run error `stated_sd` (sqrt of the prior weight, ~3 %) at normal
+// quantiles. `predict` and `search` give a system without a fitted θ these intervals; `calibration_bench` and
+// `public_bench` measure how much of the measured runs they hold.
+Uncertainty prior_uncertainty(double stated_sd = std::sqrt(Weights{}.prior));
+// True when time's interval comes from the priors alone (no run fitted: prior_uncertainty).
+inline bool time_from_priors(const Uncertainty& u) { return u.n_time == 0 && u.time_log_sd > 0; }
 
 // `u` for a model outside the fitted runs: each kind's residual scale is the larger of the fitted runs' and the
 // held-out one, with the held-out runs as its degrees of freedom. Unchanged when no held-out scale was measured.

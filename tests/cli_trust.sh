@@ -12,6 +12,22 @@ trap 'rm -rf "$tmp"' EXIT
 grep -q "fitted θ shipped for h100_sxm_80g" "$tmp/e" || fail "no θ source line: $(cat "$tmp/e")"
 "$lmsim" predict --model Qwen3-1.7B --system h200_sxm_141g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
 grep -q "uncalibrated" "$tmp/e" || fail "no uncalibrated warning"
+# An uncalibrated θ's intervals are its priors', said in the JSON and the search's notes.
+"$lmsim" --log-level warn predict --model Qwen3-1.7B --system h200_sxm_141g --strategy dp8-tp1-pp1-cp1-noRC \
+  --json > "$tmp/h200.json"
+python3 - "$tmp/h200.json" <<'PY' || fail "uncalibrated intervals"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["interval_residual_scale"] == "priors" and j["time_interval_from_priors"], j
+assert j["memory_interval_from_priors"] and 0.5 < j["p_fits"] <= 1, j
+assert j["iteration_time_s_p05"] < j["iteration_time_s"] < j["iteration_time_s_p95"], j
+assert j["time_log_sd_parts"]["unfitted_priors"] > j["time_log_sd_parts"]["residual"] > 0, j
+PY
+"$lmsim" --log-level warn search --model Llama-3-8B --system gb200_nvl72 --devices 72 --seq 8192 \
+  --global-batch 144 --top 3 > "$tmp/t.txt"
+grep -q "^p90_s, P(fits) and P(<=5% of #1) from priors: the θ in use is uncalibrated" "$tmp/t.txt" ||
+  fail "search: uncalibrated priors note: $(cat "$tmp/t.txt")"
+! grep -q "P(fits) n/a" "$tmp/t.txt" || fail "search: P(fits) n/a on an uncalibrated θ: $(cat "$tmp/t.txt")"
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
   --params "$LMSIM_DATA_DIR/params/params_gpu.json" 2> "$tmp/e" > /dev/null
 grep -q "fitted on v100_sxm2_32g, not on h100_sxm_80g" "$tmp/e" || fail "no other-system warning"

@@ -285,6 +285,41 @@ TEST(Uncertainty, WithoutMemoryRunsMemoryIntervalsComeFromThePriors) {
   EXPECT_FALSE(calib::memory_from_priors(calib::laplace(measured, all, measured.start)));
 }
 
+// An uncalibrated preset (no run fitted: its values are the prior's centre) gets the intervals its priors state:
+// every parameter at its prior sd and the stated per-run error. They hold a prediction made one prior sd away
+// from the centre and not one three sds away.
+TEST(Uncertainty, AnUncalibratedPresetsIntervalsAreItsPriors) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  const calib::Problem pb = calib::make_problem(d, "gpu");
+  const calib::Uncertainty u = calib::prior_uncertainty();
+  ASSERT_TRUE(calib::time_from_priors(u));
+  ASSERT_TRUE(calib::memory_from_priors(u));
+  EXPECT_EQ(u.n_prior_only, kNumParams);
+  EXPECT_NEAR(u.time_log_sd, std::sqrt(pb.weights.prior), 1e-12);
+  EXPECT_FALSE(calib::time_from_priors(calib::laplace(pb, calib::all_indices(pb), pb.start)));
+  const PlatformParams& preset = pb.start;
+  std::size_t matmul = kNumParams;
+  for (std::size_t i = 0; i < kNumParams; ++i)
+    if (std::string(param_table()[i].name) == "matmul_efficiency") matmul = i;
+  ASSERT_LT(matmul, kNumParams);
+  const double sd = param_table()[matmul].prior_sd;
+  ASSERT_GT(get(preset, matmul) - 3 * sd, param_table()[matmul].lower);
+  const calib::Sample& s = pb.samples[0];
+  const SimOptions so = calib::sim_options(pb);
+  const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, preset, u, so);
+  ASSERT_TRUE(iv);
+  EXPECT_GT(iv->time_log_sd, u.time_log_sd);  // the parameters' priors widen the stated error
+  auto time_at = [&](double matmul_efficiency) {
+    PlatformParams p = preset;
+    set(p, matmul, matmul_efficiency);
+    return simulate(s.model, s.strategy, pb.system, s.settings, p, so).iteration_time_s;
+  };
+  const double one_sd = time_at(get(preset, matmul) - sd), three_sd = time_at(get(preset, matmul) - 3 * sd);
+  EXPECT_LT(one_sd, iv->time_s_90.upper);
+  EXPECT_GT(one_sd, iv->time_s_90.value);
+  EXPECT_GT(three_sd, iv->time_s_90.upper);
+}
+
 // A prediction that leans on a parameter the fit never saw carries that parameter's prior: the V100 runs store
 // their scores, so a flash-attention layout on the V100 θ depends on a flash efficiency nothing measured. Its time
 // interval is wider than the same layout's with scores stored, and narrows again when the user fixes the efficiency.

@@ -138,6 +138,8 @@ TEST(Evaluate, PublishedRunsThetaWasFittedOnAreScoredApart) {
     if (e.system == "h100_sxm_80g") {
       EXPECT_EQ(e.predictor, "lmsim");  // no θ given: the uncalibrated defaults, never in-sample
       EXPECT_NE(e.theta_source.find("uncalibrated"), std::string::npos);
+      EXPECT_TRUE(e.intervals_from_priors);  // with its priors' intervals
+      EXPECT_EQ(e.coverage.n_time, e.predictions.size());
       h100 += e.predictions.size();
     }
     if (e.system != "a100_sxm_80g") continue;
