@@ -473,11 +473,12 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const double grad_bytes = grad_bytes_per_param(t);
   const double weight_bytes = weight_bytes_per_param(t);
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
-  const EdgeTime head_only = edge_time(c, false, true);
+  // A multi-token-prediction module's extra pass through the LM head and loss (its compute; only MTP models).
+  const EdgeTime head_only = m.mtp_layers > 0 ? edge_time(c, false, true) : EdgeTime{};
 
   double max_c = 0, sum_c = 0, max_grad_tail = 0, max_step_tail = 0;
   int crit = 0, grad_stage = 0, step_stage = 0;
-  std::array<double, kMaxStages> grad_exposed{}, param_exposed{}, fsdp_exposed_mb{};
+  std::array<double, kMaxStages> grad_exposed, param_exposed, fsdp_exposed_mb;  // [0, pp) written below
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0;
   for (int i = 0; i < pp; ++i) {

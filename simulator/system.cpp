@@ -64,13 +64,19 @@ std::string validate(const System& s) {
 
 LinkTable::LinkTable(const System& s) : s_(s), n_(s.devices_per_node) {
   if (!direct()) return;
-  max_degree_ = 0;
-  for (int i = 0; i < n_; ++i) max_degree_ = std::max(max_degree_, link_degree(s_, i));
   host_ = s_.intra_node_host_bandwidth_bytes_per_s / s_.intra_node.bandwidth_bytes_per_s;
+  // One pass over the matrix (simulate() builds the table every call): each device's link count, and whether every
+  // pair is joined alike.
+  max_degree_ = 0;
   mesh_ = n_ > 1 && links(0, 1) > 0;
-  for (int i = 0; i < n_ && mesh_; ++i)
-    for (int j = 0; j < n_; ++j)
-      if (i != j && links(i, j) != links(0, 1)) mesh_ = false;
+  for (int i = 0; i < n_; ++i) {
+    int degree = 0;
+    for (int j = 0; j < n_; ++j) {
+      degree += links(i, j);
+      mesh_ = mesh_ && (i == j || links(i, j) == links(0, 1));
+    }
+    max_degree_ = std::max(max_degree_, degree);
+  }
 }
 
 double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) const {
