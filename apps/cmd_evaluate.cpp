@@ -88,8 +88,8 @@ io::Json coverage_json(const eval::CollectionEvaluation& e) {
   const calib::Coverage& c = e.coverage;
   return io::Json{{"in_sample", e.theta_fitted_on_model},
                   {"residual_scale", e.intervals_from_priors  ? "priors"
-                                    : e.held_out_model_scale ? "held_out_models"
-                                                             : "fitted_runs"},
+                                     : e.held_out_model_scale ? "held_out_models"
+                                                              : "fitted_runs"},
                   {"n_time", c.n_time},
                   {"time_in_80", c.time_in_80},
                   {"time_in_90", c.time_in_90},
@@ -227,13 +227,12 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
            fmt(m.memory_spearman, 3), e.components.matrix_n ? fmt(e.components.matrix_smape_pct, 1) : "-",
            e.components.comm_share_jsd >= 0 ? fmt(e.components.comm_share_jsd, 3) : "-",
            e.median_simulation_wall_s >= 0 ? fmt(e.median_simulation_wall_s * 1e6, 3) : "-",
-           e.intervals.empty()
-               ? "-"
-               : std::to_string(e.coverage.time_in_80) + "/" + std::to_string(e.coverage.time_in_90) + " of " +
-                     std::to_string(e.coverage.n_time) +
-                     (e.theta_fitted_on_model    ? " (in-sample)"
-                      : e.intervals_from_priors ? " (priors)"
-                                                : "")});
+           e.intervals.empty() ? "-"
+                               : std::to_string(e.coverage.time_in_80) + "/" + std::to_string(e.coverage.time_in_90) +
+                                     " of " + std::to_string(e.coverage.n_time) +
+                                     (e.theta_fitted_on_model   ? " (in-sample)"
+                                      : e.intervals_from_priors ? " (priors)"
+                                                                : "")});
     }
   if (!ec.out.empty()) {
     io::H5Writer w(ec.out);

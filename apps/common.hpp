@@ -63,7 +63,7 @@ struct Resolved {
   std::string params_file;    // the θ file read (empty: uncalibrated preset defaults)
   // θ's covariance when the θ file carries one; the priors' (calib::prior_uncertainty) for uncalibrated defaults
   std::optional<calib::Uncertainty> uncertainty;
-  std::optional<ThetaFit> fit;                    // when the θ file records its fitted runs
+  std::optional<ThetaFit> fit;  // when the θ file records its fitted runs
   bool held_out_scale = false;  // the model is outside the fitted runs: the intervals take θ's held-out-model scale
 };
 // The fitted-runs record of a θ file for a prediction of `model` (nullopt when the file has none).

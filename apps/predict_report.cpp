@@ -63,9 +63,9 @@ PredictResult predict(const PredictRequest& q) {
       res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
       if (calib::time_from_priors(*u))  // every parameter is a prior: say which weigh most, not a warning each
         spdlog::info("the intervals come from θ's priors, mostly {}",
-                     calib::describe({res.unfitted.begin(), res.unfitted.begin() + std::min<std::size_t>(
-                                                                                      3, res.unfitted.size())},
-                                     r.params));
+                     calib::describe(
+                         {res.unfitted.begin(), res.unfitted.begin() + std::min<std::size_t>(3, res.unfitted.size())},
+                         r.params));
       else if (!res.unfitted.empty())
         spdlog::warn(
             "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
@@ -110,8 +110,8 @@ io::Json PredictResult::json() const {
   }
   if (r.uncertainty) {  // which residual scale the intervals carry (see resolve())
     j["interval_residual_scale"] = calib::time_from_priors(*r.uncertainty) ? "priors"
-                                   : r.held_out_scale                     ? "held_out_models"
-                                                                          : "fitted_runs";
+                                   : r.held_out_scale                      ? "held_out_models"
+                                                                           : "fitted_runs";
     // No run calibrated θ (uncalibrated preset defaults): the time interval is the priors' (calib::prior_uncertainty).
     j["time_interval_from_priors"] = calib::time_from_priors(*r.uncertainty);
     // Without memory measurements in θ's fit, memory's interval is the priors' (calib::memory_from_priors).
