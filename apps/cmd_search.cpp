@@ -606,15 +606,21 @@ void run(SearchCli sc, std::ostream& out) {
     return;
   }
   std::vector<std::vector<std::string>> rows;
-  bool fits_unknown = false, fits_from_priors = false, uncalibrated = false;
+  bool fits_unknown = false;
+  std::set<std::string> uncalibrated, fits_from_priors;  // systems whose θ needs each note
   // The objective's own column only when it is not the iteration time (p90_s: the 80 % interval's upper end).
   const bool show_objective = o.objective != search::Objective::time;
   for (std::size_t i = 0; i < r.ranking.size(); ++i) {
     const auto& e = r.ranking[i];
     fits_unknown = fits_unknown || !risk[i] || std::isnan(risk[i]->p_fits);
     const auto c = space.at(e.index);
-    fits_from_priors = fits_from_priors || (unc[c.scenario] && calib::memory_from_priors(*unc[c.scenario]));
-    uncalibrated = uncalibrated || (unc[c.scenario] && calib::time_from_priors(*unc[c.scenario]));
+    // Which notes the table needs: a θ no run calibrated (every column from priors), and one fitted on times only
+    // (P(fits) from priors); a search over several systems may need both.
+    const std::string& system = space.scenarios()[c.scenario].system.name;
+    if (unc[c.scenario] && calib::time_from_priors(*unc[c.scenario]))
+      uncalibrated.insert(system);
+    else if (unc[c.scenario] && calib::memory_from_priors(*unc[c.scenario]))
+      fits_from_priors.insert(system);
     const Throughput tp = throughput_of(model, space, e, o);
     std::vector<std::string> row{std::to_string(i + 1),
                                  config_name(c.strategy),
@@ -638,12 +644,14 @@ void run(SearchCli sc, std::ostream& out) {
   if (fits_unknown)
     out << "P(fits) n/a: the θ in use carries no memory error scale, so its memory prediction has no interval; "
            "candidates are kept by the point prediction and --memory-margin\n";
-  if (uncalibrated)
-    out << "p90_s, P(fits) and P(<=5% of #1) from priors: the θ in use is uncalibrated (preset defaults); its "
-           "intervals are what the calibration priors state and a ~3 % per-run error, not measured errors\n";
-  else if (fits_from_priors)
-    out << "P(fits) from priors: the θ in use was fitted without memory measurements; its memory interval is what "
-           "the priors state (runtime memory, allocator share) and a ~3 % per-run error, not a measured one\n";
+  if (!uncalibrated.empty())
+    out << "p90_s, P(fits) and P(<=5% of #1) from priors on " << join(uncalibrated)
+        << ": the θ in use is uncalibrated (preset defaults); its intervals are what the calibration priors state and "
+           "a ~3 % per-run error, not measured errors\n";
+  if (!fits_from_priors.empty())
+    out << "P(fits) from priors on " << join(fits_from_priors)
+        << ": the θ in use was fitted without memory measurements; its memory interval is what the priors state "
+           "(runtime memory, allocator share) and a ~3 % per-run error, not a measured one\n";
   std::vector<std::vector<std::string>> rej;
   for (std::size_t i = 1; i < search::kReasons; ++i)
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});

@@ -25,9 +25,14 @@ assert j["time_log_sd_parts"]["unfitted_priors"] > j["time_log_sd_parts"]["resid
 PY
 "$lmsim" --log-level warn search --model Llama-3-8B --system gb200_nvl72 --devices 72 --seq 8192 \
   --global-batch 144 --top 3 > "$tmp/t.txt"
-grep -q "^p90_s, P(fits) and P(<=5% of #1) from priors: the θ in use is uncalibrated" "$tmp/t.txt" ||
+grep -q "^p90_s, P(fits) and P(<=5% of #1) from priors on gb200_nvl72: the θ in use is uncalibrated" "$tmp/t.txt" ||
   fail "search: uncalibrated priors note: $(cat "$tmp/t.txt")"
 ! grep -q "P(fits) n/a" "$tmp/t.txt" || fail "search: P(fits) n/a on an uncalibrated θ: $(cat "$tmp/t.txt")"
+# Over a calibrated system fitted on times only and an uncalibrated one, each note names its system.
+"$lmsim" --log-level warn search --model Llama-3-8B --system h100_sxm_80g h200_sxm_141g --devices 8 --seq 8192 \
+  --global-batch 64 --tp 1 --pp 1 --cp 1 --micro-batch 1 --top 40 > "$tmp/t.txt"
+grep -q "^p90_s, P(fits) and P(<=5% of #1) from priors on h200_sxm_141g:" "$tmp/t.txt" &&
+  grep -q "^P(fits) from priors on h100_sxm_80g:" "$tmp/t.txt" || fail "search: per-system prior notes: $(cat "$tmp/t.txt")"
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC \
   --params "$LMSIM_DATA_DIR/params/params_gpu.json" 2> "$tmp/e" > /dev/null
 grep -q "fitted on v100_sxm2_32g, not on h100_sxm_80g" "$tmp/e" || fail "no other-system warning"
