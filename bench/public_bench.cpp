@@ -105,6 +105,13 @@ int main(int argc, char** argv) {
     line("uncalibrated preset", pb, calib::predict(pb, idx, preset), false);
     // The intervals predict and search give a system without a fitted θ: the priors' stated widths.
     coverage_line("  prior intervals", calib::coverage_of(pb, preset, calib::prior_uncertainty(), {}, idx));
+    // An uncalibrated system may centre its prior on another system's fit (systems.json `prior_params`: H200 on the
+    // H100 fit, GB200 on the B200 fit, the same GPU). The B200 predicted from the H100 fit, a different GPU, bounds
+    // what such a transfer misses.
+    if (system == "b200_sxm_180g") {
+      line("H100 fit (another GPU)", pb, calib::predict(pb, idx, h100), false);
+      coverage_line("  prior intervals", calib::coverage_of(pb, h100, calib::prior_uncertainty(), {}, idx));
+    }
     line("in-sample", pb, calib::predict(pb, idx, fr.params), residuals);
     std::set<std::string> models, sources;
     for (auto i : idx) {

@@ -423,6 +423,8 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   }
   o.mark("source");
   o.mark("calibrated_params");
+  o.mark("prior_params");
+  o.mark("prior_note");
   o.finish();
   if (auto why = validate(s); !why.empty()) throw InputError(file, 0, path.empty() ? "(system)" : path, why);
   return s;
@@ -649,6 +651,20 @@ Presets load_presets(const std::string& dir) {
         throw InputError(sf, 0, "systems[" + std::to_string(i) + "].calibrated_params", "no file " + f);
       sp.calibrated_params = load_params(f, sp.default_params);
       forget_input(f);  // library data, not an input of the command that happens to load the presets
+    }
+    if (e.contains("prior_params")) {  // the prior's centre (the uncalibrated defaults) from another system's fit
+      const std::string where = "systems[" + std::to_string(i) + "].prior_params";
+      if (!e["prior_params"].is_string()) throw InputError(sf, 0, where, "expected a θ file path");
+      if (!e.contains("prior_note") || !e["prior_note"].is_string() || e["prior_note"].get<std::string>().empty())
+        throw InputError(sf, 0, where, "needs a prior_note saying why the values carry over");
+      if (!sp.calibrated_file.empty())
+        throw InputError(sf, 0, where, "a system with calibrated_params is centred on its own fit");
+      const std::string f = dir + "/" + e["prior_params"].get<std::string>();
+      if (!std::filesystem::exists(f)) throw InputError(sf, 0, where, "no file " + f);
+      sp.default_params = load_params(f, sp.default_params);
+      sp.prior_file = "data/" + e["prior_params"].get<std::string>();
+      sp.prior_note = e["prior_note"].get<std::string>();
+      forget_input(f);
     }
     p.systems.push_back(std::move(sp));
   }

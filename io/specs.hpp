@@ -32,10 +32,15 @@ struct SystemPreset {
   // file: none. Predictions use it by default.
   PlatformParams calibrated_params;
   std::string calibrated_file;
+  // A system no run calibrated may centre its prior, and so its uncalibrated defaults, on another system's shipped
+  // fit (systems.json `prior_params`, with `prior_note` saying why the values carry over: the same GPU). Empty: the
+  // preset's own guesses.
+  std::string prior_file, prior_note;
   const PlatformParams& params() const { return calibrated_file.empty() ? default_params : calibrated_params; }
   std::string params_source() const {
-    return calibrated_file.empty() ? "uncalibrated preset defaults of " + system.name
-                                   : "fitted θ shipped for " + system.name + " (" + calibrated_file + ")";
+    if (!calibrated_file.empty()) return "fitted θ shipped for " + system.name + " (" + calibrated_file + ")";
+    return "uncalibrated preset defaults of " + system.name +
+           (prior_file.empty() ? "" : " (the values of " + prior_file + ": " + prior_note + ")");
   }
 };
 

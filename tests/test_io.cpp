@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 
 #include "io/io.hpp"
@@ -839,6 +840,53 @@ TEST(Specs, StacksAreStrict) {
           "no system preset 'h900'");
   refused("{\"stacks\": [" + ok + ", " + ok + "]}", "listed twice");
   refused(R"({"stacks": [{"name": "s", "summary": "x", "settings": {}, "colour": 1}]})", "stacks[0].colour");
+  fs::remove_all(dir);
+}
+
+// A system no run calibrated may centre its prior (its uncalibrated defaults) on the shipped fit of the same GPU:
+// the H200 on the H100's, the GB200 on the B200's, said in the θ source. The entry is strict.
+TEST(Specs, AnUncalibratedSystemsPriorMayBeTheSameGpusFit) {
+  for (const auto& [system, fit] : {std::pair{"h200_sxm_141g", "h100_sxm_80g"}, {"gb200_nvl72", "b200_sxm_180g"}}) {
+    const io::SystemPreset* sp = io::presets().find_system(system);
+    const io::SystemPreset* of = io::presets().find_system(fit);
+    ASSERT_TRUE(sp && of);
+    EXPECT_TRUE(sp->calibrated_file.empty());
+    for (std::size_t i = 0; i < kNumParams; ++i)
+      EXPECT_DOUBLE_EQ(get(sp->default_params, i), get(of->calibrated_params, i)) << param_table()[i].name;
+    EXPECT_NE(sp->params_source().find("uncalibrated"), std::string::npos);
+    EXPECT_NE(sp->params_source().find(of->calibrated_file), std::string::npos) << sp->params_source();
+  }
+  EXPECT_TRUE(io::presets().find_system("a100_sxm_80g")->prior_file.empty());
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lmsim_prior_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "presets");
+  for (const char* f : {"models.json", "stacks.json"})
+    fs::copy_file(fs::path(io::data_dir()) / "presets" / f, dir / "presets" / f, fs::copy_options::overwrite_existing);
+  fs::create_directory_symlink(fs::path(io::data_dir()) / "params", dir / "params");
+  std::ifstream in(fs::path(io::data_dir()) / "presets" / "systems.json");
+  const std::string shipped((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& says) {
+    std::string text = shipped;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(dir / "presets" / "systems.json") << text;
+    try {
+      io::load_presets(dir.string());
+      ADD_FAILURE() << "accepted: " << to;
+    } catch (const io::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("prior_params"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  const std::string note = "the same GH100 GPU (compute, clocks), NVLink 4 and NDR InfiniBand as h100_sxm_80g; only "
+                           "HBM3e capacity and bandwidth differ, which the preset states";
+  refused(note, "", "needs a prior_note");
+  refused("params/params_h100_sxm_80g.json\", \"prior_note\"", "params/params_h999.json\", \"prior_note\"",
+          "no file");
+  refused("{\"name\": \"a100_sxm_80g\",",
+          "{\"name\": \"a100_sxm_80g\", \"prior_params\": \"params/params_h100_sxm_80g.json\", \"prior_note\": \"x\",",
+          "centred on its own fit");
   fs::remove_all(dir);
 }
 
