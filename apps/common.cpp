@@ -291,21 +291,28 @@ Resolved resolve(const RunOptions& o) {
     throw io::InputError(o.system, 0, "peak_tflops",
                          std::string("system has no ") + to_string(r.settings.precision) +
                              " throughput; choose another precision in --settings");
-  std::string theta_file = o.params_file;
-  if (theta_file.empty())
-    if (const io::SystemPreset* sp = io::presets().find_system(o.system)) theta_file = shipped_theta_file(*sp);
+  std::string theta_file = o.params_file, prior_file;
+  if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && theta_file.empty()) {
+    theta_file = shipped_theta_file(*sp);
+    if (theta_file.empty() && !sp->prior_file.empty())  // uncalibrated, its defaults another system's fit
+      prior_file = io::data_dir() + "/" + sp->prior_file.substr(5);
+  }
   r.params_file = theta_file;
   const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
-  // θ was fitted on runs of the stacks its provenance records. Said when the settings are lmsim's generic defaults
-  // (which stack reproduces those runs) or another stack's (its effects modelled, not fitted).
+  // θ was fitted on runs of the stacks its provenance records (for uncalibrated defaults taken from another system's
+  // fit, that fit's). Said when the settings are lmsim's generic defaults (which stack reproduces those runs) or
+  // another stack's (its effects modelled, not fitted).
+  const io::Json stacks_json = prior_file.empty() ? theta_json : io::parse_json_file(prior_file);
   std::vector<std::string> stacks_of_theta;
-  if (theta_json.is_object() && theta_json.contains("provenance") && theta_json["provenance"].is_object() &&
-      theta_json["provenance"].contains("stacks") && theta_json["provenance"]["stacks"].is_array())
-    for (const auto& n : theta_json["provenance"]["stacks"])
+  if (stacks_json.is_object() && stacks_json.contains("provenance") && stacks_json["provenance"].is_object() &&
+      stacks_json["provenance"].contains("stacks") && stacks_json["provenance"]["stacks"].is_array())
+    for (const auto& n : stacks_json["provenance"]["stacks"])
       if (n.is_string()) stacks_of_theta.push_back(n.get<std::string>());
   if (!stacks_of_theta.empty()) {
     const std::string fitted_on = fmt::format("{}", fmt::join(stacks_of_theta, " or "));
-    const std::string theta = o.params_file.empty() ? "the shipped θ for " + r.system.name : "θ " + o.params_file;
+    const std::string theta = !prior_file.empty()     ? "the fit " + r.system.name + "'s defaults come from"
+                              : o.params_file.empty() ? "the shipped θ for " + r.system.name
+                                                      : "θ " + o.params_file;
     if (o.platform_stack.empty() && o.settings_file.empty())
       spdlog::info(
           "training settings: lmsim's defaults ({}); {} was fitted on runs of the {} stack: --stack {} predicts as "

@@ -12,6 +12,11 @@ trap 'rm -rf "$tmp"' EXIT
 grep -q "fitted θ shipped for h100_sxm_80g" "$tmp/e" || fail "no θ source line: $(cat "$tmp/e")"
 "$lmsim" predict --model Qwen3-1.7B --system h200_sxm_141g --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" > /dev/null
 grep -q "uncalibrated" "$tmp/e" || fail "no uncalibrated warning"
+# The H200's uncalibrated defaults are the H100 fit's (the same GPU): said, with the stacks that fit was made on.
+grep -q "uncalibrated preset defaults of h200_sxm_141g (the values of data/params/params_h100_sxm_80g.json: the same GH100" \
+  "$tmp/e" || fail "no prior source: $(cat "$tmp/e")"
+grep -q "the fit h200_sxm_141g's defaults come from was fitted on runs of the megatron-bridge or nemo-24.07 stack" \
+  "$tmp/e" || fail "no stack hint for the prior's fit: $(cat "$tmp/e")"
 # An uncalibrated θ's intervals are its priors', said in the JSON and the search's notes.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system h200_sxm_141g --strategy dp8-tp1-pp1-cp1-noRC \
   --json > "$tmp/h200.json"

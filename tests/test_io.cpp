@@ -3,8 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 
 #include "io/io.hpp"
 
@@ -879,11 +879,11 @@ TEST(Specs, AnUncalibratedSystemsPriorMayBeTheSameGpusFit) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  const std::string note = "the same GH100 GPU (compute, clocks), NVLink 4 and NDR InfiniBand as h100_sxm_80g; only "
-                           "HBM3e capacity and bandwidth differ, which the preset states";
+  const std::string note =
+      "the same GH100 GPU (compute, clocks), NVLink 4 and NDR InfiniBand as h100_sxm_80g; only "
+      "HBM3e capacity and bandwidth differ, which the preset states";
   refused(note, "", "needs a prior_note");
-  refused("params/params_h100_sxm_80g.json\", \"prior_note\"", "params/params_h999.json\", \"prior_note\"",
-          "no file");
+  refused("params/params_h100_sxm_80g.json\", \"prior_note\"", "params/params_h999.json\", \"prior_note\"", "no file");
   refused("{\"name\": \"a100_sxm_80g\",",
           "{\"name\": \"a100_sxm_80g\", \"prior_params\": \"params/params_h100_sxm_80g.json\", \"prior_note\": \"x\",",
           "centred on its own fit");
