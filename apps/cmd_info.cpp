@@ -53,11 +53,26 @@ void register_models(CLI::App& app) {
   systems->callback([flags] {
     const bool systems_json = flags->second;
     const auto& p = io::presets();
+    // Which θ a prediction on the system uses by default: its shipped fit, another system's fit as its uncalibrated
+    // defaults (the same GPU), or the preset's own guesses.
+    auto theta_kind = [](const io::SystemPreset& sp) {
+      return !sp.calibrated_file.empty() ? "fitted" : !sp.prior_file.empty() ? "prior_from_fit" : "uncalibrated";
+    };
+    auto theta_shown = [](const io::SystemPreset& sp) {
+      if (!sp.calibrated_file.empty()) return std::string("fitted");
+      if (sp.prior_file.empty()) return std::string("uncalibrated");
+      const std::string f = sp.prior_file.substr(sp.prior_file.rfind('/') + 1);
+      const bool named = f.rfind("params_", 0) == 0 && f.size() > 12 && f.substr(f.size() - 5) == ".json";
+      return "uncalibrated: " + (named ? f.substr(7, f.size() - 12) : f) + " fit";  // params_<system>.json
+    };
     if (systems_json) {
       io::Json arr = io::Json::array();
       for (const auto& sp : p.systems) {
         io::Json j = io::to_json(sp.system);
         j["default_params"] = io::to_json(sp.default_params);
+        j["theta"] = {{"kind", theta_kind(sp)},
+                      {"file", !sp.calibrated_file.empty() ? sp.calibrated_file : sp.prior_file},
+                      {"note", sp.prior_note}};
         arr.push_back(j);
       }
       std::cout << arr.dump(1) << "\n";
@@ -70,10 +85,10 @@ void register_models(CLI::App& app) {
                       fmt(s.peak_flops_bf16 / 1e12, 0), fmt(s.peak_flops_fp8 / 1e12, 0), gib(s.hbm_capacity_bytes),
                       fmt(s.hbm_bandwidth_bytes_per_s / 1e9, 0), fmt(s.intra_node.bandwidth_bytes_per_s / 1e9, 1),
                       s.intra_node_links.empty() ? "uniform" : "links",
-                      fmt(s.inter_node.bandwidth_bytes_per_s / 1e9, 1)});
+                      fmt(s.inter_node.bandwidth_bytes_per_s / 1e9, 1), theta_shown(sp)});
     }
     std::cout << table({"system", "device", "per_node", "fp16_TF", "bf16_TF", "fp8_TF", "hbm_GiB", "hbm_GB/s",
-                        "intra_GB/s", "intra", "inter_GB/s"},
+                        "intra_GB/s", "intra", "inter_GB/s", "theta"},
                        rows);
   });
   auto stacks_json = std::make_shared<bool>(false);

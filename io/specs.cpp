@@ -425,6 +425,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   o.mark("calibrated_params");
   o.mark("prior_params");
   o.mark("prior_note");
+  o.mark("theta");  // what `lmsim systems --json` says of the preset's θ; informational, so its output reads back
   o.finish();
   if (auto why = validate(s); !why.empty()) throw InputError(file, 0, path.empty() ? "(system)" : path, why);
   return s;

@@ -54,7 +54,10 @@ expect 2 "did you mean 'tied_embeddings'" predict --model "$tmp/typo.json" --sys
 # A system file whose direct-link table is not symmetric: refused naming the file and intra_node.links.
 "$lmsim" systems --json | python3 -c "
 import json,sys
-v=[s for s in json.load(sys.stdin) if s['name']=='v100_sxm2_32g'][0]
+systems={s['name']: s for s in json.load(sys.stdin)}
+v=systems['v100_sxm2_32g']
+assert v['theta']['kind'] == 'fitted' and systems['h200_sxm_141g']['theta']['kind'] == 'prior_from_fit', systems
+assert systems['h200_sxm_141g']['theta']['file'].endswith('params_h100_sxm_80g.json'), systems['h200_sxm_141g']
 v['intra_node']['links'][0][1]=2
 json.dump(v,open(sys.argv[1],'w'))" "$tmp/mesh.json"
 expect 2 "intra_node.links is not symmetric" predict --model Qwen3-0.6B --system "$tmp/mesh.json" --strategy dp4-tp2-pp1-cp1-noRC
