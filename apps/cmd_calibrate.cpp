@@ -121,7 +121,12 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
   for (auto i : fr.train) used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
   io::Json free = io::Json::array();
   for (auto i : pb.free) free.push_back(param_table()[i].name);
-  const io::Json run = provenance_json({co.params_start});
+  // The start, which is also the prior's centre: a --start file, else the preset's defaults, which a preset with
+  // `prior_params` takes from another system's shipped fit (recorded as the start's file).
+  std::string start = co.params_start;
+  if (const io::SystemPreset* sp = io::presets().find_system(pb.system.name); start.empty() && sp)
+    if (!sp->prior_file.empty()) start = io::data_dir() + "/" + sp->prior_file.substr(5);
+  const io::Json run = provenance_json({start});
   return io::Json{
       {"lmsim_version", LMSIM_VERSION_STRING},
       {"lmsim_commit", run["lmsim_commit"]},
@@ -156,7 +161,8 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
           {"matrix", pb.weights.matrix},
           {"prior", pb.weights.prior}}},
         {"prior",
-         "Gaussian around the start θ (the preset defaults unless --start), σ per parameter in docs/simulator.md"},
+         "Gaussian around the start θ (the preset defaults unless --start; a preset's prior_params fit where it names "
+         "one), σ per parameter in docs/simulator.md"},
         {"value", fr.objective}}},
       {"evaluations", fr.evaluations},
       {"wall_s", fr.wall_s},

@@ -17,6 +17,17 @@ grep -q "uncalibrated preset defaults of h200_sxm_141g (the values of data/param
   "$tmp/e" || fail "no prior source: $(cat "$tmp/e")"
 grep -q "the fit h200_sxm_141g's defaults come from was fitted on runs of the megatron-bridge or nemo-24.07 stack" \
   "$tmp/e" || fail "no stack hint for the prior's fit: $(cat "$tmp/e")"
+# Calibrating such a system starts from, and centres its prior on, that fit: the θ file records it.
+cp -r "$LMSIM_DATA_DIR/public" "$tmp/pub"
+sed -i '/^nemo2407_h100.csv,/s/,h100_sxm_80g,/,h200_sxm_141g,/' "$tmp/pub/readings.csv"
+"$lmsim" --log-level error calibrate --published "$tmp/pub" --system h200_sxm_141g --out "$tmp/h200_theta.json"
+python3 - "$tmp/h200_theta.json" <<'PY' || fail "calibrate: prior_params start"
+import json, sys
+j = json.load(open(sys.argv[1]))
+starts = j["provenance"]["start_theta_files"]
+assert len(starts) == 1 and starts[0]["path"].endswith("params/params_h100_sxm_80g.json"), starts
+assert j["provenance"]["system"] == "h200_sxm_141g", j["provenance"]
+PY
 # An uncalibrated θ's intervals are its priors', said in the JSON and the search's notes.
 "$lmsim" --log-level warn predict --model Qwen3-1.7B --system h200_sxm_141g --strategy dp8-tp1-pp1-cp1-noRC \
   --json > "$tmp/h200.json"
