@@ -803,6 +803,34 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   EXPECT_THROW(io::parse_strategy("dp2-tp4"), io::InputError);
 }
 
+// load_presets over a copy of the shipped presets folder (the θ files linked) in which `file` (under presets/)
+// reads `text`.
+io::Presets presets_with(const std::string& file, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lmsim_presets_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "presets");
+  for (const char* f : {"models.json", "systems.json", "stacks.json"})
+    fs::copy_file(fs::path(io::data_dir()) / "presets" / f, dir / "presets" / f, fs::copy_options::overwrite_existing);
+  fs::create_directory_symlink(fs::path(io::data_dir()) / "params", dir / "params");  // the shipped θ files
+  std::ofstream(dir / "presets" / file) << text;
+  struct Removed {
+    fs::path dir;
+    ~Removed() { fs::remove_all(dir); }
+  } removed{dir};
+  return io::load_presets(dir.string());
+}
+// ... which must refuse it, naming that file and `field`.
+void expect_presets_refused(const std::string& file, const std::string& text, const std::string& field) {
+  try {
+    presets_with(file, text);
+    ADD_FAILURE() << "accepted: " << text.substr(0, 400);
+  } catch (const io::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
 // The stack table: every entry parsed like a settings file, and a bad one refused naming the file and entry.
 TEST(Specs, StacksAreStrict) {
   const io::StackPreset* nemo = io::presets().find_stack("nemo-24.07");
@@ -813,25 +841,11 @@ TEST(Specs, StacksAreStrict) {
   ASSERT_TRUE(npu);  // the bundled collection's own file
   EXPECT_FALSE(npu->settings_file.empty());
   EXPECT_FALSE(npu->settings.flash_attention);
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("lmsim_stacks_" + std::to_string(::getpid()));
-  fs::create_directories(dir / "presets");
-  for (const char* f : {"models.json", "systems.json"})
-    fs::copy_file(fs::path(io::data_dir()) / "presets" / f, dir / "presets" / f, fs::copy_options::overwrite_existing);
-  fs::create_directory_symlink(fs::path(io::data_dir()) / "params", dir / "params");  // the shipped θ files
-  auto refused = [&](const std::string& stacks, const std::string& field) {
-    std::ofstream(dir / "presets" / "stacks.json") << stacks;
-    try {
-      io::load_presets(dir.string());
-      ADD_FAILURE() << "accepted: " << stacks;
-    } catch (const io::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("stacks.json"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-    }
+  auto refused = [](const std::string& stacks, const std::string& field) {
+    expect_presets_refused("stacks.json", stacks, field);
   };
   const std::string ok = R"({"name": "s", "summary": "a stack", "settings": {"precision": "bf16"}})";
-  std::ofstream(dir / "presets" / "stacks.json") << "{\"stacks\": [" << ok << "]}";
-  EXPECT_EQ(io::load_presets(dir.string()).stacks.at(0).settings.precision, Precision::bf16);
+  EXPECT_EQ(presets_with("stacks.json", "{\"stacks\": [" + ok + "]}").stacks.at(0).settings.precision, Precision::bf16);
   refused(R"({"stacks": [{"summary": "no name", "settings": {}}]})", "stacks[0].name");
   refused(R"({"stacks": [{"name": "s", "summary": "x", "settings": {"precison": "bf16"}}]})",
           "stacks[0].settings.precison");
@@ -840,7 +854,6 @@ TEST(Specs, StacksAreStrict) {
           "no system preset 'h900'");
   refused("{\"stacks\": [" + ok + ", " + ok + "]}", "listed twice");
   refused(R"({"stacks": [{"name": "s", "summary": "x", "settings": {}, "colour": 1}]})", "stacks[0].colour");
-  fs::remove_all(dir);
 }
 
 // A system no run calibrated may centre its prior (its uncalibrated defaults) on the shipped fit of the same GPU:
@@ -857,27 +870,15 @@ TEST(Specs, AnUncalibratedSystemsPriorMayBeTheSameGpusFit) {
     EXPECT_NE(sp->params_source().find(of->calibrated_file), std::string::npos) << sp->params_source();
   }
   EXPECT_TRUE(io::presets().find_system("a100_sxm_80g")->prior_file.empty());
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("lmsim_prior_" + std::to_string(::getpid()));
-  fs::create_directories(dir / "presets");
-  for (const char* f : {"models.json", "stacks.json"})
-    fs::copy_file(fs::path(io::data_dir()) / "presets" / f, dir / "presets" / f, fs::copy_options::overwrite_existing);
-  fs::create_directory_symlink(fs::path(io::data_dir()) / "params", dir / "params");
-  std::ifstream in(fs::path(io::data_dir()) / "presets" / "systems.json");
+  std::ifstream in(std::filesystem::path(io::data_dir()) / "presets" / "systems.json");
   const std::string shipped((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto refused = [&](const std::string& from, const std::string& to, const std::string& says) {
     std::string text = shipped;
     const auto at = text.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     text.replace(at, from.size(), to);
-    std::ofstream(dir / "presets" / "systems.json") << text;
-    try {
-      io::load_presets(dir.string());
-      ADD_FAILURE() << "accepted: " << to;
-    } catch (const io::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("prior_params"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
+    expect_presets_refused("systems.json", text, "prior_params");
+    expect_presets_refused("systems.json", text, says);
   };
   const std::string note =
       "the same GH100 GPU (compute, clocks), NVLink 4 and NDR InfiniBand as h100_sxm_80g; only "
@@ -887,7 +888,6 @@ TEST(Specs, AnUncalibratedSystemsPriorMayBeTheSameGpusFit) {
   refused("{\"name\": \"a100_sxm_80g\",",
           "{\"name\": \"a100_sxm_80g\", \"prior_params\": \"params/params_h100_sxm_80g.json\", \"prior_note\": \"x\",",
           "centred on its own fit");
-  fs::remove_all(dir);
 }
 
 TEST(Hdf5, WritesAtomicallyAndReadsBack) {
