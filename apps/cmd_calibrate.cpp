@@ -125,7 +125,7 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
   // `prior_params` takes from another system's shipped fit (recorded as the start's file).
   std::string start = co.params_start;
   if (const io::SystemPreset* sp = io::presets().find_system(pb.system.name); start.empty() && sp)
-    if (!sp->prior_file.empty()) start = io::data_dir() + "/" + sp->prior_file.substr(5);
+    start = sp->prior_path;
   const io::Json run = provenance_json({start});
   return io::Json{
       {"lmsim_version", LMSIM_VERSION_STRING},

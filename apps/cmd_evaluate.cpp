@@ -52,7 +52,7 @@ void add_shipped_theta(std::map<std::string, eval::Theta>& out, const std::strin
                        const std::string& platform) {
   if (out.count(platform) || out.count(system)) return;
   const io::SystemPreset* sp = io::presets().find_system(system);
-  const std::string f = sp ? shipped_theta_file(*sp) : "";
+  const std::string f = sp ? sp->calibrated_path : "";
   if (!f.empty()) out[system] = read_theta(f, io::parse_json_file(f), sp->default_params, sp->params_source());
 }
 

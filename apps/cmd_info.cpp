@@ -61,9 +61,7 @@ void register_models(CLI::App& app) {
     auto theta_shown = [](const io::SystemPreset& sp) {
       if (!sp.calibrated_file.empty()) return std::string("fitted");
       if (sp.prior_file.empty()) return std::string("uncalibrated");
-      const std::string f = sp.prior_file.substr(sp.prior_file.rfind('/') + 1);
-      const bool named = f.rfind("params_", 0) == 0 && f.size() > 12 && f.substr(f.size() - 5) == ".json";
-      return "uncalibrated: " + (named ? f.substr(7, f.size() - 12) : f) + " fit";  // params_<system>.json
+      return "uncalibrated, from " + std::filesystem::path(sp.prior_file).filename().string();
     };
     if (systems_json) {
       io::Json arr = io::Json::array();

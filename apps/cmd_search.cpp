@@ -518,8 +518,7 @@ void run(SearchCli sc, std::ostream& out) {
           leans.push_back({{"name", param_table()[x.param].name}, {"time_log_sd", x.time_log_sd}});
         if (!l.empty() && calib::time_from_priors(*unc[c.scenario]))  // uncalibrated: every parameter is a prior
           spdlog::info("search: the best candidate's interval, {}, comes from θ's priors, mostly {}",
-                       config_name(c.strategy),
-                       calib::describe({l.begin(), l.begin() + std::min<std::size_t>(3, l.size())}, s.params));
+                       config_name(c.strategy), calib::describe(l, s.params, 3));
         else if (!l.empty())
           spdlog::warn(
               "search: the best candidate, {}, leans on parameters θ's runs never measured, held at their prior: {}; "

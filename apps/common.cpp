@@ -251,11 +251,6 @@ io::Dataset read_dataset_warned(const std::string& root) {
   return d;
 }
 
-std::string shipped_theta_file(const io::SystemPreset& sp) {
-  if (sp.calibrated_file.empty()) return "";
-  return io::data_dir() + "/" + sp.calibrated_file.substr(5);  // "data/..." relative to the data dir
-}
-
 Resolved resolve(const RunOptions& o) {
   Resolved r;
   r.model = io::resolve_model(o.model);
@@ -293,9 +288,8 @@ Resolved resolve(const RunOptions& o) {
                              " throughput; choose another precision in --settings");
   std::string theta_file = o.params_file, prior_file;
   if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && theta_file.empty()) {
-    theta_file = shipped_theta_file(*sp);
-    if (theta_file.empty() && !sp->prior_file.empty())  // uncalibrated, its defaults another system's fit
-      prior_file = io::data_dir() + "/" + sp->prior_file.substr(5);
+    theta_file = sp->calibrated_path;
+    if (theta_file.empty()) prior_file = sp->prior_path;  // uncalibrated, its defaults another system's fit (or none)
   }
   r.params_file = theta_file;
   const io::Json theta_json = theta_file.empty() ? io::Json() : io::parse_json_file(theta_file);  // read once
@@ -354,8 +348,9 @@ Resolved resolve(const RunOptions& o) {
         "by 6-59 %, "
         "DeepSeek-V3 is within 9 % (data/public/NOTE.md); the intervals, from dense runs, do not cover it",
         r.model.name);
-  if (r.params_source.rfind("uncalibrated", 0) == 0) {
-    // No run calibrated this θ: its intervals are what the priors state (calib::prior_uncertainty).
+  if (theta_file.empty()) {
+    // No θ file: the system's uncalibrated defaults, which no run calibrated; their intervals are what the priors
+    // state (calib::prior_uncertainty).
     r.uncertainty = calib::prior_uncertainty();
     spdlog::warn(
         "using {}: no θ was fitted for this system; predictions are uncalibrated, and their intervals are the "

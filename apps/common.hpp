@@ -72,8 +72,6 @@ std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& mode
 std::optional<calib::Uncertainty> load_uncertainty(const io::Json& theta, const std::string& theta_file);
 io::Json uncertainty_json(const calib::Uncertainty& u);
 Resolved resolve(const RunOptions& o);
-// The path of a system preset's shipped fitted θ file in the data folder (empty when it has none).
-std::string shipped_theta_file(const io::SystemPreset& sp);
 // io::read_dataset, warning of every collection whose recorded settings its measured peaks contradict.
 io::Dataset read_dataset_warned(const std::string& root);
 

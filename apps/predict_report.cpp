@@ -62,10 +62,7 @@ PredictResult predict(const PredictRequest& q) {
       res.unfitted = calib::prior_leans(*u, *ls);
       res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
       if (calib::time_from_priors(*u))  // every parameter is a prior: say which weigh most, not a warning each
-        spdlog::info("the intervals come from θ's priors, mostly {}",
-                     calib::describe(
-                         {res.unfitted.begin(), res.unfitted.begin() + std::min<std::size_t>(3, res.unfitted.size())},
-                         r.params));
+        spdlog::info("the intervals come from θ's priors, mostly {}", calib::describe(res.unfitted, r.params, 3));
       else if (!res.unfitted.empty())
         spdlog::warn(
             "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "

@@ -383,10 +383,11 @@ std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& l
   return out;
 }
 
-std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta) {
+std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta, std::size_t most) {
   std::string s;
   char buf[160];
   for (const PriorLean& l : leans) {
+    if (most-- == 0) break;
     const ParamInfo& info = param_table()[l.param];
     std::snprintf(buf, sizeof buf, "%s%s %.4g ± %.4g (time ± %.1f %%)", s.empty() ? "" : ", ", info.name,
                   get(theta, l.param), info.prior_sd, 100 * l.time_log_sd);

@@ -165,8 +165,9 @@ struct PriorLean {
   double time_log_sd = 0;  // its share of the time's log sd
 };
 std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
-// "flash_attention_efficiency 0.5 ± 0.15 (time ± 6.1 %), ..." for a warning.
-std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta);
+// "flash_attention_efficiency 0.5 ± 0.15 (time ± 6.1 %), ..." for a warning: the first `most` of them.
+std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta,
+                     std::size_t most = static_cast<std::size_t>(-1));
 
 // Where a prediction's time interval comes from, as log sds whose squares add up to the total's: the residual scale
 // (the fitted runs', or held-out models' for a model outside them), the widening beyond the fitted range, the

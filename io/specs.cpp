@@ -645,27 +645,28 @@ Presets load_presets(const std::string& dir) {
     SystemPreset sp;
     sp.system = system_from_json(e, sf, "systems[" + std::to_string(i) + "]", &sp.default_params);
     if (e.contains("source") && e["source"].is_string()) sp.source = e["source"].get<std::string>();
-    if (e.contains("calibrated_params") && e["calibrated_params"].is_string()) {
-      sp.calibrated_file = "data/" + e["calibrated_params"].get<std::string>();
-      const std::string f = dir + "/" + e["calibrated_params"].get<std::string>();
-      if (!std::filesystem::exists(f))
-        throw InputError(sf, 0, "systems[" + std::to_string(i) + "].calibrated_params", "no file " + f);
-      sp.calibrated_params = load_params(f, sp.default_params);
-      forget_input(f);  // library data, not an input of the command that happens to load the presets
-    }
+    // A shipped θ file the entry names under `key` (relative to the data folder): its shown name, its path and its
+    // values over the preset's defaults. Library data, not an input of the command that happens to load the presets.
+    auto theta_file = [&](const char* key, std::string& shown, std::string& path) {
+      const std::string where = "systems[" + std::to_string(i) + "]." + key;
+      if (!e[key].is_string()) throw InputError(sf, 0, where, "expected a θ file path");
+      shown = "data/" + e[key].get<std::string>();
+      path = dir + "/" + e[key].get<std::string>();
+      if (!std::filesystem::exists(path)) throw InputError(sf, 0, where, "no file " + path);
+      const PlatformParams values = load_params(path, sp.default_params);
+      forget_input(path);
+      return values;
+    };
+    if (e.contains("calibrated_params"))
+      sp.calibrated_params = theta_file("calibrated_params", sp.calibrated_file, sp.calibrated_path);
     if (e.contains("prior_params")) {  // the prior's centre (the uncalibrated defaults) from another system's fit
       const std::string where = "systems[" + std::to_string(i) + "].prior_params";
-      if (!e["prior_params"].is_string()) throw InputError(sf, 0, where, "expected a θ file path");
       if (!e.contains("prior_note") || !e["prior_note"].is_string() || e["prior_note"].get<std::string>().empty())
         throw InputError(sf, 0, where, "needs a prior_note saying why the values carry over");
       if (!sp.calibrated_file.empty())
         throw InputError(sf, 0, where, "a system with calibrated_params is centred on its own fit");
-      const std::string f = dir + "/" + e["prior_params"].get<std::string>();
-      if (!std::filesystem::exists(f)) throw InputError(sf, 0, where, "no file " + f);
-      sp.default_params = load_params(f, sp.default_params);
-      sp.prior_file = "data/" + e["prior_params"].get<std::string>();
+      sp.default_params = theta_file("prior_params", sp.prior_file, sp.prior_path);
       sp.prior_note = e["prior_note"].get<std::string>();
-      forget_input(f);
     }
     p.systems.push_back(std::move(sp));
   }

@@ -31,11 +31,12 @@ struct SystemPreset {
   // θ fitted to measurements of this system and shipped with lmsim (systems.json `calibrated_params`); empty
   // file: none. Predictions use it by default.
   PlatformParams calibrated_params;
-  std::string calibrated_file;
+  std::string calibrated_file;  // as shown: "data/params/..."
+  std::string calibrated_path;  // the file read
   // A system no run calibrated may centre its prior, and so its uncalibrated defaults, on another system's shipped
   // fit (systems.json `prior_params`, with `prior_note` saying why the values carry over: the same GPU). Empty: the
   // preset's own guesses.
-  std::string prior_file, prior_note;
+  std::string prior_file, prior_path, prior_note;  // as shown, as read, why
   const PlatformParams& params() const { return calibrated_file.empty() ? default_params : calibrated_params; }
   std::string params_source() const {
     if (!calibrated_file.empty()) return "fitted θ shipped for " + system.name + " (" + calibrated_file + ")";
