@@ -118,7 +118,13 @@ io::Json input_files(const io::Dataset& d, const io::PublishedSet& ps, const cal
 io::Json provenance(const CalOpts& co, const io::Json& files, const std::string& data_root, const calib::Problem& pb,
                     const calib::FitResult& fr) {
   io::Json used = io::Json::array();
-  for (auto i : fr.train) used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
+  // The fitted models' architectures, so a prediction knows a model θ was fitted on under another name.
+  io::Json models = io::Json::array();
+  std::set<std::string> seen;
+  for (auto i : fr.train) {
+    used.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
+    if (seen.insert(pb.samples[i].model.name).second) models.push_back(io::to_json(pb.samples[i].model));
+  }
   io::Json free = io::Json::array();
   for (auto i : pb.free) free.push_back(param_table()[i].name);
   // The start, which is also the prior's centre: a --start file, else the preset's defaults, which a preset with
@@ -140,6 +146,7 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
       {"stacks", stacks_of(pb, fr)},
       {"files", files},
       {"configurations", used},
+      {"models", models},
       {"fitted_range", fitted_range_json(pb, fr.train)},
       {"free_parameters", free},
       {"algorithm",

@@ -19,9 +19,10 @@ namespace {
 
 // A θ file as evaluate uses it: its values, covariance and fitted models.
 eval::Theta read_theta(const std::string& file, const io::Json& j, const PlatformParams& base, std::string source) {
-  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}, {}};
-  if (const auto fit = theta_fit(j, "")) {
+  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}, {}, {}};
+  if (const auto fit = theta_fit(j, file, nullptr)) {
     t.fitted_models = fit->models;
+    t.fitted_model_specs = fit->model_specs;
     t.fitted_configurations = fit->configurations;
     t.fitted_range = fit->range;
   }

@@ -141,7 +141,7 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
   return j;
 }
 
-std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
+std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& file, const Model* model) {
   if (!j.is_object() || !j.contains("provenance") || !j["provenance"].is_object()) return std::nullopt;
   const io::Json& p = j["provenance"];
   if (!p.contains("configurations") || !p["configurations"].is_array()) return std::nullopt;
@@ -155,7 +155,17 @@ std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& model) {
     if (std::find(f.models.begin(), f.models.end(), name) == f.models.end()) f.models.push_back(name);
   }
   if (f.models.empty()) return std::nullopt;
-  f.includes_model = std::find(f.models.begin(), f.models.end(), model) != f.models.end();
+  if (p.contains("models") && p["models"].is_array())
+    for (std::size_t i = 0; i < p["models"].size(); ++i)
+      f.model_specs.push_back(io::model_from_json(p["models"][i], file, fmt::format("provenance.models[{}]", i)));
+  if (model) {
+    f.includes_model = std::find(f.models.begin(), f.models.end(), model->name) != f.models.end();
+    for (const Model& m : f.model_specs)
+      if (!f.includes_model && same_architecture(m, *model)) {
+        f.includes_model = true;
+        f.fitted_as = m.name;
+      }
+  }
   auto mape = [](const io::Json& r) {
     return r.is_object() && r.contains("time_mape_pct") && r["time_mape_pct"].is_number()
                ? r["time_mape_pct"].get<double>()
@@ -325,7 +335,7 @@ Resolved resolve(const RunOptions& o) {
   if (!theta_file.empty()) {
     warn_if_other_stack(theta_json, theta_file, r.settings);
     r.uncertainty = load_uncertainty(theta_json, theta_file);
-    r.fit = theta_fit(theta_json, r.model.name);
+    r.fit = theta_fit(theta_json, theta_file, &r.model);
   }
   if (!o.params_file.empty()) {
     r.params = io::load_params(o.params_file, r.params);
@@ -360,6 +370,8 @@ Resolved resolve(const RunOptions& o) {
     spdlog::info("using {}", r.params_source);
   // Predicting a model θ never saw is the common case and an extrapolation: say how far held-out runs missed, and
   // let the intervals take the held-out runs' residual scale when the calibration measured one.
+  if (r.fit && !r.fit->fitted_as.empty())
+    spdlog::info("{} has the architecture of {}, one of the models θ was fitted on", r.model.name, r.fit->fitted_as);
   if (r.fit && !r.fit->includes_model) {
     const std::string models = join(r.fit->models);
     std::string held_out;

@@ -33,7 +33,9 @@ void add_stack_option(CLI::App& cmd, std::string& stack);
 struct ThetaFit {
   std::vector<std::string> models;          // model presets of the fitted runs
   std::vector<std::string> configurations;  // the fitted runs, "<model or model setting>:<configuration>"
-  bool includes_model = false;              // the predicted model is one of them
+  std::vector<Model> model_specs;           // their architectures (`provenance.models`; absent in older θ files)
+  bool includes_model = false;              // the predicted model is one of them, by name or architecture
+  std::string fitted_as;                    // the fitted model it shares its architecture with, if named otherwise
   double in_sample_time_mape_pct = std::nan("");
   std::string held_out_kind;  // the cross-validation: loo, leave-one-model-out, ...
   double held_out_time_mape_pct = std::nan("");
@@ -66,8 +68,9 @@ struct Resolved {
   std::optional<ThetaFit> fit;  // when the θ file records its fitted runs
   bool held_out_scale = false;  // the model is outside the fitted runs: the intervals take θ's held-out-model scale
 };
-// The fitted-runs record of a θ file for a prediction of `model` (nullopt when the file has none).
-std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& model);
+// The fitted-runs record of θ file `file` for a prediction of `model` (none: no prediction), nullopt when the file
+// has none. A malformed `provenance.models` entry is an io::InputError naming the file and the entry.
+std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& file, const Model* model);
 // The `uncertainty` object of a θ file (written by lmsim calibrate), when present.
 std::optional<calib::Uncertainty> load_uncertainty(const io::Json& theta, const std::string& theta_file);
 io::Json uncertainty_json(const calib::Uncertainty& u);

@@ -87,6 +87,7 @@ io::Json PredictResult::json() const {
     auto num = [](double v) { return std::isfinite(v) ? io::Json(v) : io::Json(nullptr); };
     j["params_fitted_on"] = {{"models", r.fit->models},
                              {"includes_this_model", r.fit->includes_model},
+                             {"same_architecture_as", r.fit->fitted_as},
                              {"in_sample_time_mape_pct", num(r.fit->in_sample_time_mape_pct)},
                              {"held_out_kind", r.fit->held_out_kind},
                              {"held_out_time_mape_pct", num(r.fit->held_out_time_mape_pct)}};

@@ -189,6 +189,16 @@ bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
          std::find(models.begin(), models.end(), c.model) != models.end();
 }
 
+}  // namespace
+
+bool fitted_on(const Theta& t, const Model& m) {
+  return std::find(t.fitted_models.begin(), t.fitted_models.end(), m.name) != t.fitted_models.end() ||
+         std::any_of(t.fitted_model_specs.begin(), t.fitted_model_specs.end(),
+                     [&](const Model& f) { return same_architecture(f, m); });
+}
+
+namespace {
+
 // Every prediction's 80 / 90 % intervals from θ's covariance, and how many measurements they hold: a run of a model
 // θ was not fitted on takes θ's held-out-model scale where it has one, a run beyond θ's fitted range is widened by
 // θ's extrapolation scale.
@@ -199,9 +209,7 @@ void add_intervals(CollectionEvaluation& e, const Theta& t) {
   for (const auto& pr : e.predictions) {
     const calib::Sample& s = e.problem.samples[pr.index];
     calib::Uncertainty u = *t.uncertainty;
-    const bool fitted_model =
-        std::find(t.fitted_models.begin(), t.fitted_models.end(), s.model.name) != t.fitted_models.end();
-    if (!t.fitted_models.empty() && !fitted_model && u.unseen_n_time > 0) {
+    if (!t.fitted_models.empty() && !fitted_on(t, s.model) && u.unseen_n_time > 0) {
       u = calib::for_unseen_model(u);
       e.held_out_model_scale = true;
     }
@@ -221,7 +229,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
     CollectionEvaluation e = start(d, c, "lmsim");
-    Theta t{e.problem.start, "", std::nullopt, {}, {}, {}};
+    Theta t{e.problem.start, "", std::nullopt, {}, {}, {}, {}};
     if (auto it = theta.find(c.platform); it != theta.end()) {
       t = it->second;
       if (t.source.empty()) t.source = "given θ for platform " + c.platform;
@@ -242,8 +250,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
     e.median_simulation_wall_s = metrics::median(e.simulation_wall_s);
     components(d, c, e.problem, p, true, e.components);
     if (t.uncertainty) {
-      e.theta_fitted_on_model =
-          std::find(t.fitted_models.begin(), t.fitted_models.end(), c.model) != t.fitted_models.end();
+      e.theta_fitted_on_model = !e.problem.samples.empty() && fitted_on(t, e.problem.samples.front().model);
       add_intervals(e, t);
     }
     out.push_back(std::move(e));
@@ -259,7 +266,7 @@ std::vector<CollectionEvaluation> evaluate_published(const io::PublishedSet& ps,
   for (const auto& r : ps.runs) systems.insert(r.system);
   for (const auto& system : systems) {
     const calib::Problem pb = calib::make_problem(ps, system);
-    Theta t{pb.start, "", std::nullopt, {}, {}, {}};
+    Theta t{pb.start, "", std::nullopt, {}, {}, {}, {}};
     if (auto it = theta.find(system); it != theta.end()) {
       t = it->second;
       if (t.source.empty()) t.source = "given θ for system " + system;

@@ -42,7 +42,10 @@ struct Theta {
   // The fitted runs' range per dimension, (name, [min, max]), as the θ file's provenance records it (empty: not
   // recorded); the CLI flags the runs beyond it.
   FittedRange fitted_range;
+  std::vector<Model> fitted_model_specs;  // the fitted models' architectures (empty: not recorded)
 };
+// Whether θ was fitted on runs of `m`: by name, or by architecture where the θ file records the fitted models'.
+bool fitted_on(const Theta& t, const Model& m);
 
 struct CollectionEvaluation {
   std::string model_setting, platform, system, predictor;

@@ -81,6 +81,11 @@ struct ParamCount {
 // Counted on the op list of simulator/execution.hpp (each op owns its weights); defined in simulate.cpp.
 ParamCount count_params(const Model& m);
 
+// Whether two specs describe the same network, whatever their names: every architectural field equal, the
+// vocabulary within 5 % (one tokenizer padded differently: GPT-2's 50,257 entries, Megatron's 51,200). A θ fitted on
+// a published run read from its table ("GPT3-175B") was thereby fitted on the preset of that model ("GPT-3-175B").
+bool same_architecture(const Model& a, const Model& b);
+
 // Structural sanity of a spec; returns an empty string when valid, else the offending field and why.
 std::string validate(const Model& m);
 

@@ -159,6 +159,19 @@ f = json.load(open(sys.argv[1]))["params_fitted_on"]
 assert f["includes_this_model"] and "Llama-2-70B" in f["models"] and "Llama-3-8B" in f["models"], f
 assert 0 < f["in_sample_time_mape_pct"] < f["held_out_time_mape_pct"] < 20, f
 PY
+# The GPT-3-175B preset is the network of the published GPT3-175B rows the H100 θ was fitted on (read from the
+# table under its own name): fitted, by architecture, so its intervals are the fitted runs'.
+"$lmsim" predict --model GPT-3-175B --system h100_sxm_80g --seq 2048 --global-batch 256 \
+  --strategy dp4-tp4-pp8-cp1-noRC-mbs1-vpp6 --json > "$tmp/g.json" 2> "$tmp/e"
+grep -q "GPT-3-175B has the architecture of GPT3-175B, one of the models θ was fitted on" "$tmp/e" ||
+  fail "same-architecture info: $(cat "$tmp/e")"
+python3 - "$tmp/g.json" <<'PY' || fail "same_architecture_as"
+import json, sys
+j = json.load(open(sys.argv[1]))
+f = j["params_fitted_on"]
+assert f["includes_this_model"] and f["same_architecture_as"] == "GPT3-175B", f
+assert j["interval_residual_scale"] == "fitted_runs", j["interval_residual_scale"]
+PY
 
 # A calibration over several models that does not hold models out says how to measure their error.
 "$lmsim" calibrate --platform npu --cv loo --json 2> "$tmp/e" > /dev/null

@@ -87,7 +87,7 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   calib::Uncertainty u = calib::laplace(pb, all, fr.params);
   u.unseen_time_log_sd = 10 * u.time_log_sd;  // a held-out scale far wider than the fitted runs'
   u.unseen_n_time = 26;
-  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}, {}};
+  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}, {}, {}};
   const auto fitted = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
   const auto& f = fitted[fitted[0].platform == "npu" ? 0 : 1];
   ASSERT_EQ(f.platform, "npu");
@@ -114,9 +114,23 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   EXPECT_TRUE(n.held_out_model_scale);
   EXPECT_EQ(n.coverage.time_in_80, n.coverage.n_time);
   EXPECT_GT(n.intervals[0].time_s_80.upper, f.intervals[0].time_s_80.upper);
+  // Fitted on the same network under another name (a published table's spelling): seen, by its architecture.
+  Model renamed = io::presets().find_model("Qwen3-1.7B")->model;
+  renamed.name = "qwen3-1.7b as a table spells it";
+  t.fitted_model_specs = {renamed};
+  const auto seen = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
+  const auto& a = seen[seen[0].platform == "npu" ? 0 : 1];
+  EXPECT_TRUE(a.theta_fitted_on_model);
+  EXPECT_FALSE(a.held_out_model_scale);
+  EXPECT_DOUBLE_EQ(a.intervals[0].time_s_80.upper, f.intervals[0].time_s_80.upper);
+  renamed.num_layers += 1;  // one layer more is another model
+  t.fitted_model_specs = {renamed};
+  const auto other = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
+  EXPECT_FALSE(other[other[0].platform == "npu" ? 0 : 1].theta_fitted_on_model);
   // Without a covariance there are none.
-  EXPECT_TRUE(eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
-                  .intervals.empty());
+  EXPECT_TRUE(
+      eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
+          .intervals.empty());
 }
 
 // Published measurements: every run predicted with its system's θ, the runs θ was fitted on scored apart.
@@ -127,7 +141,7 @@ TEST(Evaluate, PublishedRunsThetaWasFittedOnAreScoredApart) {
   ASSERT_GE(train.size(), 4u);
   train.resize(train.size() - 3);  // the three largest models held out of the fit
   const calib::FitResult fr = calib::fit(pb, train, calib::FitOptions{});
-  eval::Theta t{fr.params, "test θ", calib::laplace(pb, train, fr.params), {}, {}, {}};
+  eval::Theta t{fr.params, "test θ", calib::laplace(pb, train, fr.params), {}, {}, {}, {}};
   for (auto i : train) {
     t.fitted_models.push_back(pb.samples[i].model.name);
     t.fitted_configurations.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);

@@ -228,6 +228,27 @@ TEST(Simulator, PresetParameterCountsMatchTheirCards) {
   }
 }
 
+// A published table's GPT3-175B (read from its row) is the GPT-3-175B preset; a padded vocabulary is the same
+// network, another hidden size or an extra expert is not.
+TEST(Simulator, SameArchitectureIgnoresNamesAndVocabularyPadding) {
+  const Model gpt3 = io::presets().find_model("GPT-3-175B")->model;
+  Model row = gpt3;
+  row.name = "GPT3-175B";
+  EXPECT_TRUE(same_architecture(gpt3, row));
+  row.vocab_size = 51200;  // Megatron's padding of GPT-2's 50,257 entries for tp 8
+  EXPECT_TRUE(same_architecture(gpt3, row));
+  row.vocab_size = 128256;
+  EXPECT_FALSE(same_architecture(gpt3, row));
+  row = gpt3;
+  row.hidden_size += 128;
+  EXPECT_FALSE(same_architecture(gpt3, row));
+  const Model moe = io::presets().find_model("Qwen3-30B-A3B")->model;
+  Model more = moe;
+  more.num_experts += 1;
+  EXPECT_TRUE(same_architecture(moe, moe));
+  EXPECT_FALSE(same_architecture(moe, more));
+}
+
 TEST(Simulator, RejectsAPrecisionTheSystemCannotRun) {
   const Model m = io::presets().find_model("Qwen3-0.6B")->model;
   TrainingSettings t = settings();
