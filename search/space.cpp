@@ -49,6 +49,26 @@ template <class T>
 bool allowed(const std::vector<T>& list, T v) {
   return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
 }
+
+// The virtual-pipeline degrees > 1 whose pp·vpp chunks the layers split into by the simulator's own rules
+// (pipeline_split: evenly, or with the embedding and the loss each taking a layer's slot, as Llama-3.1-405B's 126
+// layers run pp 8 vpp 8 and DeepSeek-V3's 61 + MTP pp 8 vpp 4): the divisors of either per-stage count.
+std::vector<int> interleaving_degrees(const Model& m, int pp) {
+  std::vector<int> out;
+  if (pp <= 1) return out;
+  for (std::int64_t per_stage_slots : {m.num_layers, m.num_layers + m.mtp_layers + 2}) {
+    if (per_stage_slots % pp != 0) continue;
+    for (int v : divisors(per_stage_slots / pp)) {
+      Strategy s;
+      s.pipeline_parallel = pp;
+      s.virtual_pipeline = v;
+      if (v > 1 && pipeline_split(m, s, false)) out.push_back(v);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 }  // namespace
 
 Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter& f)
@@ -102,10 +122,9 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
                   if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
               if (t.mbs.empty())  // kept so that the batch rule counts the rejection; only values the filter allows
                 t.mbs = f.micro_batch.empty() ? std::vector<std::int64_t>{1} : f.micro_batch;
-              if (pp > 1 && m.num_layers % pp == 0) {
-                for (int v : divisors(m.num_layers / pp))
-                  if (allowed(f.vpp, v)) t.vpp.push_back(v);
-              }
+              if (allowed(f.vpp, 1)) t.vpp.push_back(1);
+              for (int v : interleaving_degrees(m, pp))
+                if (allowed(f.vpp, v)) t.vpp.push_back(v);
               if (t.vpp.empty()) t.vpp.push_back(1);
               t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
               if (cp > 1)

@@ -34,9 +34,10 @@ TEST(Space, EnumerationMatchesBruteForce) {
   const Model m = io::presets().find_model("Qwen3-0.6B")->model;  // 28 layers
   SpaceFilter f;
   const Space space(m, {scenario(8), scenario(16, 64)}, f);
-  // Brute force: every (tp, pp, cp) dividing the devices, dp the rest; micro-batch | gbs/dp; vpp | L/pp when pp > 1
-  // and L % pp == 0; sp only when tp > 1; three recompute modes and two optimizer modes, one where dp·cp is 1 (nothing
-  // to shard: both would be the same run).
+  // Brute force: every (tp, pp, cp) dividing the devices, dp the rest; micro-batch | gbs/dp; vpp 1, or with pp > 1
+  // any vpp whose pp·vpp chunks split the 28 layers evenly or the 30 slots of layers, embedding and loss; sp only
+  // when tp > 1; three recompute modes and two optimizer modes, one where dp·cp is 1 (nothing to shard: both would be
+  // the same run).
   std::uint64_t expect = 0;
   for (auto [dev, gbs] : {std::pair{8, 32}, std::pair{16, 64}})
     for (int tp = 1; tp <= dev; ++tp)
@@ -46,8 +47,7 @@ TEST(Space, EnumerationMatchesBruteForce) {
           const int dp = dev / (tp * pp * cp);
           std::uint64_t mbs = 0, vpp = 0;
           for (int b = 1; b <= gbs; ++b) mbs += (gbs % dp == 0 && (gbs / dp) % b == 0) ? 1 : 0;
-          if (pp > 1 && 28 % pp == 0)
-            for (int v = 1; v <= 28 / pp; ++v) vpp += ((28 / pp) % v == 0) ? 1 : 0;
+          for (int v = 1; v <= 30; ++v) vpp += (v == 1 || (pp > 1 && (28 % (pp * v) == 0 || 30 % (pp * v) == 0)));
           expect += 3 * std::max<std::uint64_t>(mbs, 1) * std::max<std::uint64_t>(vpp, 1) * (tp > 1 ? 2 : 1) *
                     (dp * cp > 1 ? 2 : 1);
         }
@@ -59,6 +59,28 @@ TEST(Space, EnumerationMatchesBruteForce) {
     names.insert(config_name(c.strategy) + "|" + space.scenarios()[c.scenario].label);
   }
   EXPECT_EQ(names.size(), space.size());  // every index is a distinct candidate
+}
+
+// Interleaving is swept wherever the simulator can split the chunks, including with the embedding and the loss
+// in the split: the published layouts of Llama-3.1-405B (126 layers, pp 8 vpp 8) and DeepSeek-V3 (61 layers and an
+// MTP module, pp 8 vpp 4) are in their spaces, and no swept degree is rejected for its layer split.
+TEST(Space, InterleavingIsSweptWhereTheLayersSplitWithEmbeddingAndLoss) {
+  for (const auto& [name, want_vpp] : {std::pair<std::string, int>{"Llama-3.1-405B", 8}, {"DeepSeek-V3", 4}}) {
+    const Model m = io::presets().find_model(name)->model;
+    SpaceFilter f;
+    f.pp = {8};
+    f.recompute = {Recompute::none};
+    f.micro_batch = {1};
+    const Space space(m, {scenario(64, 512)}, f);
+    std::set<int> vpps;
+    for (std::uint64_t i = 0; i < space.size(); ++i) {
+      const Candidate c = space.at(i);
+      vpps.insert(c.strategy.virtual_pipeline);
+      EXPECT_TRUE(pipeline_split(m, c.strategy, false).has_value()) << name << " " << config_name(c.strategy);
+    }
+    EXPECT_TRUE(vpps.count(want_vpp)) << name;
+    EXPECT_TRUE(vpps.count(1)) << name;
+  }
 }
 
 TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
