@@ -716,8 +716,9 @@ void register_search(CLI::App& app) {
   cmd->add_option("--dp", sc.dp, "restrict data parallel")->delimiter(',');
   cmd->add_option("--ep", sc.ep, "restrict expert parallel")->delimiter(',');
   cmd->add_option("--etp", sc.etp,
-                  "expert tensor parallel degrees of an MoE model, `tp` for the attention's (default: tp only); "
-                  "others fold the experts over the tp·cp·dp ranks (MoE parallel folding)")
+                  "expert tensor parallel degrees of an MoE model, `tp` for the attention's (default: tp,1, as "
+                  "Megatron-Bridge's MoE recipes run); others fold the experts over the tp·cp·dp ranks (MoE parallel "
+                  "folding)")
       ->delimiter(',');
   cmd->add_option("--vpp", sc.vpp, "restrict virtual pipeline")->delimiter(',');
   cmd->add_option("--micro-batch", sc.mbs, "restrict micro-batch sizes")->delimiter(',');

@@ -96,7 +96,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
           const int dp = sc.devices / tp / pp / cp;
           if (!allowed(f.dp, dp)) continue;
           // Expert TP degrees (0: as tp, the default); ep then runs over the divisors of tp·cp·dp / etp.
-          std::vector<int> etps = m.is_moe() && !f.etp.empty() ? f.etp : std::vector<int>{0};
+          std::vector<int> etps = !m.is_moe() ? std::vector<int>{0} : f.etp.empty() ? std::vector<int>{0, 1} : f.etp;
           for (int& e : etps)
             if (e == tp) e = 0;
           std::sort(etps.begin(), etps.end());

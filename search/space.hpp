@@ -36,7 +36,9 @@ std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& p
 // Restrictions; an empty list means "all valid values".
 struct SpaceFilter {
   std::vector<int> dp, tp, pp, cp, ep, vpp;
-  // Expert tensor parallel degrees of an MoE model (MoE parallel folding); 0 is "as tp". Empty: {0}.
+  // Expert tensor parallel degrees of an MoE model (MoE parallel folding); 0 is "as tp". Empty: {0, 1}, the
+  // attention's TP and whole experts per rank (expert_tensor_parallel_size 1, which every Megatron-Bridge MoE recipe
+  // sets: data/public/NOTE.md).
   std::vector<int> etp;
   std::vector<std::int64_t> micro_batch;
   std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};

@@ -97,6 +97,7 @@ TEST(Space, FiltersRestrictEveryDimension) {
   SpaceFilter f;
   f.tp = {2};
   f.ep = {1, 4};
+  f.etp = {0};  // experts as tp (the default also sweeps expert TP 1)
   f.recompute = {Recompute::full};
   f.micro_batch = {1};
   f.sequence_parallel = {true};
@@ -106,6 +107,7 @@ TEST(Space, FiltersRestrictEveryDimension) {
   for (std::uint64_t i = 0; i < space.size(); ++i) {
     const Strategy s = space.at(i).strategy;
     EXPECT_EQ(s.tensor_parallel, 2);
+    EXPECT_EQ(s.expert_tensor(), 2);
     EXPECT_TRUE(s.expert_parallel == 1 || s.expert_parallel == 4);
     EXPECT_EQ(s.recompute, Recompute::full);
     EXPECT_EQ(s.micro_batch_size, 1);
@@ -124,7 +126,13 @@ TEST(Space, ExpertTensorParallelFoldsExpertsOverTheStageRanks) {
   f.micro_batch = {1};
   f.sequence_parallel = {true};
   f.distributed_optimizer = {true};
+  f.etp = {0};
   const std::uint64_t as_tp = Space(m, {scenario(16)}, f).size();
+  f.etp.clear();  // the default: as tp and 1
+  const std::uint64_t as_tp_and_1 = Space(m, {scenario(16)}, f).size();
+  f.etp = {0, 1};
+  EXPECT_EQ(Space(m, {scenario(16)}, f).size(), as_tp_and_1);
+  EXPECT_GT(as_tp_and_1, as_tp);
   f.etp = {0, 1, 2};  // as tp, 1, 2 (2 equals tp at tp = 2: listed once)
   const Space space(m, {scenario(16)}, f);
   std::set<std::string> names;
