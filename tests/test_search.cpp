@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "io/published.hpp"
 #include "io/specs.hpp"
 #include "search/ranking.hpp"
 #include "search/space.hpp"
@@ -80,6 +81,34 @@ TEST(Space, InterleavingIsSweptWhereTheLayersSplitWithEmbeddingAndLoss) {
     }
     EXPECT_TRUE(vpps.count(want_vpp)) << name;
     EXPECT_TRUE(vpps.count(1)) << name;
+  }
+}
+
+// Every published layout, calibration and validation row alike, is a candidate of the default space of its
+// scenario (its degrees fixed, every other dimension as the search sweeps it): a layout the simulator predicts and a
+// framework ran is one the search can propose.
+TEST(Space, EveryPublishedLayoutIsInItsDefaultSpace) {
+  const io::PublishedSet ps = io::read_published(io::data_dir() + "/public");
+  ASSERT_GE(ps.runs.size(), 30u);
+  for (const auto& r : ps.runs) {
+    const Strategy& want = r.strategy;
+    const io::SystemPreset& sp = *io::presets().find_system(r.system);
+    SpaceFilter f;
+    f.dp = {want.data_parallel};
+    f.tp = {want.tensor_parallel};
+    f.pp = {want.pipeline_parallel};
+    f.cp = {want.context_parallel};
+    f.ep = {want.expert_parallel};
+    const auto sc = scenarios_of(sp.system, sp.default_params, r.settings, {static_cast<int>(want.devices())},
+                                 {r.settings.seq_length}, {r.settings.global_batch_size});
+    const Space space(r.model, sc, f);
+    bool found = false;
+    for (std::uint64_t i = 0; i < space.size() && !found; ++i) {
+      const Strategy c = space.at(i).strategy;
+      found = c.expert_tensor() == want.expert_tensor() && c.virtual_pipeline == want.virtual_pipeline &&
+              c.micro_batch_size == want.micro_batch_size && c.recompute == want.recompute;
+    }
+    EXPECT_TRUE(found) << r.file << ":" << r.line << " " << r.label << " " << config_name(want);
   }
 }
 
