@@ -56,9 +56,9 @@ bool allowed(const std::vector<T>& list, T v) {
 std::vector<int> interleaving_degrees(const Model& m, int pp) {
   std::vector<int> out;
   if (pp <= 1) return out;
-  for (std::int64_t per_stage_slots : {m.num_layers, m.num_layers + m.mtp_layers + 2}) {
-    if (per_stage_slots % pp != 0) continue;
-    for (int v : divisors(per_stage_slots / pp)) {
+  for (std::int64_t slots : {m.num_layers, embedding_loss_slots(m)}) {
+    if (slots % pp != 0) continue;
+    for (int v : divisors(slots / pp)) {
       Strategy s;
       s.pipeline_parallel = pp;
       s.virtual_pipeline = v;

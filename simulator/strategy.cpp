@@ -329,7 +329,7 @@ std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, b
     p.first = p.middle = p.last = L / C;
     return p;
   }
-  const std::int64_t slots = L + m.mtp_layers + 2;
+  const std::int64_t slots = embedding_loss_slots(m);
   // A first or last chunk may be left with the embedding, or the MTP module and the loss, alone.
   if (C > 1 && slots % C == 0 && slots / C >= 1 + m.mtp_layers) {
     p.kind = SplitKind::embedding_loss;

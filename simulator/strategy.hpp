@@ -302,5 +302,7 @@ struct PipelineSplit {
   std::int64_t first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const;
 };
 std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, bool allow_uneven_layers);
+// The layer slots of the embedding_loss split: the layers, the MTP modules, the embedding and the loss.
+inline std::int64_t embedding_loss_slots(const Model& m) { return m.num_layers + m.mtp_layers + 2; }
 
 }  // namespace lmsim
