@@ -503,6 +503,27 @@ void run(SearchCli sc, std::ostream& out) {
     r.ranking = ranked;
     risk = ranking_risk(model, space, r.ranking, unc, ranges, o);  // P(within 5 %) is relative to the new first
   }
+  // Ranked by the point objective, the first may be a coin flip on memory: said, with the first listed candidate
+  // that fits with P(fits) >= 0.9.
+  const auto sure_fit = [&](std::size_t i) {
+    return risk[i] && !std::isnan(risk[i]->p_fits) && risk[i]->p_fits >= 0.9;
+  };
+  if (sc.rank_by != "risk" && !r.ranking.empty() && risk[0] && !std::isnan(risk[0]->p_fits) && !sure_fit(0)) {
+    std::string alternative = "none of the listed candidates does";
+    for (std::size_t i = 1; i < r.ranking.size(); ++i)
+      if (sure_fit(i)) {
+        alternative = fmt::format("the first listed that does is #{}, {} ({:.3f} s, {:+.1f} %)", i + 1,
+                                  config_name(space.at(r.ranking[i].index).strategy), r.ranking[i].time_s,
+                                  100 * (r.ranking[i].time_s / r.ranking[0].time_s - 1));
+        break;
+      }
+    const auto best = space.at(r.ranking[0].index);
+    spdlog::warn(
+        "search: the best candidate, {}, fits in memory with P(fits) {:.2f} only ({:.2f} of {:.2f} GiB predicted); "
+        "{}; --rank-by risk puts the candidates that fit with P(fits) >= 0.9 first",
+        config_name(best.strategy), risk[0]->p_fits, r.ranking[0].peak_bytes / 1073741824.0,
+        space.scenarios()[best.scenario].system.hbm_capacity_bytes / 1073741824.0, alternative);
+  }
   // Whether the best candidate owes its place to a parameter θ's runs never measured (flash attention's efficiency
   // on a θ fitted on runs that stored their scores, say): said, and kept with the results.
   io::Json leans = io::Json::array();

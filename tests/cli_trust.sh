@@ -289,6 +289,16 @@ PY
 mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3-70B --system h100_sxm_80g --devices 512 --seq 8192 \
   --global-batch 512 --top 3 > "$tmp/t.txt"
 grep -q "^P(fits) from priors" "$tmp/t.txt" || fail "search: P(fits) from priors note: $(cat "$tmp/t.txt")"
+# Ranked by the point objective, a first candidate that fits with P(fits) < 0.9 is said, with the first listed one
+# that fits surely (Llama-3.1-405B on 8,192 H100s: the fastest layout predicts 77.7 of 80 GiB); ranked by risk it is
+# not.
+mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3.1-405B --system h100_sxm_80g --devices 8192 \
+  --seq 8192 --global-batch 2048 --top 8 --stack megatron-bridge --rank-by risk > "$tmp/t.txt" 2> "$tmp/e"
+! grep -q "fits in memory with P(fits)" "$tmp/e" || fail "coin-flip warning under --rank-by risk: $(cat "$tmp/e")"
+mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3.1-405B --system h100_sxm_80g --devices 8192 \
+  --seq 8192 --global-batch 2048 --top 8 --stack megatron-bridge > "$tmp/t.txt" 2> "$tmp/e"
+grep -q "the best candidate, .*, fits in memory with P(fits) 0\.[0-8][0-9] only .*; the first listed that does is #" \
+  "$tmp/e" || fail "no coin-flip warning: $(cat "$tmp/e")"
 # Evaluate carries the intervals of the shipped θ: per configuration in HDF5, their coverage in JSON (in-sample for
 # the bundled models, which the shipped θ was fitted on).
 "$lmsim" --log-level warn evaluate --json --out "$tmp/ev.h5" > "$tmp/ev.json"
