@@ -18,6 +18,10 @@ namespace lmsim::app {
 
 namespace {
 
+// The probability of fitting in memory that counts as sure: --rank-by risk ranks these first, and a point-objective
+// first place below it is warned of.
+constexpr double kSureFit = 0.9;
+
 struct SearchCli {
   std::string model, out, objective = "time", stack, settings_file, checkpoint_dir, rank_by = "objective", emit;
   std::vector<std::string> systems, params, recompute;
@@ -485,7 +489,7 @@ void run(SearchCli sc, std::ostream& out) {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     auto key = [&](std::size_t i) {
       if (!risk[i]) return std::make_pair(2, r.ranking[i].objective);
-      return std::make_pair(std::isnan(risk[i]->p_fits) || risk[i]->p_fits >= 0.9 ? 0 : 1,
+      return std::make_pair(std::isnan(risk[i]->p_fits) || risk[i]->p_fits >= kSureFit ? 0 : 1,
                             r.ranking[i].objective * (risk[i]->time_p90_s / r.ranking[i].time_s));
     };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
@@ -506,7 +510,7 @@ void run(SearchCli sc, std::ostream& out) {
   // Ranked by the point objective, the first may be a coin flip on memory: said, with the first listed candidate
   // that fits with P(fits) >= 0.9.
   const auto sure_fit = [&](std::size_t i) {
-    return risk[i] && !std::isnan(risk[i]->p_fits) && risk[i]->p_fits >= 0.9;
+    return risk[i] && !std::isnan(risk[i]->p_fits) && risk[i]->p_fits >= kSureFit;
   };
   if (sc.rank_by != "risk" && !r.ranking.empty() && risk[0] && !std::isnan(risk[0]->p_fits) && !sure_fit(0)) {
     std::string alternative = "none of the listed candidates does";

@@ -158,13 +158,9 @@ std::optional<ThetaFit> theta_fit(const io::Json& j, const std::string& file, co
   if (p.contains("models") && p["models"].is_array())
     for (std::size_t i = 0; i < p["models"].size(); ++i)
       f.model_specs.push_back(io::model_from_json(p["models"][i], file, fmt::format("provenance.models[{}]", i)));
-  if (model) {
-    f.includes_model = std::find(f.models.begin(), f.models.end(), model->name) != f.models.end();
-    for (const Model& m : f.model_specs)
-      if (!f.includes_model && same_architecture(m, *model)) {
-        f.includes_model = true;
-        f.fitted_as = m.name;
-      }
+  if (const auto as = model ? eval::fitted_as(f.models, f.model_specs, *model) : std::nullopt) {
+    f.includes_model = true;
+    if (*as != model->name) f.fitted_as = *as;
   }
   auto mape = [](const io::Json& r) {
     return r.is_object() && r.contains("time_mape_pct") && r["time_mape_pct"].is_number()

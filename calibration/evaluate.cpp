@@ -191,10 +191,12 @@ bool wanted(const io::Collection& c, const std::vector<std::string>& models) {
 
 }  // namespace
 
-bool fitted_on(const Theta& t, const Model& m) {
-  return std::find(t.fitted_models.begin(), t.fitted_models.end(), m.name) != t.fitted_models.end() ||
-         std::any_of(t.fitted_model_specs.begin(), t.fitted_model_specs.end(),
-                     [&](const Model& f) { return same_architecture(f, m); });
+std::optional<std::string> fitted_as(const std::vector<std::string>& fitted_models,
+                                     const std::vector<Model>& fitted_specs, const Model& m) {
+  if (std::find(fitted_models.begin(), fitted_models.end(), m.name) != fitted_models.end()) return m.name;
+  for (const Model& f : fitted_specs)
+    if (same_architecture(f, m)) return f.name;
+  return std::nullopt;
 }
 
 namespace {

@@ -44,8 +44,13 @@ struct Theta {
   FittedRange fitted_range;
   std::vector<Model> fitted_model_specs;  // the fitted models' architectures (empty: not recorded)
 };
-// Whether θ was fitted on runs of `m`: by name, or by architecture where the θ file records the fitted models'.
-bool fitted_on(const Theta& t, const Model& m);
+// The fitted model `m` is, as θ's record names it: by name, or by architecture where the θ file records the fitted
+// models' specs (simulator same_architecture); nullopt when θ was not fitted on it.
+std::optional<std::string> fitted_as(const std::vector<std::string>& fitted_models,
+                                     const std::vector<Model>& fitted_specs, const Model& m);
+inline bool fitted_on(const Theta& t, const Model& m) {
+  return fitted_as(t.fitted_models, t.fitted_model_specs, m).has_value();
+}
 
 struct CollectionEvaluation {
   std::string model_setting, platform, system, predictor;

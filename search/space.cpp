@@ -91,6 +91,11 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
       if (!allowed(f.tp, tp)) continue;
       for (int pp : divisors(sc.devices / tp)) {
         if (!allowed(f.pp, pp)) continue;
+        std::vector<int> vpps;  // the same for every (cp, ep, etp) below
+        if (allowed(f.vpp, 1)) vpps.push_back(1);
+        for (int v : interleaving_degrees(m, pp))
+          if (allowed(f.vpp, v)) vpps.push_back(v);
+        if (vpps.empty()) vpps.push_back(1);  // kept so that the rules count the rejection
         for (int cp : divisors(sc.devices / tp / pp)) {
           if (!allowed(f.cp, cp)) continue;
           const int dp = sc.devices / tp / pp / cp;
@@ -122,10 +127,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
                   if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
               if (t.mbs.empty())  // kept so that the batch rule counts the rejection; only values the filter allows
                 t.mbs = f.micro_batch.empty() ? std::vector<std::int64_t>{1} : f.micro_batch;
-              if (allowed(f.vpp, 1)) t.vpp.push_back(1);
-              for (int v : interleaving_degrees(m, pp))
-                if (allowed(f.vpp, v)) t.vpp.push_back(v);
-              if (t.vpp.empty()) t.vpp.push_back(1);
+              t.vpp = vpps;
               t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
               if (cp > 1)
                 for (CpCommType a : f.cp_comm_type) {
