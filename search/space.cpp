@@ -95,7 +95,9 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
         if (allowed(f.vpp, 1)) vpps.push_back(1);
         for (int v : interleaving_degrees(m, pp))
           if (allowed(f.vpp, v)) vpps.push_back(v);
-        if (vpps.empty()) vpps.push_back(1);  // kept so that the rules count the rejection
+        // None the filter allows splits at this pp: its own values, which the rules then reject and count (never
+        // vpp 1 in their place).
+        if (vpps.empty()) vpps = f.vpp;
         for (int cp : divisors(sc.devices / tp / pp)) {
           if (!allowed(f.cp, cp)) continue;
           const int dp = sc.devices / tp / pp / cp;

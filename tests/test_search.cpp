@@ -112,6 +112,22 @@ TEST(Space, EveryPublishedLayoutIsInItsDefaultSpace) {
   }
 }
 
+// `--vpp 4` sweeps vpp 4 only: a pp at which it cannot run gets it rejected, never vpp 1 in its place (which once
+// filled the ranking with pp 1 layouts).
+TEST(Space, VirtualPipelineRestrictionIsNeverReplacedByADefault) {
+  SpaceFilter f;
+  f.vpp = {4};
+  const Space space(llama3_8b(), {scenario(8, 64)}, f);
+  ASSERT_GT(space.size(), 0u);
+  bool some_valid = false;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Candidate c = space.at(i);
+    EXPECT_EQ(c.strategy.virtual_pipeline, 4) << config_name(c.strategy);
+    some_valid = some_valid || check(llama3_8b(), c.strategy, space.scenarios()[0].settings, {}) == Rejection::ok;
+  }
+  EXPECT_TRUE(some_valid);  // pp 2 and pp 4 split 32 layers into 4 chunks per stage
+}
+
 TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
   const Model m = io::presets().find_model("Qwen3-0.6B")->model;
   SpaceFilter f;
