@@ -28,6 +28,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
     if (r.cp_comm_type == CpCommType::a2a_p2p) out += " of degree " + std::to_string(r.ulysses_degree_in_cp);
   }
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
+  if (s.recompute == Recompute::full && s.recompute_num_layers > 0)
+    out += s.recompute_method == RecomputeMethod::block
+               ? ", full recompute of the first " + std::to_string(s.recompute_num_layers) + " layers of every chunk"
+               : ", full recompute in groups of " + std::to_string(s.recompute_num_layers) + " layers";
   if (s.recompute == Recompute::selective) {
     std::string mods;
     for (const std::string& m : io::recompute_module_names(t)) mods += (mods.empty() ? "" : "+") + m;

@@ -24,7 +24,7 @@ constexpr double kSureFit = 0.9;
 
 struct SearchCli {
   std::string model, out, objective = "time", stack, settings_file, checkpoint_dir, rank_by = "objective", emit;
-  std::vector<std::string> systems, params, recompute;
+  std::vector<std::string> systems, params, recompute, recompute_layers;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
   std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type;
@@ -219,6 +219,7 @@ void write_results(const std::string& file, const search::Space& space, const se
     std::vector<std::string> rc;
     for (Recompute r : strat.recompute) rc.push_back(to_string(r));
     w.write(g + "/recompute", rc);
+    w.write(g + "/recompute_num_layers", strat.recompute_num_layers);
     w.write(g + "/iteration_time_s", t);
     w.write(g + "/max_peak_memory_bytes", mem);
     w.write(g + "/objective", obj);
@@ -378,6 +379,18 @@ void run(SearchCli sc, std::ostream& out) {
         throw io::InputError("command line", 0, "--recompute",
                              "'" + r + "' is not none|noRC, selective|selRC or full|RC");
     }
+  }
+  for (const auto& e : sc.recompute_layers) {  // `all`, or layer counts
+    if (e == "all") {
+      for (std::int64_t n = 1; n < model.num_layers; ++n) f.recompute_layers.push_back(static_cast<int>(n));
+      continue;
+    }
+    int v = 0;
+    const auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), v);
+    if (ec != std::errc() || end != e.data() + e.size() || v <= 0)
+      throw io::InputError("command line", 0, "--recompute-layers",
+                           "'" + e + "' is neither all nor a positive number of layers");
+    f.recompute_layers.push_back(v);
   }
   if (!sc.sp.empty()) f.sequence_parallel = bools(sc.sp, "--sp");
   if (!sc.distopt.empty()) f.distributed_optimizer = bools(sc.distopt, "--distributed-optimizer");
@@ -748,6 +761,13 @@ void register_search(CLI::App& app) {
   cmd->add_option("--vpp", sc.vpp, "restrict virtual pipeline")->delimiter(',');
   cmd->add_option("--micro-batch", sc.mbs, "restrict micro-batch sizes")->delimiter(',');
   cmd->add_option("--recompute", sc.recompute, "none|noRC, selective|selRC, full|RC")->delimiter(',');
+  cmd->add_option(
+         "--recompute-layers", sc.recompute_layers,
+         "also sweep partial full recompute: Megatron's --recompute-method block with these "
+         "--recompute-num-layers (the first N layers of every pipeline chunk replayed, the rest kept), where N "
+         "leaves a layer of the widest chunk unreplayed (named -RC-block<N>); `all`: every such N, which "
+         "multiplies the full-recompute candidates by up to the layers per chunk")
+      ->delimiter(',');
   cmd->add_option("--sp", sc.sp, "sequence parallel on/off")->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")

@@ -40,7 +40,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
           n(split->last));
     if (r.sequence_parallel) add("--sequence-parallel");
     if (s.recompute == Recompute::full)
-      add("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+      add(std::string("--recompute-granularity full --recompute-method ") + to_string(s.recompute_method) +
+          " --recompute-num-layers " + n(std::max(1, s.recompute_num_layers)));
     if (s.recompute == Recompute::selective) {
       add("--recompute-granularity selective");
       if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
@@ -98,8 +99,9 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       add("model.config.num_layers_in_first_pipeline_stage=" + n(split->first) +
           " model.config.num_layers_in_last_pipeline_stage=" + n(split->last));
     if (s.recompute == Recompute::full)
-      add("model.config.recompute_granularity=full model.config.recompute_method=uniform "
-          "model.config.recompute_num_layers=1");
+      add(std::string("model.config.recompute_granularity=full model.config.recompute_method=") +
+          to_string(s.recompute_method) +
+          " model.config.recompute_num_layers=" + n(std::max(1, s.recompute_num_layers)));
     if (s.recompute == Recompute::selective) {
       add("model.config.recompute_granularity=selective");
       if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {

@@ -143,6 +143,14 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
     s.recompute = Recompute::none;
   else
     throw InputError(path, rcl, "recompute_granularity", "'" + rc + "' is not full, selective or None");
+  if (s.recompute == Recompute::full) {  // Megatron's --recompute-method / --recompute-num-layers
+    const auto [method, ml] = get("recompute_method", "uniform");
+    if (method != "uniform" && method != "block")
+      throw InputError(path, ml, "recompute_method", "'" + method + "' is not uniform or block");
+    s.recompute_method = method == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
+    const auto layers = static_cast<int>(integer("recompute_num_layers", "1", 1, 1 << 16));
+    s.recompute_num_layers = s.recompute_method == RecomputeMethod::uniform && layers == 1 ? 0 : layers;
+  }
   TrainingSettings& t = r.settings;
   t.seq_length = integer("seq_length", nullptr, 1, 1 << 24);
   t.global_batch_size = integer("global_batch_size", nullptr, 1, std::int64_t{1} << 32);

@@ -111,6 +111,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
   const auto c_etp = w.column("/all/etp", H5Type::i32, n);
   const auto c_mbs = w.column("/all/micro_batch_size", H5Type::i64, n);
   const auto c_rc = w.enum_column("/all/recompute", recompute_names, n);
+  const auto c_rcl = w.column("/all/recompute_num_layers", H5Type::i32, n);
   const auto c_sp = w.enum_column("/all/sequence_parallel", {"FALSE", "TRUE"}, n);
   const auto c_do = w.enum_column("/all/distributed_optimizer", {"FALSE", "TRUE"}, n);
   const auto c_fsdp = w.enum_column("/all/fsdp", {"FALSE", "TRUE"}, n);
@@ -161,6 +162,7 @@ void write_all_records(io::H5Writer& w, const Space& space, const std::string& d
                                                                      {c_vpp, strat.vpp.data()},
                                                                      {c_mbs, strat.micro_batch_size.data()},
                                                                      {c_rc, rc.data()},
+                                                                     {c_rcl, strat.recompute_num_layers.data()},
                                                                      {c_sp, strat.sequence_parallel.data()},
                                                                      {c_do, strat.distributed_optimizer.data()},
                                                                      {c_fsdp, strat.fsdp.data()},

@@ -41,7 +41,8 @@ std::uint64_t scan_spool(const std::string& path,
 std::set<std::uint64_t> spooled_chunks(const std::string& dir, std::uint64_t space_size, std::uint64_t chunk);
 
 // Writes `/all` (one row per candidate, row = global index): scenario, dp, tp, pp, cp, ep, etp, vpp,
-// micro_batch_size, recompute (enum), sequence_parallel, distributed_optimizer, fsdp (booleans), cp_comm_type (enum:
+// micro_batch_size, recompute (enum), recompute_num_layers (int32: block recompute's layers per chunk, else 0),
+// sequence_parallel, distributed_optimizer, fsdp (booleans), cp_comm_type (enum:
 // p2p, a2a, allgather, a2a+p2p), ulysses_degree (int32: a2a+p2p's, else 0), status (enum of the
 // rejection reasons), iteration_time_s, max_peak_memory_bytes. Throws when a chunk has no records.
 void write_all_records(io::H5Writer& w, const Space& space, const std::string& dir, std::uint64_t chunk);

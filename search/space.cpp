@@ -73,6 +73,11 @@ std::vector<int> interleaving_degrees(const Model& m, int pp) {
 
 Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter& f)
     : model_(m), scenarios_(std::move(scenarios)), filter_(f) {
+  for (Recompute r : f.recompute) recompute_.emplace_back(r, 0);
+  std::vector<int> layers = f.recompute_layers;
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  for (int n : layers) recompute_.emplace_back(Recompute::full, n);
   // FSDP variants pair only with the sharded optimizer; without an FSDP restriction the settings decide.
   if (f.fsdp.empty()) {
     for (bool d : f.distributed_optimizer) sharding_.emplace_back(d, std::nullopt);
@@ -98,6 +103,19 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
         // None the filter allows splits at this pp: its own values, which the rules then reject and count (never
         // vpp 1 in their place).
         if (vpps.empty()) vpps = f.vpp;
+        // Block recompute of n layers per chunk where some chunk keeps a layer unrecomputed (n at least the widest
+        // chunk is full recompute, swept already; an uneven split counts its wider chunks); where the layers do not
+        // split, the rules reject it.
+        std::vector<std::pair<int, std::uint32_t>> vrc;
+        for (std::uint32_t k = 0; k < recompute_.size(); ++k)
+          for (int v : vpps) {
+            Strategy probe;
+            probe.pipeline_parallel = pp;
+            probe.virtual_pipeline = v;
+            const auto split = pipeline_split(m, probe, true);
+            if (recompute_[k].second == 0 || !split || recompute_[k].second < split->widest_chunk())
+              vrc.emplace_back(v, k);
+          }
         for (int cp : divisors(sc.devices / tp / pp)) {
           if (!allowed(f.cp, cp)) continue;
           const int dp = sc.devices / tp / pp / cp;
@@ -129,7 +147,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
                   if (allowed<std::int64_t>(f.micro_batch, mb)) t.mbs.push_back(mb);
               if (t.mbs.empty())  // kept so that the batch rule counts the rejection; only values the filter allows
                 t.mbs = f.micro_batch.empty() ? std::vector<std::int64_t>{1} : f.micro_batch;
-              t.vpp = vpps;
+              t.vrc = vrc;
               t.n_sp = tp > 1 ? static_cast<std::uint32_t>(f.sequence_parallel.size()) : 1;
               if (cp > 1)
                 for (CpCommType a : f.cp_comm_type) {
@@ -139,8 +157,8 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
                 }
               t.n_cpc = t.cpc.empty() ? 1 : static_cast<std::uint32_t>(t.cpc.size());
               if (cp > 1 && !f.cp_comm_type.empty() && t.cpc.empty()) continue;  // no variant runs at this cp
-              const std::uint64_t n = static_cast<std::uint64_t>(f.recompute.size()) * t.mbs.size() * t.vpp.size() *
-                                      t.n_sp * t.n_shard * t.n_cpc;
+              const std::uint64_t n =
+                  static_cast<std::uint64_t>(t.vrc.size()) * t.mbs.size() * t.n_sp * t.n_shard * t.n_cpc;
               if (n == 0) continue;
               total_ += n;
               tuples_.push_back(std::move(t));
@@ -174,17 +192,21 @@ Candidate Space::at(std::uint64_t index) const {
   r /= t.n_cpc;
   if (t.tp > 1) s.sequence_parallel = filter_.sequence_parallel[r % t.n_sp];
   r /= t.n_sp;
-  s.virtual_pipeline = t.vpp[r % t.vpp.size()];
-  r /= t.vpp.size();
   s.micro_batch_size = t.mbs[r % t.mbs.size()];
   r /= t.mbs.size();
-  s.recompute = filter_.recompute[r];
+  const auto& [vpp, k] = t.vrc[r];
+  s.virtual_pipeline = vpp;
+  s.recompute = recompute_[k].first;
+  if (recompute_[k].second > 0) {
+    s.recompute_method = RecomputeMethod::block;
+    s.recompute_num_layers = recompute_[k].second;
+  }
   return c;
 }
 
 std::string Space::signature() const {
   std::ostringstream o;
-  for (Recompute r : filter_.recompute) o << to_string(r) << ' ';
+  for (const auto& [r, n] : recompute_) o << to_string(r) << n << ' ';
   for (bool b : filter_.sequence_parallel) o << b;
   o << '|';
   for (CpCommType c : filter_.cp_comm_type) o << to_string(c) << ' ';
@@ -198,7 +220,7 @@ std::string Space::signature() const {
     o << ':';
     for (const auto& [a, u] : t.cpc) o << ' ' << to_string(a) << '/' << u;
     o << ':';
-    for (int v : t.vpp) o << ' ' << v;
+    for (const auto& [v, k] : t.vrc) o << ' ' << v << '/' << k;
     o << '\n';
   }
   return o.str();

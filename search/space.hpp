@@ -1,10 +1,10 @@
 // lmsim/search/space.hpp — the strategy space of a search, indexable and never materialised.
 //
 // Owns: scenarios (system, devices, sequence length, global batch) and, for each, the (dp, tp, pp, cp, ep, etp)
-// tuples with dp·tp·pp·cp = devices (ep·etp dividing tp·cp·dp), crossed with recompute, micro-batch (divisors of
-// global/dp), virtual pipeline (divisors of layers/pp), sequence parallel (tp > 1), distributed optimizer / FSDP and
-// context-parallel algorithm (cp > 1) options. A
-// global index maps to one candidate in O(log tuples); only the tuple table (a few thousand entries at most) is stored.
+// tuples with dp·tp·pp·cp = devices (ep·etp dividing tp·cp·dp), crossed with recompute (and, if asked, partial block
+// recompute), micro-batch (divisors of global/dp), virtual pipeline (degrees the layers split into), sequence parallel
+// (tp > 1), distributed optimizer / FSDP and context-parallel algorithm (cp > 1) options. A global index maps to one
+// candidate in O(log tuples); only the tuple table (a few thousand entries at most) is stored.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,10 @@ struct SpaceFilter {
   std::vector<int> etp;
   std::vector<std::int64_t> micro_batch;
   std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
+  // Partial full recompute swept beside the list above: Megatron's --recompute-method block with each of these
+  // --recompute-num-layers, where it leaves some layer of the widest pipeline chunk unrecomputed (else it is full
+  // recompute). Empty: none.
+  std::vector<int> recompute_layers;
   std::vector<bool> sequence_parallel = {false, true};  // applies when tp > 1
   std::vector<bool> distributed_optimizer = {false, true};
   std::vector<bool> fsdp;  // empty: as the settings say; FSDP shards the optimizer too, so it pairs only with `do`
@@ -62,6 +66,7 @@ struct StrategyColumns {
   std::vector<Int> dp, tp, pp, cp, ep, etp, vpp;
   std::vector<std::int64_t> micro_batch_size;
   std::vector<Recompute> recompute;
+  std::vector<Int> recompute_num_layers;  // block recompute's layers per chunk; 0: every layer (or none)
   std::vector<Flag> sequence_parallel, distributed_optimizer, fsdp;
   std::vector<CpCommType> cp_comm_type;  // as it runs (meaningful where cp > 1)
   std::vector<Int> ulysses_degree;       // a2a+p2p's Ulysses degree in effect, else 0
@@ -77,6 +82,7 @@ struct StrategyColumns {
     vpp.push_back(static_cast<Int>(s.virtual_pipeline));
     micro_batch_size.push_back(r.micro_batch_size);
     recompute.push_back(s.recompute);
+    recompute_num_layers.push_back(static_cast<Int>(s.recompute_num_layers));
     sequence_parallel.push_back(static_cast<Flag>(r.sequence_parallel));
     distributed_optimizer.push_back(static_cast<Flag>(r.distributed_optimizer));
     fsdp.push_back(static_cast<Flag>(r.fsdp));
@@ -105,7 +111,8 @@ class Space {
     int dp, tp, pp, cp, ep, etp;  // etp 0: as tp
     std::uint64_t first;          // global index of its first candidate
     std::vector<std::int64_t> mbs;
-    std::vector<int> vpp;
+    // (virtual-pipeline degree, index into recompute_) pairs swept: block recompute only where it is partial.
+    std::vector<std::pair<int, std::uint32_t>> vrc;
     std::uint32_t n_sp;
     // Context-parallel variants swept, (algorithm, Ulysses degree of a2a+p2p): the filter's where cp > 1; empty:
     // one candidate with the settings' algorithm.
@@ -118,6 +125,8 @@ class Space {
   Model model_;
   std::vector<Scenario> scenarios_;
   SpaceFilter filter_;
+  // The recompute variants: the filter's list, then block recompute of each of its layer counts.
+  std::vector<std::pair<Recompute, int>> recompute_;
   // The data-parallel sharding variants swept: (distributed optimizer, FSDP), FSDP only with the optimizer sharded.
   std::vector<std::pair<std::optional<bool>, std::optional<bool>>> sharding_;
   std::vector<Tuple> tuples_;

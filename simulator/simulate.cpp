@@ -336,33 +336,85 @@ double moe_layers_in(const Model& m, std::int64_t lo, std::int64_t hi) {
   return static_cast<double>(upto(hi) - upto(start));
 }
 
+// Layers of one pipeline chunk of n that full recompute replays, and the checkpoints it keeps: Megatron-core's
+// checkpointed forward (megatron/core/recompute.py) runs uniform groups of N layers, each keeping only its input and
+// replayed whole, or (block) checkpoints the chunk's first N layers one by one and runs the rest plainly. Without
+// full recompute: none (selective recompute replays modules of every layer; see stage_counts).
+struct ChunkReplay {
+  std::int64_t replayed = 0, checkpoints = 0;
+};
+ChunkReplay chunk_replay(const Strategy& s, std::int64_t n) {
+  if (s.recompute != Recompute::full) return {};
+  const std::int64_t k = std::max(1, s.recompute_num_layers);
+  if (s.recompute_method == RecomputeMethod::block) return {std::min(k, n), std::min(k, n)};
+  return {n, (n + k - 1) / k};
+}
+
 // The layers pipeline rank i holds: its chunks i, i + p, ..., i + (v - 1)·p of the split.
 struct StageLayers {
   int first = 0;
   double layers = 0, moe = 0;  // transformer layers, of which MoE
   int mtp = 0;                 // multi-token-prediction modules (on the last chunk)
+  // Under full recompute: layers replayed (of which MoE), checkpoints kept, and the layers one replay
+  // re-materialises at once (a uniform group, at most the widest chunk).
+  double replayed = 0, replayed_moe = 0, checkpoints = 0, replay_group = 1;
 };
-StageLayers stage_layers(const Model& m, const PipelineSplit& sp, int pp, int vpp, int i) {
+StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy& s, int i) {
+  const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
   StageLayers out;
   out.first = static_cast<int>(sp.first_layer_of_chunk(i, m.num_layers));
   if (i == pp - 1) out.mtp = static_cast<int>(m.mtp_layers);
-  if (!m.is_moe() && sp.kind != SplitKind::uneven) {  // dense: every chunk holds `middle` but the two ends
+  const bool partial = s.recompute == Recompute::full && s.recompute_num_layers > 0;
+  if (!m.is_moe() && sp.kind != SplitKind::uneven && !partial) {  // dense: every chunk holds `middle` but the two ends
     if (sp.chunks == 1) {
       out.layers = static_cast<double>(sp.first);
-      return out;
+    } else {
+      out.layers = static_cast<double>(vpp) * static_cast<double>(sp.middle);
+      if (i == 0) out.layers += static_cast<double>(sp.first - sp.middle);
+      if (i == pp - 1) out.layers += static_cast<double>(sp.last - sp.middle);
     }
-    out.layers = static_cast<double>(vpp) * static_cast<double>(sp.middle);
-    if (i == 0) out.layers += static_cast<double>(sp.first - sp.middle);
-    if (i == pp - 1) out.layers += static_cast<double>(sp.last - sp.middle);
+    if (s.recompute == Recompute::full) out.replayed = out.checkpoints = out.layers;
     return out;
   }
+  std::int64_t widest = 0;
   for (int v = 0; v < vpp; ++v) {
     const std::int64_t chunk = static_cast<std::int64_t>(v) * pp + i;
     const std::int64_t lo = sp.first_layer_of_chunk(chunk, m.num_layers), n = sp.layers_of_chunk(chunk, m.num_layers);
     out.layers += static_cast<double>(n);
     out.moe += moe_layers_in(m, lo, lo + n);
+    const ChunkReplay r = chunk_replay(s, n);
+    out.replayed += static_cast<double>(r.replayed);
+    out.replayed_moe += moe_layers_in(m, lo, lo + r.replayed);
+    out.checkpoints += static_cast<double>(r.checkpoints);
+    widest = std::max(widest, n);
   }
+  if (s.recompute_method == RecomputeMethod::uniform && s.recompute_num_layers > 1)
+    out.replay_group = static_cast<double>(std::min<std::int64_t>(s.recompute_num_layers, widest));
   return out;
+}
+
+// A stage's layers by kind — MTP modules counted as layers of the kind of the model's last layer — and those whose
+// forward backward replays: all of them under selective recompute (their chosen modules), the replayed ones under
+// full recompute (MTP modules too, except under block, which Megatron-core does not apply to them), none without.
+struct StageCounts {
+  double dense, moe, replay_dense, replay_moe;
+  double stored_layers;  // under full recompute: checkpoints kept (MTP modules' included)
+};
+StageCounts stage_counts(const Model& m, const Strategy& s, const StageLayers& sl) {
+  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
+  StageCounts k{};
+  k.moe = sl.moe + (mtp_moe ? sl.mtp : 0);
+  k.dense = sl.layers - sl.moe + (mtp_moe ? 0 : sl.mtp);
+  if (s.recompute == Recompute::selective) {
+    k.replay_dense = k.dense;
+    k.replay_moe = k.moe;
+  } else if (s.recompute == Recompute::full) {
+    const double mtp = s.recompute_method == RecomputeMethod::block ? 0.0 : sl.mtp;
+    k.replay_moe = sl.replayed_moe + (mtp_moe ? mtp : 0);
+    k.replay_dense = sl.replayed - sl.replayed_moe + (mtp_moe ? 0 : mtp);
+    k.stored_layers = sl.checkpoints + mtp;
+  }
+  return k;
 }
 
 // In-flight micro-batches' worth of a stage's layers held at the activation peak. 1F1B: stage i holds
@@ -461,7 +513,6 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const LayerTime moe_t = m.is_moe() ? layer_time(c, true) : dense_t;
   const LayerActivation dense_a = layer_activation_from(c, dense_f);
   const LayerActivation moe_a = m.is_moe() ? layer_activation_from(c, moe_f) : dense_a;
-  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
   visit_pipeline_collectives(
@@ -484,12 +535,11 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   for (int i = 0; i < pp; ++i) {
     StageResult& st = pr.stages[static_cast<std::size_t>(i)];
     st = StageResult{};
-    const StageLayers sl = stage_layers(m, split, pp, vpp, i);
+    const StageLayers sl = stage_layers(m, split, s, i);
     const bool is_first = i == 0, is_last = i == pp - 1;
-    const double nm = sl.moe, nd = sl.layers - nm;
     // MTP modules: one layer each plus another pass through the LM head and loss.
-    const double mtp_d = mtp_moe ? 0 : sl.mtp, mtp_m = mtp_moe ? sl.mtp : 0;
-    const double ld = nd + mtp_d, lm = nm + mtp_m;
+    const StageCounts n = stage_counts(m, s, sl);
+    const double ld = n.dense, lm = n.moe;
     st.first_layer = sl.first;
     st.num_layers = static_cast<int>(sl.layers);
     st.mtp_layers = sl.mtp;
@@ -501,7 +551,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
         (ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0)) /
         static_cast<double>(pp);
     st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * head_only.bwd;
-    st.recompute_s = ld * dense_t.recompute + lm * moe_t.recompute;
+    st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
     st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd;
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden + lm * moe_t.tp_hidden;
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
@@ -548,10 +598,17 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.gradient_bytes = grad_bytes * (c.r.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
     st.inflight_microbatches = inflight(pp, vpp, mb, i);
-    const double stored = ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
+    // Full recompute keeps its checkpoints and, where it leaves layers unreplayed (block), their whole activations;
+    // its replay re-materialises a layer (a uniform group of them) at a time.
+    const bool full = s.recompute == Recompute::full;
+    const double stored = full ? n.stored_layers * dense_f.checkpoint + (ld - n.replay_dense) * dense_f.full +
+                                     (lm - n.replay_moe) * moe_f.full
+                               : ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
     st.activation_bytes = st.inflight_microbatches * stored;
+    const double replay_live = !full ? 1.0 : n.replay_dense + n.replay_moe > 0 ? sl.replay_group : 0.0;
     const double live = std::max(
-        sl.layers + sl.mtp > 0 ? (lm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes) : 0.0,
+        ld + lm > 0 ? replay_live * (lm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes)
+                    : 0.0,
         is_last ? logits_bytes : 0.0);
     st.transient_bytes = live;
     const double allocated =
@@ -749,7 +806,8 @@ const std::array<TermInfo<StageResult>, kNumStageMemoryTerms>& stage_memory_term
 }
 
 namespace {
-double recompute_factor(const Ctx& c, const Gemm& g) {
+// Whether a replayed layer re-runs this GEMM: every one under full recompute, the chosen modules' under selective.
+double replays_gemm(const Ctx& c, const Gemm& g) {
   if (c.r.s.recompute == Recompute::full) return 1;
   if (c.r.s.recompute != Recompute::selective || g.module == RecomputeModule::none) return 0;
   return replays(c.t, g.module) ? 1 : 0;
@@ -763,18 +821,21 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
   const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
   const double mb = static_cast<double>(c.r.num_micro_batches);
-  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
   for (int i = 0; i < s.pipeline_parallel; ++i) {
-    const StageLayers sl = stage_layers(m, split, s.pipeline_parallel, s.virtual_pipeline, i);
-    const double nm = sl.moe + (mtp_moe ? sl.mtp : 0), nd = sl.layers - sl.moe + (mtp_moe ? 0 : sl.mtp);
+    const StageLayers sl = stage_layers(m, split, s, i);
+    const StageCounts n = stage_counts(m, s, sl);
     auto add = [&](const Gemm& g, double layers, double passes) {
       out.push_back({g.name, i, static_cast<std::int64_t>(g.batch), static_cast<std::int64_t>(g.m),
                      static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
                      runs_fp8(c, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision), layers * passes * mb,
                      gemm_call_s(c, g) * 1e6});
     };
-    if (nd > 0) visit_layer_ops(c, false, [&](const Gemm& g) { add(g, nd, 3 + recompute_factor(c, g)); });
-    if (nm > 0) visit_layer_ops(c, true, [&](const Gemm& g) { add(g, nm, 3 + recompute_factor(c, g)); });
+    // Three passes per layer, and a fourth where the layer's recompute replays the GEMM.
+    auto calls = [&](const Gemm& g, double layers, double replayed) {
+      if (layers > 0) add(g, 1, 3 * layers + replayed * replays_gemm(c, g));
+    };
+    visit_layer_ops(c, false, [&](const Gemm& g) { calls(g, n.dense, n.replay_dense); });
+    visit_layer_ops(c, true, [&](const Gemm& g) { calls(g, n.moe, n.replay_moe); });
     if (i == s.pipeline_parallel - 1) add(head_gemm(c), 1 + sl.mtp, 3);
   }
   return out;
@@ -790,22 +851,23 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   const StageParams moe_params = m.is_moe() ? layer_footprint(c, true).params : dense_params;
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;
-  const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
   for (int i = 0; i < s.pipeline_parallel; ++i) {
-    const StageLayers sl = stage_layers(m, split, s.pipeline_parallel, s.virtual_pipeline, i);
-    const double nm = sl.moe + (mtp_moe ? sl.mtp : 0), nd = sl.layers - sl.moe + (mtp_moe ? 0 : sl.mtp);
+    const StageLayers sl = stage_layers(m, split, s, i);
+    const StageCounts n = stage_counts(m, s, sl);
     auto add = [&](Prim prim, Group g, double bytes, double count) {
       if (count <= 0) return;
       const GroupUse& gu = c.group(g);
       out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes),
                      link_share(gu, prim), bytes, count, collective_time_s(c, prim, gu, bytes) * 1e3});
     };
-    auto layer = [&](double layers) {
-      return
-          [&, layers](const Collective& k) { add(k.prim, k.group, k.bytes, layers * mb * (k.fwd * (1 + rc) + k.bwd)); };
+    // A full-recompute replay re-runs the layer's forward collectives.
+    auto layer = [&](double layers, double replayed) {
+      return [&, layers, replayed](const Collective& k) {
+        add(k.prim, k.group, k.bytes, mb * (layers * (k.fwd + k.bwd) + rc * replayed * k.fwd));
+      };
     };
-    if (nd > 0) visit_layer_collectives(c, false, layer(nd));
-    if (nm > 0) visit_layer_collectives(c, true, layer(nm));
+    if (n.dense > 0) visit_layer_collectives(c, false, layer(n.dense, n.replay_dense));
+    if (n.moe > 0) visit_layer_collectives(c, true, layer(n.moe, n.replay_moe));
     visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1,
                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * (k.fwd + k.bwd)); });
     visit_pipeline_collectives(

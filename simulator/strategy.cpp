@@ -17,6 +17,8 @@ const char* to_string(Recompute r) {
   return "?";
 }
 
+const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::block ? "block" : "uniform"; }
+
 const char* to_string(RecomputeModule m) {
   switch (m) {
     case RecomputeModule::core_attn: return "core_attn";
@@ -76,6 +78,8 @@ std::string config_name(const Strategy& s) {
   if (s.expert_parallel != 1) n += "-ep" + std::to_string(s.expert_parallel);
   if (s.expert_tensor_parallel > 0) n += "-etp" + std::to_string(s.expert_tensor_parallel);
   n += s.recompute == Recompute::full ? "-RC" : s.recompute == Recompute::selective ? "-selRC" : "-noRC";
+  if (s.recompute_num_layers > 0)
+    n += std::string("-") + to_string(s.recompute_method) + std::to_string(s.recompute_num_layers);
   if (s.micro_batch_size != 0) n += "-mbs" + std::to_string(s.micro_batch_size);
   if (s.virtual_pipeline != 1) n += "-vpp" + std::to_string(s.virtual_pipeline);
   if (s.first_stage_layers > 0) n += "-first" + std::to_string(s.first_stage_layers);
@@ -105,7 +109,7 @@ std::optional<long long> degree(std::string_view tok, std::string_view prefix) {
 
 // The extension tokens after the recompute field, by their place in the canonical order (0: not one), with the
 // value each carries (a degree, on/off, or the context-parallel algorithm).
-enum ExtensionKind { kNone, kMbs, kVpp, kFirst, kLast, kSp, kDo, kFsdp, kCpAlgo, kUly };
+enum ExtensionKind { kNone, kRcLayers, kMbs, kVpp, kFirst, kLast, kSp, kDo, kFsdp, kCpAlgo, kUly };
 struct ExtensionToken {
   int kind = kNone;
   long long value = 0;
@@ -115,6 +119,9 @@ ExtensionToken extension_token(std::string_view t) {
       {kMbs, "mbs"}, {kVpp, "vpp"}, {kFirst, "first"}, {kLast, "last"}, {kUly, "uly"}};
   for (const auto& [kind, prefix] : degrees)
     if (auto v = degree(t, prefix)) return {kind, *v};
+  // The recompute method and layer count: the value's sign tells them apart (block positive, uniform negative).
+  if (auto v = degree(t, "block")) return {kRcLayers, *v};
+  if (auto v = degree(t, "uniform")) return {kRcLayers, -*v};
   if (t == "sp" || t == "nosp") return {kSp, t == "sp"};
   if (t == "do" || t == "nodo") return {kDo, t == "do"};
   if (t == "fsdp" || t == "nofsdp") return {kFsdp, t == "fsdp"};
@@ -183,9 +190,17 @@ ParseResult parse_config_name(const std::string& name) {
     if (!in_order)
       return fail((e.kind ? "field '" + std::string(t) + "' is repeated or out of order"
                           : "unknown field '" + std::string(t) + "'") +
-                  "; extension tokens, each at most once, go in this order: -mbs<N> -vpp<N> -first<N> -last<N> "
+                  "; extension tokens, each at most once, go in this order: -block<N>|-uniform<N> (after RC) -mbs<N> "
+                  "-vpp<N> -first<N> -last<N> "
                   "-sp|-nosp -do|-nodo -fsdp|-nofsdp -p2p|-a2a|-allgather|-a2a+p2p -uly<N> (after -a2a+p2p)");
     switch (e.kind) {
+      case kRcLayers:
+        if (s.recompute != Recompute::full)
+          return fail("'" + std::string(t) + "' names a full-recompute method; the recompute field is not RC");
+        if (e.value == -1) return fail("uniform1 is written by omitting the field (RC alone)");
+        s.recompute_method = e.value > 0 ? RecomputeMethod::block : RecomputeMethod::uniform;
+        s.recompute_num_layers = static_cast<int>(e.value > 0 ? e.value : -e.value);
+        break;
       case kMbs: s.micro_batch_size = e.value; break;
       case kVpp:
         if (e.value == 1) return fail("vpp1 is written by omitting the vpp field");
@@ -250,6 +265,7 @@ const char* to_string(Rejection r) {
     case Rejection::degree_out_of_range: return "degree_out_of_range";
     case Rejection::heads_not_divisible_by_tp_cp: return "heads_not_divisible_by_tp_cp";
     case Rejection::cp_hierarchy_invalid: return "cp_hierarchy_invalid";
+    case Rejection::recompute_layers_invalid: return "recompute_layers_invalid";
     case Rejection::count_: break;
   }
   return "?";
@@ -285,6 +301,9 @@ const char* describe(Rejection r) {
              "parallelism splits the heads over both)";
     case Rejection::cp_hierarchy_invalid:
       return "cp_comm_type a2a+p2p needs ulysses_degree_in_cp above 1, below context_parallel and dividing it";
+    case Rejection::recompute_layers_invalid:
+      return "recompute_num_layers needs full recompute (RC), is not negative, and is at least 2 under the uniform "
+             "method (1 is written as 0)";
     case Rejection::count_: break;
   }
   return "?";
@@ -360,6 +379,10 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
     if (!m.is_mla() && m.num_kv_heads % s.tensor_parallel != 0) return Rejection::kv_heads_not_divisible_by_tp;
   }
   if (s.first_stage_layers < 0 || s.last_stage_layers < 0) return Rejection::degree_out_of_range;
+  if (s.recompute_num_layers < 0 || (s.recompute_num_layers > 0 && s.recompute != Recompute::full) ||
+      (s.recompute_method == RecomputeMethod::uniform && s.recompute_num_layers == 1) ||
+      (s.recompute_method == RecomputeMethod::block && s.recompute_num_layers == 0))
+    return Rejection::recompute_layers_invalid;
   if (!pipeline_split(m, s, o.allow_uneven_layers)) return Rejection::layers_not_divisible_by_pp_vpp;
   // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.

@@ -5,6 +5,7 @@
 // rules that say whether a strategy can run a model at all.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,15 @@ namespace lmsim {
 
 enum class Recompute { none, selective, full };
 const char* to_string(Recompute r);
+
+// Megatron-core `--recompute-method` with `--recompute-granularity full` (TransformerBlock's checkpointed forward,
+// megatron/core/recompute.py), per pipeline chunk of n layers with N = `--recompute-num-layers`:
+//   uniform  the chunk's layers in consecutive groups of N, each group checkpointed whole: only its input is kept,
+//            and the group's forward is replayed at once in backward (N = 1 is the usual "full recompute");
+//   block    only the chunk's first N layers are checkpointed, one by one; the other n - N keep every activation
+//            and are not replayed: memory traded for time between no recompute and full recompute.
+enum class RecomputeMethod : std::uint8_t { uniform, block };
+const char* to_string(RecomputeMethod m);
 
 // Megatron-core `--recompute-modules` (with `--recompute-granularity selective`): the submodules whose forward is
 // re-run in backward instead of keeping their activations (TransformerConfig.recompute_modules). core_attn, mlp,
@@ -194,6 +204,10 @@ struct Strategy {
   int expert_tensor_parallel = 0;
   int virtual_pipeline = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
   Recompute recompute = Recompute::none;
+  // With full recompute: Megatron's --recompute-method and --recompute-num-layers (see RecomputeMethod); 0 is
+  // Megatron's default, uniform groups of one layer. Canonical: uniform with 1 is stored as 0.
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  int recompute_num_layers = 0;
   std::int64_t micro_batch_size = 0;  // 0: from the training settings
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
@@ -219,7 +233,8 @@ struct Strategy {
 // `-etp<N>` (after `-ep<N>`), `-mbs<N>`, `-vpp<N>`, `-first<N>`, `-last<N>`, `-sp|-nosp`, `-do|-nodo`,
 // `-fsdp|-nofsdp`, `-p2p|-a2a|-allgather|-a2a+p2p` (the context-parallel algorithm, with cp > 1), `-uly<N>` (after
 // `-a2a+p2p`: its Ulysses degree). Recompute: `RC` full,
-// `noRC` none, `selRC` selective.
+// `noRC` none, `selRC` selective; after `RC`, `-block<N>` (N >= 1) or `-uniform<N>` (N >= 2) name the method and
+// layer count (the first extension token).
 std::string config_name(const Strategy& s);
 
 struct ParseResult {
@@ -269,6 +284,7 @@ enum class Rejection {
   degree_out_of_range,
   heads_not_divisible_by_tp_cp,
   cp_hierarchy_invalid,
+  recompute_layers_invalid,
   count_,  // number of reasons
 };
 const char* to_string(Rejection r);
@@ -300,6 +316,7 @@ struct PipelineSplit {
   std::int64_t first = 0, middle = 0, last = 0;  // transformer layers of the first, middle and last chunks
   std::int64_t layers_of_chunk(std::int64_t c, std::int64_t num_layers) const;
   std::int64_t first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const;
+  std::int64_t widest_chunk() const { return std::max({first, middle, last}); }
 };
 std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, bool allow_uneven_layers);
 // The layer slots of the embedding_loss split: the layers, the MTP modules, the embedding and the loss.

@@ -66,6 +66,8 @@ expect 2 "not none|noRC" search --model Qwen3-0.6B --system v100_sxm2_32g --devi
 expect 2 "neither tp nor a positive integer" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 8 --etp 0
 expect 2 "no layout with --tp 3 is valid for 8 devices" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --tp 3
 expect 2 "etp equal to tp" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp4-tp2-pp1-cp1-ep8-etp2-noRC
+expect 2 "neither all nor a positive number of layers" search --model Llama-3-8B --system h100_sxm_80g --devices 8 --recompute-layers 0
+expect 2 "the recompute field is not RC" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-selRC-block2
 
 # Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
 srch=(search --model Llama-3-8B --system h100_sxm_80g --devices 8 --top 1)

@@ -46,7 +46,6 @@ h=$(run --strategy dp4-tp8-pp8-cp4-RC-vpp8-sp --settings "$settings" --emit mega
 echo '{"cp_comm_type": "ulysses_cp_algo"}' > "$settings"
 u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings")
 [[ "$u" == *"context parallel by Ulysses (a2a)"* ]] || fail "settings line: $u"
-echo "cli_emit: all checks passed"
 # Diagnostics name each collective's share of the intra-node links: a TP pair on the DGX-1 cube-mesh gets 1/6.
 d=$("$lmsim" --log-level error predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp4-tp2-pp1-cp1-noRC \
   --diagnostics --json)
@@ -56,3 +55,12 @@ j=json.loads(sys.argv[1])
 tp=[c for c in j['collectives'] if c['group']=='tp']
 assert tp and all(abs(c['link_share']-1/6)<1e-9 for c in tp), tp
 " "$d" || fail "link_share of a DGX-1 TP pair"
+# Partial full recompute: the name's method token into each framework's method and layer-count flags.
+b=$(run --strategy dp8-tp8-pp8-cp2-RC-block3-vpp8-sp --emit megatron)
+[[ "$b" == *"--recompute-granularity full --recompute-method block --recompute-num-layers 3"* ]] || fail "block: $b"
+[[ "$m" == *"--recompute-method uniform --recompute-num-layers 1"* ]] || fail "uniform default: $m"
+b=$(run --strategy dp8-tp8-pp8-cp2-RC-uniform2-vpp8-sp --emit nemo)
+[[ "$b" == *"model.config.recompute_method=uniform model.config.recompute_num_layers=2"* ]] || fail "nemo uniform: $b"
+t=$(run --strategy dp8-tp8-pp8-cp2-RC-block3-vpp8-sp)
+[[ "$t" == *"full recompute of the first 3 layers of every chunk"* ]] || fail "settings line: $t"
+echo "cli_emit: all checks passed"

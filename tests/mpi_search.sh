@@ -40,6 +40,21 @@ assert h5py.check_enum_dtype(f["/all/cp_comm_type"].dtype) == {"p2p": 0, "a2a": 
 assert (f["/ranking/ulysses_degree"][...] == 0).all() and (f["/all/ulysses_degree"][...] == 0).all()
 PY
 
+# Partial full recompute swept on request: its layer count in /ranking and /all, its token in the names.
+OMP_NUM_THREADS=1 timeout 120 mpirun -np 2 "$lmsim" search --model Llama-3-70B --system h100_sxm_80g --devices 32 \
+  --seq 8192 --global-batch 128 --recompute RC --recompute-layers 2,4 --top 50 --write-all --quiet \
+  --out "$tmp/rcl.h5" >/dev/null 2>"$tmp/err" || bad "block-recompute search failed: $(tail -3 "$tmp/err")"
+/usr/bin/python3 - "$tmp/rcl.h5" <<'PY' || bad "recompute_num_layers columns"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+names = [n.decode() for n in f["/ranking/config_name"][...]]
+layers = f["/ranking/recompute_num_layers"][...]
+assert 2 in set(layers) and set(layers) <= {0, 2, 4}, set(layers)
+for n, k in zip(names, layers):
+    assert ("-RC-block%d-" % k in n) if k else ("-block" not in n), (n, k)
+assert set(f["/all/recompute_num_layers"][...]) == {0, 2, 4}
+PY
+
 # Every rank resolves the same model and θ: their warnings are said once (rank 0), not once per rank.
 OMP_NUM_THREADS=1 timeout 120 mpirun -np 3 "$lmsim" search --model Qwen3-30B-A3B --system h100_sxm_80g --devices 16 \
   --global-batch 256 --top 3 >/dev/null 2>"$tmp/moe.err" || bad "3-rank MoE search failed: $(tail -3 "$tmp/moe.err")"

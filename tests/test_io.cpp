@@ -1030,6 +1030,30 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);
 }
 
+TEST(MegatronLog, ReadsTheFullRecomputeMethodAndLayerCount) {
+  std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string method = "  recompute_method ................................ uniform\n";
+  ASSERT_NE(text.find(method), std::string::npos);
+  auto read = [&](const std::string& lines) {
+    std::string t = text;
+    t.replace(t.find(method), method.size(), lines);
+    return read_log_with(t, "  seq_length ...................................... 4096\n", "").strategy;
+  };
+  const Strategy uniform1 = read(method);  // the fixture: uniform, Megatron's default of one layer
+  EXPECT_EQ(uniform1.recompute, Recompute::full);
+  EXPECT_EQ(uniform1.recompute_num_layers, 0);
+  EXPECT_EQ(config_name(uniform1), "dp2-tp2-pp2-cp1-RC");
+  const Strategy block = read(
+      "  recompute_method ................................ block\n"
+      "  recompute_num_layers ............................ 5\n");
+  EXPECT_EQ(block.recompute_method, RecomputeMethod::block);
+  EXPECT_EQ(block.recompute_num_layers, 5);
+  const Strategy groups = read(method + "  recompute_num_layers ............................ 2\n");
+  EXPECT_EQ(config_name(groups), "dp2-tp2-pp2-cp1-RC-uniform2");
+  EXPECT_THROW(read("  recompute_method ................................ None\n"), io::InputError);
+  EXPECT_THROW(read(method + "  recompute_num_layers ............................ 0\n"), io::InputError);
+}
+
 TEST(MegatronLog, ReadsTheContextParallelAlgorithm) {
   // The fixture run (8 ranks, tp2 pp2) made dp1 cp2; Megatron-core logs --cp-comm-type as a list, MindSpeed-LLM
   // its --context-parallel-algo, which wins.

@@ -128,6 +128,38 @@ TEST(Space, VirtualPipelineRestrictionIsNeverReplacedByADefault) {
   EXPECT_TRUE(some_valid);  // pp 2 and pp 4 split 32 layers into 4 chunks per stage
 }
 
+TEST(Space, BlockRecomputeIsSweptWhereItIsPartial) {
+  // Llama-3-8B's 32 layers on 8 devices: block N is swept for each layout whose widest chunk has more than N layers
+  // (block 8 at pp 2, where chunks hold 16, but not at pp 4, where they hold 8: that is full recompute).
+  SpaceFilter f;
+  f.tp = {1};
+  f.micro_batch = {1};
+  f.recompute = {Recompute::full};
+  f.recompute_layers = {8, 2, 8};  // repeated and unordered: swept once each
+  const Space space(llama3_8b(), {scenario(8, 64)}, f);
+  std::set<std::string> names;
+  std::uint64_t plain = 0;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Strategy s = space.at(i).strategy;
+    EXPECT_TRUE(names.insert(config_name(s)).second) << config_name(s);
+    if (s.recompute_num_layers == 0) {
+      ++plain;
+      continue;
+    }
+    EXPECT_EQ(s.recompute_method, RecomputeMethod::block);
+    const std::int64_t chunk = 32 / (s.pipeline_parallel * s.virtual_pipeline);
+    EXPECT_LT(s.recompute_num_layers, chunk) << config_name(s);
+  }
+  EXPECT_TRUE(names.count("dp4-tp1-pp2-cp1-RC-block8-mbs1-do"));
+  EXPECT_FALSE(names.count("dp2-tp1-pp4-cp1-RC-block8-mbs1-do"));
+  EXPECT_TRUE(names.count("dp2-tp1-pp4-cp1-RC-block2-mbs1-vpp2-do"));
+  EXPECT_TRUE(names.count("dp2-tp1-pp4-cp1-RC-mbs1-vpp2-do"));
+  // Without layer counts the same space holds exactly the plain candidates.
+  SpaceFilter none = f;
+  none.recompute_layers.clear();
+  EXPECT_EQ(Space(llama3_8b(), {scenario(8, 64)}, none).size(), plain);
+}
+
 TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
   const Model m = io::presets().find_model("Qwen3-0.6B")->model;
   SpaceFilter f;

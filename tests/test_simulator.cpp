@@ -138,6 +138,91 @@ TEST(Simulator, RecomputeLowersMemoryAndRaisesTime) {
   }
 }
 
+TEST(Simulator, BlockRecomputeReplaysTheFirstLayersOfEveryChunkAndKeepsTheRest) {
+  // Megatron-core's --recompute-method block --recompute-num-layers N: per chunk of n layers, N replayed (their
+  // inputs kept), n - N run plainly: time and activations interpolate layer by layer between none and full.
+  const Model m = gpt(1024, 8);
+  const TrainingSettings t = settings();
+  for (int vpp : {1, 2}) {
+    Strategy none = strat(1, 1, 2);
+    none.virtual_pipeline = vpp;
+    Strategy full = none;
+    full.recompute = Recompute::full;
+    const Prediction a = simulate(m, none, sys(), t, PlatformParams{});
+    const Prediction f = simulate(m, full, sys(), t, PlatformParams{});
+    ASSERT_TRUE(a.ok() && f.ok());
+    const int chunk = 8 / (2 * vpp);
+    for (int n = 1; n <= chunk + 1; ++n) {
+      Strategy b = full;
+      b.recompute_method = RecomputeMethod::block;
+      b.recompute_num_layers = n;
+      const Prediction p = simulate(m, b, sys(), t, PlatformParams{});
+      ASSERT_TRUE(p.ok()) << config_name(b);
+      const double share = std::min(1.0, static_cast<double>(n) / chunk);
+      const StageResult &s0 = p.stages[0], &a0 = a.stages[0], &f0 = f.stages[0];
+      EXPECT_NEAR(s0.recompute_s, share * f0.recompute_s, 1e-12) << config_name(b);
+      EXPECT_NEAR(s0.activation_bytes, share * f0.activation_bytes + (1 - share) * a0.activation_bytes,
+                  1e-6 * a0.activation_bytes)
+          << config_name(b);
+      EXPECT_DOUBLE_EQ(s0.transient_bytes, f0.transient_bytes) << config_name(b);  // one layer re-materialised
+      if (n < chunk) {
+        EXPECT_LT(p.iteration_time_s, f.iteration_time_s) << config_name(b);
+        EXPECT_GT(p.max_peak_memory_bytes, f.max_peak_memory_bytes) << config_name(b);
+      } else {  // every layer of every chunk: full recompute
+        EXPECT_DOUBLE_EQ(p.iteration_time_s, f.iteration_time_s) << config_name(b);
+        EXPECT_DOUBLE_EQ(p.max_peak_memory_bytes, f.max_peak_memory_bytes) << config_name(b);
+      }
+    }
+  }
+}
+
+TEST(Simulator, BlockRecomputeCountsTheKindOfEachReplayedLayer) {
+  // An MoE model whose first two layers are dense: block 2 replays only those, block 3 one MoE layer more, and full
+  // recompute all of them.
+  Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
+  m.first_dense_layers = 2;
+  m.ffn_hidden_size = 6144;
+  const TrainingSettings t = settings(true);
+  Strategy full = strat(8, 1, 1);
+  full.expert_parallel = 8;
+  full.recompute = Recompute::full;
+  auto replay = [&](int n) {
+    Strategy b = full;
+    b.recompute_method = RecomputeMethod::block;
+    b.recompute_num_layers = n;
+    const Prediction p = simulate(m, n > 0 ? b : full, sys(), t, PlatformParams{});
+    EXPECT_TRUE(p.ok());
+    return p.stages[0].recompute_s;
+  };
+  const double dense2 = replay(2), one_moe = replay(3) - dense2;
+  EXPECT_NEAR(replay(1), dense2 / 2, 1e-12);
+  EXPECT_GT(one_moe, 0.0);
+  EXPECT_NEAR(replay(0), dense2 + static_cast<double>(m.num_layers - 2) * one_moe, 1e-9);
+}
+
+TEST(Simulator, UniformRecomputeGroupsKeepFewerCheckpointsAndReplayAGroupAtOnce) {
+  // --recompute-method uniform --recompute-num-layers N: ceil(n / N) checkpoints per chunk, N layers alive at once
+  // while a group is replayed, the same replay time as one layer per group.
+  const Model m = gpt(1024, 8);
+  const TrainingSettings t = settings();
+  Strategy full = strat(1, 1, 2);
+  full.recompute = Recompute::full;
+  const Prediction f = simulate(m, full, sys(), t, PlatformParams{});
+  ASSERT_TRUE(f.ok());
+  for (int n : {2, 3, 4, 8}) {  // 4 layers a stage
+    Strategy u = full;
+    u.recompute_num_layers = n;
+    const Prediction p = simulate(m, u, sys(), t, PlatformParams{});
+    ASSERT_TRUE(p.ok()) << n;
+    const double checkpoints = std::ceil(4.0 / n);
+    EXPECT_NEAR(p.stages[0].activation_bytes, f.stages[0].activation_bytes * checkpoints / 4,
+                1e-9 * f.stages[0].activation_bytes)
+        << n;
+    EXPECT_DOUBLE_EQ(p.stages[0].transient_bytes, f.stages[0].transient_bytes * std::min(n, 4)) << n;
+    EXPECT_DOUBLE_EQ(p.stages[0].recompute_s, f.stages[0].recompute_s) << n;
+  }
+}
+
 TEST(Simulator, MoreTensorParallelLowersWeightsPerRank) {
   const Model m = io::presets().find_model("Llama-3-8B")->model;
   double last = 1e300;

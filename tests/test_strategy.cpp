@@ -35,7 +35,8 @@ TEST(ConfigName, ExtendedFormRoundTrips) {
         "dp1-tp8-pp4-cp1-noRC-vpp7-nosp", "dp4-tp1-pp1-cp2-RC-mbs4-nodo", "dp1-tp1-pp1-cp1-RC-sp",
         "dp8-tp1-pp1-cp1-noRC-fsdp", "dp8-tp1-pp1-cp1-noRC-do-nofsdp", "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4",
         "dp8-tp2-pp1-cp1-etp1-RC", "dp2-tp1-pp1-cp4-noRC-a2a", "dp1-tp2-pp2-cp2-RC-mbs2-sp-do-allgather",
-        "dp1-tp1-pp1-cp8-noRC-p2p", "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly2", "dp2-tp2-pp1-cp4-RC-sp-a2a+p2p"}) {
+        "dp1-tp1-pp1-cp8-noRC-p2p", "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly2", "dp2-tp2-pp1-cp4-RC-sp-a2a+p2p",
+        "dp2-tp4-pp4-cp1-RC-block3-mbs1-vpp2", "dp8-tp1-pp1-cp1-RC-uniform4"}) {
     auto r = parse_config_name(n);
     ASSERT_TRUE(r.strategy) << n << ": " << r.error;
     EXPECT_EQ(config_name(*r.strategy), n);
@@ -48,6 +49,19 @@ TEST(ConfigName, ExtendedFormRoundTrips) {
   s.distributed_optimizer = false;
   s.recompute = Recompute::selective;
   EXPECT_EQ(parse_config_name(config_name(s)).strategy, s);
+}
+
+TEST(ConfigName, TheRecomputeMethodTokenSetsMegatronsMethodAndLayerCount) {
+  const auto block = parse_config_name("dp2-tp4-pp4-cp1-RC-block3-vpp2");
+  ASSERT_TRUE(block.strategy) << block.error;
+  EXPECT_EQ(block.strategy->recompute_method, RecomputeMethod::block);
+  EXPECT_EQ(block.strategy->recompute_num_layers, 3);
+  const auto uniform = parse_config_name("dp2-tp4-pp4-cp1-RC-uniform2");
+  ASSERT_TRUE(uniform.strategy) << uniform.error;
+  EXPECT_EQ(uniform.strategy->recompute_method, RecomputeMethod::uniform);
+  EXPECT_EQ(uniform.strategy->recompute_num_layers, 2);
+  const std::string e = parse_config_name("dp2-tp4-pp1-cp1-noRC-block2").error;
+  EXPECT_NE(e.find("'block2' names a full-recompute method; the recompute field is not RC"), std::string::npos) << e;
 }
 
 TEST(ConfigName, AMisplacedTokenIsToldApartFromAnUnknownOneAndTheOrderIsSaid) {
@@ -101,7 +115,13 @@ TEST(ConfigName, RejectsEveryMalformedForm) {
                         "dp1-tp1-pp1-cp8-noRC-uly2",
                         "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly8",
                         "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly3",
-                        "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly1"}) {
+                        "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly1",
+                        "dp2-tp4-pp1-cp1-noRC-block2",
+                        "dp2-tp4-pp1-cp1-selRC-uniform2",
+                        "dp2-tp4-pp1-cp1-RC-uniform1",
+                        "dp2-tp4-pp1-cp1-RC-block0",
+                        "dp2-tp4-pp1-cp1-RC-block2-uniform2",
+                        "dp2-tp4-pp1-cp1-RC-mbs2-block2"}) {
     auto r = parse_config_name(n);
     EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
     EXPECT_FALSE(r.error.empty());
@@ -190,6 +210,21 @@ TEST(Validity, EachRuleRejectsWithItsReason) {
   Strategy vpp1 = strat(8, 1, 1, 1);
   vpp1.virtual_pipeline = 2;
   EXPECT_EQ(check(m, vpp1, t, o), Rejection::vpp_needs_pipeline);
+  // A recompute layer count needs full recompute, and each method its own range (uniform 1 is written as 0).
+  Strategy rcl = strat(8, 1, 1, 1);
+  rcl.recompute_method = RecomputeMethod::block;
+  rcl.recompute_num_layers = 2;
+  EXPECT_EQ(check(m, rcl, t, o), Rejection::recompute_layers_invalid);
+  rcl.recompute = Recompute::full;
+  EXPECT_EQ(check(m, rcl, t, o), Rejection::ok);
+  rcl.recompute_num_layers = 0;
+  EXPECT_EQ(check(m, rcl, t, o), Rejection::recompute_layers_invalid);
+  rcl.recompute_method = RecomputeMethod::uniform;
+  EXPECT_EQ(check(m, rcl, t, o), Rejection::ok);
+  rcl.recompute_num_layers = 1;
+  EXPECT_EQ(check(m, rcl, t, o), Rejection::recompute_layers_invalid);
+  rcl.recompute_num_layers = -3;
+  EXPECT_EQ(check(m, rcl, t, o), Rejection::recompute_layers_invalid);
   Model wide = m;
   wide.num_attention_heads = 32;
   wide.num_kv_heads = 16;
