@@ -541,6 +541,25 @@ void run(SearchCli sc, std::ostream& out) {
         config_name(best.strategy), risk[0]->p_fits, r.ranking[0].peak_bytes / 1073741824.0,
         space.scenarios()[best.scenario].system.hbm_capacity_bytes / 1073741824.0, alternative);
   }
+  // A first place that recomputes every layer may not need to: the fewest block-recomputed layers that still fit
+  // (unless the space swept partial recompute itself).
+  io::Json partial = nullptr;
+  if (sc.recompute_layers.empty() && !r.ranking.empty()) {
+    const auto best = space.at(r.ranking[0].index);
+    if (const auto alt = search::partial_recompute_alternative(space, best, o)) {
+      const double t = alt->prediction.iteration_time_s;
+      spdlog::info(
+          "search: the best candidate, {}, recomputes every layer; {} replays only the first {} of each pipeline "
+          "chunk, still fits ({:.2f} GiB) and runs in {:.3f} s ({:+.1f} %); --recompute-layers sweeps partial "
+          "recompute",
+          config_name(best.strategy), config_name(alt->strategy), alt->strategy.recompute_num_layers,
+          alt->prediction.max_peak_memory_bytes / 1073741824.0, t, 100 * (t / r.ranking[0].time_s - 1));
+      partial = {{"config_name", config_name(alt->strategy)},
+                 {"iteration_time_s", t},
+                 {"max_peak_memory_bytes", alt->prediction.max_peak_memory_bytes}};
+    }
+  }
+  prov["partial_recompute_of_best"] = partial;
   // Whether the best candidate owes its place to a parameter θ's runs never measured (flash attention's efficiency
   // on a θ fitted on runs that stored their scores, say): said, and kept with the results.
   io::Json leans = io::Json::array();

@@ -2,7 +2,8 @@
 //
 // Owns: the valid candidate nearest to fitting (the smallest shortfall of per-device memory against capacity
 // minus margin) and, per scenario, the smallest device count among 2x..32x the searched one at which some
-// candidate of the same space fits. Runs on one rank, after a sweep that found nothing.
+// candidate of the same space fits. Runs on one rank, after a sweep that found nothing. And, for a full-recompute
+// winner, the partial recompute that would still fit.
 #pragma once
 
 #include <optional>
@@ -24,5 +25,16 @@ struct NothingFits {
 };
 
 NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o);
+
+// The fastest partial recompute of a plain full-recompute candidate that still fits: Megatron's --recompute-method
+// block with the fewest --recompute-num-layers whose peak stays within capacity minus margin. Memory falls and time
+// rises with the count, so a bisection over 1 .. (widest chunk - 1). Empty when the candidate is not plain full
+// recompute or no partial count fits.
+struct PartialRecompute {
+  Strategy strategy;
+  Prediction prediction;
+};
+std::optional<PartialRecompute> partial_recompute_alternative(const Space& space, const Candidate& c,
+                                                              const SweepOptions& o);
 
 }  // namespace lmsim::search

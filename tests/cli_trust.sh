@@ -273,6 +273,20 @@ r = json.load(open(sys.argv[1]))["ranking"]
 groups = [0 if c["p_fits"] >= 0.9 else 1 for c in r]
 assert groups == sorted(groups), groups
 PY
+# A full-recompute first place is offered the fewest block-recomputed layers that still fit (Llama-3-70B on 16 H100s
+# at pp 4 without interleaving: 20 layers a chunk); a search that sweeps partial recompute itself is not.
+mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3-70B --system h100_sxm_80g --stack megatron-bridge \
+  --devices 16 --seq 8192 --global-batch 128 --vpp 1 --top 3 --json > "$tmp/p.json"
+mpirun -np 1 "$lmsim" --log-level warn search --model Llama-3-70B --system h100_sxm_80g --stack megatron-bridge \
+  --devices 16 --seq 8192 --global-batch 128 --vpp 1 --top 3 --json --recompute-layers all > "$tmp/q.json"
+python3 - "$tmp/p.json" "$tmp/q.json" <<'PY' || fail "partial recompute of the best"
+import json, sys
+p, q = (json.load(open(f)) for f in sys.argv[1:])
+best, alt = p["ranking"][0], p["partial_recompute_of_best"]
+assert "-RC-" in best["config_name"] and "-RC-block" in alt["config_name"], (best, alt)
+assert alt["iteration_time_s"] < best["iteration_time_s"], (best, alt)
+assert q["partial_recompute_of_best"] is None and q["ranking"][0]["config_name"] == alt["config_name"], q["ranking"][0]
+PY
 # Risk ranking weighs candidates past the point objective's top: Llama-3-70B's fastest layouts on 512 H100s sit near
 # 80 GiB, so the safe ones it ranks first come from further down the pool.
 for by in objective risk; do

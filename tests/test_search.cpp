@@ -6,8 +6,10 @@
 
 #include "io/published.hpp"
 #include "io/specs.hpp"
+#include "search/explain.hpp"
 #include "search/ranking.hpp"
 #include "search/space.hpp"
+#include "tests/helpers.hpp"
 
 using namespace lmsim;
 using namespace lmsim::search;
@@ -158,6 +160,46 @@ TEST(Space, BlockRecomputeIsSweptWhereItIsPartial) {
   SpaceFilter none = f;
   none.recompute_layers.clear();
   EXPECT_EQ(Space(llama3_8b(), {scenario(8, 64)}, none).size(), plain);
+}
+
+TEST(Explain, PartialRecomputeAlternativeIsTheFewestBlockLayersThatFit) {
+  // Llama-3-8B on 2 devices at pp 2 (16 layers a chunk), with the margin set so that capacity falls between full
+  // and no recompute: the alternative is the smallest block count whose peak fits, found by brute force too.
+  const Model& m = llama3_8b();
+  const Space space(m, {scenario(2, 32)}, SpaceFilter{});
+  const Scenario& sc = space.scenarios()[0];
+  Candidate c{0, lmsim::test::strat(1, 1, 2)};
+  c.strategy.micro_batch_size = 4;
+  auto peak = [&](Recompute r, int n) {
+    Strategy s = c.strategy;
+    s.recompute = r;
+    s.recompute_method = n > 0 ? RecomputeMethod::block : RecomputeMethod::uniform;
+    s.recompute_num_layers = n;
+    const Prediction p = simulate(m, s, sc.system, sc.settings, sc.params, {});
+    EXPECT_TRUE(p.ok()) << config_name(s);
+    return p.max_peak_memory_bytes;
+  };
+  const double full = peak(Recompute::full, 0), none = peak(Recompute::none, 0);
+  ASSERT_LT(full, none);
+  SweepOptions o;
+  o.memory_margin_bytes = sc.system.hbm_capacity_bytes - (full + none) / 2;
+  int expect = 0;
+  for (int n = 1; n < 16 && !expect; ++n)
+    if (peak(Recompute::full, n) <= sc.system.hbm_capacity_bytes - o.memory_margin_bytes) expect = n;
+  ASSERT_GT(expect, 1);
+  c.strategy.recompute = Recompute::full;
+  const auto alt = partial_recompute_alternative(space, c, o);
+  ASSERT_TRUE(alt);
+  EXPECT_EQ(alt->strategy.recompute_method, RecomputeMethod::block);
+  EXPECT_EQ(alt->strategy.recompute_num_layers, expect);
+  EXPECT_TRUE(alt->prediction.feasible);
+  // Only a plain full-recompute candidate has one; none where even 15 of 16 layers do not fit.
+  Candidate sel = c;
+  sel.strategy.recompute = Recompute::selective;
+  EXPECT_FALSE(partial_recompute_alternative(space, sel, o));
+  EXPECT_FALSE(partial_recompute_alternative(space, alt ? Candidate{0, alt->strategy} : c, o));
+  o.memory_margin_bytes = sc.system.hbm_capacity_bytes - (full + peak(Recompute::full, 15)) / 2;
+  EXPECT_FALSE(partial_recompute_alternative(space, c, o));
 }
 
 TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
