@@ -546,7 +546,11 @@ void run(SearchCli sc, std::ostream& out) {
   io::Json partial = nullptr;
   if (sc.recompute_layers.empty() && !r.ranking.empty()) {
     const auto best = space.at(r.ranking[0].index);
-    if (const auto alt = search::partial_recompute_alternative(space, best, o)) {
+    const search::Scenario& bs = space.scenarios()[best.scenario];
+    SimOptions so = scenario_sim_options(bs, o);
+    so.memory_margin_bytes = o.memory_margin_bytes;  // fits as the sweep's candidates fit
+    if (const auto alt =
+            search::partial_recompute_alternative(model, best.strategy, bs.system, bs.settings, bs.params, so)) {
       const double t = alt->prediction.iteration_time_s;
       spdlog::info(
           "search: the best candidate, {}, recomputes every layer; {} replays only the first {} of each pipeline "

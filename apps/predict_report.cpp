@@ -42,6 +42,8 @@ PredictResult predict(const PredictRequest& q) {
     throw io::InputError("--strategy", 0, "optimization_config",
                          "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection));
   res.mem = per_rank_peak_memory(res.p, s);
+  if (res.p.feasible)
+    res.partial = search::partial_recompute_alternative(r.model, s, r.system, r.settings, r.params, so);
   if (r.fit) {
     res.outside_fitted_range = outside_fitted_range(r.fit->range, range_values(r.model, s, r.settings));
     if (!res.outside_fitted_range.empty())
@@ -59,6 +61,9 @@ PredictResult predict(const PredictRequest& q) {
       res.has_iv = true;
       res.p_fits =
           calib::p_fits(res.p.max_peak_memory_bytes, res.p.capacity_bytes, res.iv.memory_log_sd, u->memory_dof);
+      if (res.partial)
+        res.partial_p_fits = calib::p_fits(res.partial->prediction.max_peak_memory_bytes, res.p.capacity_bytes,
+                                           res.iv.memory_log_sd, u->memory_dof);
       res.unfitted = calib::prior_leans(*u, *ls);
       res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
       if (calib::time_from_priors(*u))  // every parameter is a prior: say which weigh most, not a warning each
@@ -123,6 +128,12 @@ io::Json PredictResult::json() const {
   j["capacity_bytes"] = p.capacity_bytes;
   j["feasible"] = p.feasible;
   j["p_fits"] = std::isfinite(p_fits) ? io::Json(p_fits) : io::Json(nullptr);
+  j["partial_recompute_that_fits"] =
+      partial ? io::Json{{"config_name", config_name(partial->strategy)},
+                         {"iteration_time_s", partial->prediction.iteration_time_s},
+                         {"max_peak_memory_bytes", partial->prediction.max_peak_memory_bytes},
+                         {"p_fits", std::isfinite(partial_p_fits) ? io::Json(partial_p_fits) : io::Json(nullptr)}}
+              : io::Json(nullptr);
   const Throughput tp = throughput(p, s, r.system, r.settings);
   j["model_tflops_per_device"] = tp.model_tflops_per_device;
   j["mfu"] = tp.mfu;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/common.hpp"
+#include "search/explain.hpp"
 
 namespace lmsim::app {
 
@@ -29,6 +31,9 @@ struct PredictResult {
   std::vector<calib::PriorLean> unfitted;         // parameters θ's runs never measured that the time leans on
   double beyond_range_log_sq = 0;                 // calib::beyond_range_log_sq of θ's fitted range (0: inside)
   calib::TimeSdParts time_sd_parts{};             // where the time interval's width comes from (with has_iv)
+  // Under plain full recompute: the fewest block-recomputed layers per chunk that still fit (search/explain.hpp).
+  std::optional<search::PartialRecompute> partial;
+  double partial_p_fits = std::nan("");  // its P(fits), with the same memory interval
   std::string emit;
   bool allow_uneven = false;
   io::Json json() const;  // the `predict --json` document

@@ -65,19 +65,17 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   return out;
 }
 
-std::optional<PartialRecompute> partial_recompute_alternative(const Space& space, const Candidate& c,
-                                                              const SweepOptions& o) {
-  const Strategy& s = c.strategy;
+std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, const Strategy& s, const System& sys,
+                                                              const TrainingSettings& t, const PlatformParams& p,
+                                                              const SimOptions& so) {
   if (s.recompute != Recompute::full || s.recompute_num_layers != 0) return std::nullopt;
-  const auto split = pipeline_split(space.model(), s, o.validity.allow_uneven_layers);
+  const auto split = pipeline_split(m, s, so.validity.allow_uneven_layers);
   if (!split) return std::nullopt;
-  const Scenario& sc = space.scenarios()[c.scenario];
-  const SimOptions so = options_for(o, sc);
   auto block = [&](std::int64_t n) {
     Strategy b = s;
     b.recompute_method = RecomputeMethod::block;
     b.recompute_num_layers = static_cast<int>(n);
-    return PartialRecompute{b, simulate(space.model(), b, sc.system, sc.settings, sc.params, so)};
+    return PartialRecompute{b, simulate(m, b, sys, t, p, so)};
   };
   // Smallest n in [1, widest) that fits; lo - 1 does not fit (or is 0).
   std::int64_t lo = 1, hi = split->widest_chunk() - 1;

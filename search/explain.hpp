@@ -26,15 +26,16 @@ struct NothingFits {
 
 NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o);
 
-// The fastest partial recompute of a plain full-recompute candidate that still fits: Megatron's --recompute-method
-// block with the fewest --recompute-num-layers whose peak stays within capacity minus margin. Memory falls and time
-// rises with the count, so a bisection over 1 .. (widest chunk - 1). Empty when the candidate is not plain full
-// recompute or no partial count fits.
+// The fastest partial recompute of a plain full-recompute strategy that still fits: Megatron's --recompute-method
+// block with the fewest --recompute-num-layers whose peak stays within capacity minus the options' margin. Memory
+// falls and time rises with the count, so a bisection over 1 .. (widest chunk - 1). Empty when the strategy is not
+// plain full recompute or no partial count fits.
 struct PartialRecompute {
   Strategy strategy;
   Prediction prediction;
 };
-std::optional<PartialRecompute> partial_recompute_alternative(const Space& space, const Candidate& c,
-                                                              const SweepOptions& o);
+std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, const Strategy& s, const System& sys,
+                                                              const TrainingSettings& t, const PlatformParams& p,
+                                                              const SimOptions& so);
 
 }  // namespace lmsim::search

@@ -188,7 +188,12 @@ TEST(Explain, PartialRecomputeAlternativeIsTheFewestBlockLayersThatFit) {
     if (peak(Recompute::full, n) <= sc.system.hbm_capacity_bytes - o.memory_margin_bytes) expect = n;
   ASSERT_GT(expect, 1);
   c.strategy.recompute = Recompute::full;
-  const auto alt = partial_recompute_alternative(space, c, o);
+  auto alternative = [&](const Candidate& x) {
+    SimOptions so;
+    so.memory_margin_bytes = o.memory_margin_bytes;
+    return partial_recompute_alternative(m, x.strategy, sc.system, sc.settings, sc.params, so);
+  };
+  const auto alt = alternative(c);
   ASSERT_TRUE(alt);
   EXPECT_EQ(alt->strategy.recompute_method, RecomputeMethod::block);
   EXPECT_EQ(alt->strategy.recompute_num_layers, expect);
@@ -196,10 +201,10 @@ TEST(Explain, PartialRecomputeAlternativeIsTheFewestBlockLayersThatFit) {
   // Only a plain full-recompute candidate has one; none where even 15 of 16 layers do not fit.
   Candidate sel = c;
   sel.strategy.recompute = Recompute::selective;
-  EXPECT_FALSE(partial_recompute_alternative(space, sel, o));
-  EXPECT_FALSE(partial_recompute_alternative(space, alt ? Candidate{0, alt->strategy} : c, o));
+  EXPECT_FALSE(alternative(sel));
+  EXPECT_FALSE(alternative(alt ? Candidate{0, alt->strategy} : c));
   o.memory_margin_bytes = sc.system.hbm_capacity_bytes - (full + peak(Recompute::full, 15)) / 2;
-  EXPECT_FALSE(partial_recompute_alternative(space, c, o));
+  EXPECT_FALSE(alternative(c));
 }
 
 TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
