@@ -233,6 +233,11 @@ def test_recompute_spelled_either_way():
     assert a["iteration_time_s"] == b["iteration_time_s"] and a["strategy"] == b["strategy"]
     c = lmsim.predict(**{**KW, "strategy": "dp2-tp4-pp1-cp1-selective"})
     assert c["strategy"] == "dp2-tp4-pp1-cp1-selRC"
+    # Partial full recompute (Megatron's --recompute-method block): between no recompute and full in time.
+    t = {rc: lmsim.predict(**{**KW, "strategy": "dp2-tp2-pp2-cp1-" + rc})["iteration_time_s"]
+         for rc in ("none", "full", "full-block7")}
+    assert t["none"] < t["full-block7"] < t["full"]
+    assert lmsim.predict(**{**KW, "strategy": "dp2-tp2-pp2-cp1-full-block7"})["strategy"] == "dp2-tp2-pp2-cp1-RC-block7"
 
 
 def test_evaluate_uses_and_names_the_shipped_theta_by_default():
