@@ -106,16 +106,19 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
         // Block recompute of n layers per chunk where some chunk keeps a layer unrecomputed (n at least the widest
         // chunk is full recompute, swept already; an uneven split counts its wider chunks); where the layers do not
         // split, the rules reject it.
+        std::vector<std::int64_t> widest;  // per entry of vpps; 0 where the layers do not split
+        for (int v : vpps) {
+          Strategy probe;
+          probe.pipeline_parallel = pp;
+          probe.virtual_pipeline = v;
+          const auto split = pipeline_split(m, probe, true);
+          widest.push_back(split ? split->widest_chunk() : 0);
+        }
         std::vector<std::pair<int, std::uint32_t>> vrc;
         for (std::uint32_t k = 0; k < recompute_.size(); ++k)
-          for (int v : vpps) {
-            Strategy probe;
-            probe.pipeline_parallel = pp;
-            probe.virtual_pipeline = v;
-            const auto split = pipeline_split(m, probe, true);
-            if (recompute_[k].second == 0 || !split || recompute_[k].second < split->widest_chunk())
-              vrc.emplace_back(v, k);
-          }
+          for (std::size_t j = 0; j < vpps.size(); ++j)
+            if (recompute_[k].second == 0 || widest[j] == 0 || recompute_[k].second < widest[j])
+              vrc.emplace_back(vpps[j], k);
         for (int cp : divisors(sc.devices / tp / pp)) {
           if (!allowed(f.cp, cp)) continue;
           const int dp = sc.devices / tp / pp / cp;

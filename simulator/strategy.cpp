@@ -302,8 +302,8 @@ const char* describe(Rejection r) {
     case Rejection::cp_hierarchy_invalid:
       return "cp_comm_type a2a+p2p needs ulysses_degree_in_cp above 1, below context_parallel and dividing it";
     case Rejection::recompute_layers_invalid:
-      return "recompute_num_layers needs full recompute (RC), is not negative, and is at least 2 under the uniform "
-             "method (1 is written as 0)";
+      return "recompute_num_layers needs full recompute (RC) and a count its method takes: block 1 or more, uniform "
+             "2 or more (uniform 1, Megatron's default, is written as 0)";
     case Rejection::count_: break;
   }
   return "?";
