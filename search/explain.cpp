@@ -65,6 +65,8 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   return out;
 }
 
+std::string first_layers(int n) { return n == 1 ? "the first layer" : "the first " + std::to_string(n) + " layers"; }
+
 std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, const Strategy& s, const System& sys,
                                                               const TrainingSettings& t, const PlatformParams& p,
                                                               const SimOptions& so) {

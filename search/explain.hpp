@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "search/sweep.hpp"
@@ -34,6 +35,8 @@ struct PartialRecompute {
   Strategy strategy;
   Prediction prediction;
 };
+// "the first layer" / "the first N layers": what a block recompute of N replays in each chunk, for messages.
+std::string first_layers(int n);
 std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, const Strategy& s, const System& sys,
                                                               const TrainingSettings& t, const PlatformParams& p,
                                                               const SimOptions& so);

@@ -292,7 +292,7 @@ PY
   --global-batch 128 --strategy "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"])' "$tmp/p.json")" \
   > "$tmp/t.txt"
 # (predict's "fits" is against the whole capacity, the search's against capacity minus its 2 GiB margin)
-grep -q "^partial RC      $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"].replace("-RC-", "-RC-block[0-9]*-"))' "$tmp/p.json") (only the first [0-9]* layers of each pipeline chunk) also fits: .* GiB (P(fits) 0\.[0-9]*)$" \
+grep -q "^partial RC      $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"].replace("-RC-", "-RC-block[0-9]*-"))' "$tmp/p.json") (only the first \([0-9]* layers\|layer\) of each pipeline chunk) also fits: .* GiB (P(fits) 0\.[0-9]*)$" \
   "$tmp/t.txt" || fail "predict: partial recompute line: $(cat "$tmp/t.txt")"
 "$lmsim" --log-level warn predict --model Llama-3-70B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
   --global-batch 128 --strategy dp1-tp4-pp4-cp1-noRC-mbs1-sp --json > "$tmp/n.json"

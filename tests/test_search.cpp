@@ -205,6 +205,8 @@ TEST(Explain, PartialRecomputeAlternativeIsTheFewestBlockLayersThatFit) {
   EXPECT_FALSE(alternative(alt ? Candidate{0, alt->strategy} : c));
   o.memory_margin_bytes = sc.system.hbm_capacity_bytes - (full + peak(Recompute::full, 15)) / 2;
   EXPECT_FALSE(alternative(c));
+  EXPECT_EQ(first_layers(1), "the first layer");  // as the messages name it
+  EXPECT_EQ(first_layers(19), "the first 19 layers");
 }
 
 TEST(Space, MicroBatchRestrictionIsNeverReplacedByADefault) {
