@@ -30,7 +30,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
   if (s.recompute == Recompute::full && s.recompute_num_layers > 0)
     out += s.recompute_method == RecomputeMethod::block
-               ? ", full recompute of the first " + std::to_string(s.recompute_num_layers) + " layers of every chunk"
+               ? ", full recompute of " + search::first_layers(s.recompute_num_layers) + " of every chunk"
                : ", full recompute in groups of " + std::to_string(s.recompute_num_layers) + " layers";
   if (s.recompute == Recompute::selective) {
     std::string mods;

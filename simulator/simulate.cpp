@@ -439,13 +439,11 @@ double unpaired_share(int pp, int vpp, std::int64_t mb, int i) {
 
 // A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
 StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const StageParams& moe_layer,
-                         const StageLayers& sl, bool is_first, bool is_last) {
+                         const StageLayers& sl, const StageCounts& n, bool is_first, bool is_last) {
   const Model& m = *c.m;
-  const double nm = sl.moe + (sl.mtp > 0 && m.layer_is_moe(m.num_layers - 1) ? sl.mtp : 0);
-  const double nd = sl.layers + sl.mtp - nm;
-  double dense = nd * dense_layer.dense + nm * moe_layer.dense;
+  double dense = n.dense * dense_layer.dense + n.moe * moe_layer.dense;
   dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * norm_weights(m) * c.h);  // MTP: 2h -> h projection, its two norms
-  const double expert = nm * moe_layer.expert;
+  const double expert = n.moe * moe_layer.expert;
   const double head = c.vocab_padded * c.h / c.tp;
   if (is_first) dense += head;
   const double final_norm = norm_weights(m) * c.h;
@@ -568,7 +566,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double p2p_exposed = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
     st.pp_comm_s = vpp * p2p_exposed;
     st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
-    const StageParams sp = stage_params(c, dense_params, moe_params, sl, is_first, is_last);
+    const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, is_first, is_last);
     const double params = sp.dense + sp.expert;
     // Data-parallel traffic of the stage: its gradient reduction and (distributed optimizer) parameter gather.
     if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
@@ -872,7 +870,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * (k.fwd + k.bwd)); });
     visit_pipeline_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
-    const StageParams sp = stage_params(c, dense_params, moe_params, sl, i == 0, i == s.pipeline_parallel - 1);
+    const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, i == 0, i == s.pipeline_parallel - 1);
     // Once per iteration; with FSDP per micro-batch, the gather twice (forward and backward).
     visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
       add(k.prim, k.group, k.bytes, c.r.fsdp ? mb * (k.grad ? 1 : 2) : 1);
