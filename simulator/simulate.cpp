@@ -2,6 +2,7 @@
 #include "simulator/simulate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "simulator/execution.hpp"
@@ -98,11 +99,25 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // With etp = tp that is ep inside dp·cp.
   const double node = sys.devices_per_node;
   const LinkTable links(sys);
+  // Groups of one shape share their link shares (tp and etp, dp and edp often coincide): each shape is asked once.
+  struct Shape {
+    double per_node, stride, intra_share, p2p_share;
+  };
+  std::array<Shape, static_cast<std::size_t>(Group::count_)> shapes{};
+  std::size_t n_shapes = 0;
   auto set = [&](Group g, double size, double stride) {
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
+    const auto known = std::find_if(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(n_shapes),
+                                    [&](const Shape& k) { return k.per_node == gu.per_node && k.stride == stride; });
+    if (known != shapes.begin() + static_cast<std::ptrdiff_t>(n_shapes)) {
+      gu.intra_share = known->intra_share;
+      gu.p2p_share = known->p2p_share;
+      return;
+    }
     gu.intra_share = links.ring_bandwidth_share(static_cast<int>(gu.per_node), static_cast<int>(stride));
     gu.p2p_share = links.ring_neighbour_share(static_cast<int>(gu.per_node), static_cast<int>(stride));
+    shapes[n_shapes++] = Shape{gu.per_node, stride, gu.intra_share, gu.p2p_share};
   };
   set(Group::tp, c.tp, 1);
   // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts

@@ -79,34 +79,62 @@ LinkTable::LinkTable(const System& s) : s_(s), n_(s.devices_per_node) {
   }
 }
 
+// Both shares are the worst over groups of one member's link count. They fold the counts as integers (the fewest
+// links, and whether some member has none) and turn that into a share once: the division and the host-path
+// choice leave the loops, which simulate() runs for every group of a linked node.
+double LinkTable::worst_share(int fewest, bool unlinked) const {
+  const double linked = fewest > 0 ? share(fewest) : 1.0;
+  return unlinked ? std::min(linked, host_) : std::min(linked, 1.0);
+}
+
 double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) const {
   if (!direct() || members <= 1 || stride < 1) return 1.0;
   if (mesh_) {  // a full mesh: every group of this shape alike, no loop (simulate() asks for every group)
     if ((members - 1) * stride >= n_) return 1.0;
     return share(links(0, 1) * (chain ? 1 : members - 1));
   }
-  double worst = 1.0;
-  for (int base = 0; base + (members - 1) * stride < n_; ++base) {
-    if (!chain && base % (stride * members) >= stride) continue;
-    for (int i = 0; i < members; ++i) {
-      int degree = 0;
-      for (int j = 0; j < members; ++j) degree += links(base + i * stride, base + j * stride);
-      worst = std::min(worst, share(degree));
+  const int span = (members - 1) * stride;
+  int fewest = 0;  // 0: none seen yet
+  bool unlinked = false;
+  // Groups start at every offset for the chain of stage pairs, else at block + offset (offset < stride) of each
+  // block of stride·members ranks: the Megatron rank order.
+  const int block = chain ? 1 : stride * members, offsets = chain ? 1 : stride;
+  for (int first = 0; first + span < n_; first += block) {
+    for (int base = first; base < first + offsets && base + span < n_; ++base) {
+      for (int i = 0; i < members; ++i) {
+        const int* row = &s_.intra_node_links[static_cast<std::size_t>((base + i * stride) * n_ + base)];
+        int degree = 0;
+        for (int j = 0; j < members; ++j) degree += row[j * stride];
+        if (degree == 0) {
+          unlinked = true;
+        } else if (fewest == 0 || degree < fewest) {
+          fewest = degree;
+        }
+      }
     }
   }
-  return worst;
+  return worst_share(fewest, unlinked);
 }
 
 double LinkTable::ring_neighbour_share(int members, int stride) const {
   if (!direct() || members <= 1 || stride < 1) return 1.0;
   if (mesh_) return (members - 1) * stride >= n_ ? 1.0 : share(links(0, 1));
-  double worst = 1.0;
-  for (int base = 0; base + (members - 1) * stride < n_; ++base) {
-    if (base % (stride * members) >= stride) continue;
-    for (int i = 0; i < members; ++i)
-      worst = std::min(worst, share(links(base + i * stride, base + (i + 1) % members * stride)));
+  const int span = (members - 1) * stride, block = stride * members;
+  int fewest = 0;
+  bool unlinked = false;
+  for (int first = 0; first + span < n_; first += block) {
+    for (int base = first; base < first + stride && base + span < n_; ++base) {
+      for (int i = 0; i < members; ++i) {
+        const int l = links(base + i * stride, base + (i + 1 == members ? 0 : i + 1) * stride);
+        if (l == 0) {
+          unlinked = true;
+        } else if (fewest == 0 || l < fewest) {
+          fewest = l;
+        }
+      }
+    }
   }
-  return worst;
+  return worst_share(fewest, unlinked);
 }
 
 double ring_bandwidth_share(const System& s, int members, int stride, bool chain) {

@@ -89,6 +89,7 @@ class LinkTable {
  private:
   int links(int a, int b) const { return s_.intra_node_links[static_cast<std::size_t>(a * n_ + b)]; }
   double share(int links) const { return links == 0 ? host_ : static_cast<double>(links) / max_degree_; }
+  double worst_share(int fewest, bool unlinked) const;
   bool direct() const { return !s_.intra_node_links.empty(); }
   const System& s_;
   int n_ = 0, max_degree_ = 1;

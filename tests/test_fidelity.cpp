@@ -473,6 +473,61 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_GT(a.breakdown.tp_comm_s, 5.0 * b.breakdown.tp_comm_s);
 }
 
+// The shares against their definition, on an irregular 12-device node: every group of Megatron's rank order
+// (members `stride` apart, groups tiling blocks of stride·members ranks; every offset for the stage-pair chain)
+// is enumerated, and the least-linked member (the host path for none) bounds the shape.
+TEST(Fidelity, LinkSharesAreTheWorstGroupOfTheirShape) {
+  System sys = h100();
+  const int n = 12;
+  sys.devices_per_node = n;
+  sys.intra_node_host_bandwidth_bytes_per_s = 0.05 * sys.intra_node.bandwidth_bytes_per_s;
+  sys.intra_node_links.assign(n * n, 0);
+  unsigned state = 7;
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      state = state * 1103515245u + 12345u;
+      const int l = static_cast<int>((state >> 16) % 4);  // 0-3 links, a quarter of the pairs unlinked
+      sys.intra_node_links[static_cast<std::size_t>(i * n + j)] = l;
+      sys.intra_node_links[static_cast<std::size_t>(j * n + i)] = l;
+    }
+  auto link = [&](int a, int b) { return sys.intra_node_links[static_cast<std::size_t>(a * n + b)]; };
+  int max_degree = 0;
+  for (int i = 0; i < n; ++i) {
+    int d = 0;
+    for (int j = 0; j < n; ++j) d += link(i, j);
+    max_degree = std::max(max_degree, d);
+  }
+  ASSERT_TRUE(validate(sys).empty()) << validate(sys);
+  const double host = 0.05;
+  auto share = [&](int links) { return links == 0 ? host : static_cast<double>(links) / max_degree; };
+  int checked = 0;
+  for (int members = 2; members <= n; ++members)
+    for (int stride = 1; (members - 1) * stride < n; ++stride) {
+      double ring = 1, neighbour = 1, chain = 1;
+      for (int base = 0; base + (members - 1) * stride < n; ++base) {
+        std::vector<int> ranks;
+        for (int i = 0; i < members; ++i) ranks.push_back(base + i * stride);
+        for (int i = 0; i < members; ++i) {
+          int degree = 0;
+          for (int r : ranks) degree += link(ranks[static_cast<std::size_t>(i)], r);
+          const int next = link(ranks[static_cast<std::size_t>(i)], ranks[static_cast<std::size_t>((i + 1) % members)]);
+          chain = std::min(chain, share(degree));
+          if (base % (stride * members) < stride) {
+            ring = std::min(ring, share(degree));
+            neighbour = std::min(neighbour, share(next));
+          }
+        }
+      }
+      EXPECT_DOUBLE_EQ(ring_bandwidth_share(sys, members, stride), ring) << members << " " << stride;
+      EXPECT_DOUBLE_EQ(ring_neighbour_share(sys, members, stride), neighbour) << members << " " << stride;
+      if (members == 2) {
+        EXPECT_DOUBLE_EQ(ring_bandwidth_share(sys, 2, stride, true), chain) << stride;
+      }
+      ++checked;
+    }
+  EXPECT_EQ(checked, 29);  // every shape of 2-12 members that fits the node
+}
+
 // The Ascend 910B server's eight NPUs are a full HCCS mesh: a group of n gets n - 1 of a device's seven links
 // (HCCL's Mesh algorithm), and a point-to-point transfer, such as a context-parallel ring's K/V block, gets the one
 // link between its pair however many ranks the ring has.
