@@ -32,6 +32,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
     out += s.recompute_method == RecomputeMethod::block
                ? ", full recompute of " + search::first_layers(s.recompute_num_layers) + " of every chunk"
                : ", full recompute in groups of " + std::to_string(s.recompute_num_layers) + " layers";
+  if (r.distribute_saved_activations)
+    out += ", checkpoints distributed over TP";
+  else if (t.distribute_saved_activations)
+    out += ", checkpoints not distributed (needs full recompute, TP > 1 and no SP)";
   if (s.recompute == Recompute::selective) {
     std::string mods;
     for (const std::string& m : io::recompute_module_names(t)) mods += (mods.empty() ? "" : "+") + m;

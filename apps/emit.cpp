@@ -42,6 +42,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (s.recompute == Recompute::full)
       add(std::string("--recompute-granularity full --recompute-method ") + to_string(s.recompute_method) +
           " --recompute-num-layers " + n(std::max(1, s.recompute_num_layers)));
+    if (r.distribute_saved_activations) add("--distribute-saved-activations");
     if (s.recompute == Recompute::selective) {
       add("--recompute-granularity selective");
       if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
@@ -102,6 +103,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       add(std::string("model.config.recompute_granularity=full model.config.recompute_method=") +
           to_string(s.recompute_method) +
           " model.config.recompute_num_layers=" + n(std::max(1, s.recompute_num_layers)));
+    if (r.distribute_saved_activations) add("model.config.distribute_saved_activations=true");
     if (s.recompute == Recompute::selective) {
       add("model.config.recompute_granularity=selective");
       if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {

@@ -175,6 +175,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.gradient_accumulation_fusion = flag("gradient_accumulation_fusion", true);  // Megatron's default
   t.masked_softmax_fusion = flag("masked_softmax_fusion", true);
   t.overlap_p2p_comm = flag("overlap_p2p_comm", false);
+  t.distribute_saved_activations = flag("distribute_saved_activations", false);
   t.fp8_param_gather = t.precision == Precision::fp8 && flag("fp8_param_gather", false);
   t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);
   {

@@ -682,6 +682,15 @@ void visit_pipeline_collectives(const Ctx& c, F&& f) {
   if (sliced && !c.r.sequence_parallel && c.tp > 1) f(Collective{Prim::all_gather, Group::tp, act, 1, 1});
 }
 
+// Collectives of one full-recompute checkpoint per micro-batch: with --distribute-saved-activations each TP rank
+// keeps 1/t of the checkpointed input and all-gathers it before the replay in backward (Megatron-core
+// CheckpointFunction: split_tensor_into_1d_equal_chunks, then gather_split_1d_tensor), on the critical path. The
+// split's copy of 1/t of the tensor is left out.
+template <class F>
+void visit_checkpoint_collectives(const Ctx& c, F&& f) {
+  if (c.r.distribute_saved_activations) f(Collective{Prim::all_gather, Group::tp, c.tokens * c.h * 2, 0, 1});
+}
+
 // Bytes per parameter of the gradient buffers (and of their data-parallel reduction): fp32 with Megatron's
 // --accumulate-allreduce-grads-in-fp32, else 16-bit.
 inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gradients ? 4.0 : 2.0; }

@@ -160,7 +160,8 @@ LayerFootprint layer_footprint(const Ctx& c, bool moe) {
     if (o.frees != RecomputeModule::none) a.module[static_cast<std::size_t>(o.frees)] += o.stored;
     (o.expert_params ? a.params.expert : a.params.dense) += o.params;
   });
-  a.checkpoint = 2 * c.tokens * c.h / c.sp_div;
+  // A layer's input: split over TP under SP, and with --distribute-saved-activations (which needs SP off).
+  a.checkpoint = 2 * c.tokens * c.h / (c.r.distribute_saved_activations ? c.tp : c.sp_div);
   return a;
 }
 
@@ -530,6 +531,10 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
   visit_pipeline_collectives(
       c, [&](const Collective& k) { p2p += (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes); });
+  double checkpoint_gather = 0;  // per kept checkpoint and micro-batch (--distribute-saved-activations)
+  visit_checkpoint_collectives(c, [&](const Collective& k) {
+    checkpoint_gather += (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes);
+  });
   // Loss peak on the last stage (the logits and what the cross entropy keeps of them).
   const double logits_bytes = ((t.te_cross_entropy ? kLogitBytesPerElementTe : kLogitBytesPerElement) +
                                (m.final_logit_softcapping > 0 ? kSoftcapKeptBytes : 0.0)) *
@@ -565,7 +570,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
         static_cast<double>(pp);
     st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * head_only.bwd;
     st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
-    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd;
+    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd +
+                   n.stored_layers * checkpoint_gather;
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden + lm * moe_t.tp_hidden;
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
@@ -696,9 +702,11 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   b.dp_comm_overlapped_s = pr.stages[static_cast<std::size_t>(grad_stage)].dp_comm_overlapped_s;
   b.optimizer_s = pr.stages[static_cast<std::size_t>(step_stage)].optimizer_s;
   pr.layer.forward_s = dense_t.fwd_compute + dense_t.tp_fwd + dense_t.cp_fwd + dense_t.ep_fwd;
-  pr.layer.backward_s = dense_t.bwd_compute + dense_t.tp_bwd + dense_t.cp_bwd + dense_t.ep_bwd + dense_t.recompute;
+  // A checkpointed layer (its own checkpoint: uniform groups of one) gathers its distributed input first.
+  pr.layer.backward_s =
+      dense_t.bwd_compute + dense_t.tp_bwd + dense_t.cp_bwd + dense_t.ep_bwd + dense_t.recompute + checkpoint_gather;
   pr.layer.recompute_s = dense_t.recompute;
-  pr.layer.tp_comm_exposed_s = dense_t.tp_fwd + dense_t.tp_bwd;
+  pr.layer.tp_comm_exposed_s = dense_t.tp_fwd + dense_t.tp_bwd + checkpoint_gather;
   pr.layer.tp_comm_hidden_s = dense_t.tp_hidden;
   pr.capacity_bytes = sys.hbm_capacity_bytes;
   pr.feasible = pr.max_peak_memory_bytes <= capacity;
@@ -881,6 +889,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     };
     if (n.dense > 0) visit_layer_collectives(c, false, layer(n.dense, n.replay_dense));
     if (n.moe > 0) visit_layer_collectives(c, true, layer(n.moe, n.replay_moe));
+    visit_checkpoint_collectives(
+        c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * n.stored_layers * (k.fwd + k.bwd)); });
     visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1,
                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * (k.fwd + k.bwd)); });
     visit_pipeline_collectives(

@@ -150,6 +150,10 @@ struct TrainingSettings {
   // linear layers' weights live as FP8 with their transposed (column-wise) copy instead of bf16 plus an FP8
   // workspace, and the distributed optimizer gathers them in 8 bits. Needs precision fp8.
   bool fp8_param_gather = false;
+  // Full recompute's checkpoints split over the TP ranks (Megatron --distribute-saved-activations): each rank keeps
+  // 1/t of every checkpointed input and all-gathers it before the replay. Megatron allows it only with full
+  // recompute, TP > 1 and no SP (whose checkpoints are already split); elsewhere it has no effect here.
+  bool distribute_saved_activations = false;
 };
 
 // The on/off settings by name (the settings-JSON key and the published-readings column): one table that the
@@ -182,6 +186,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"te_cross_entropy", &TrainingSettings::te_cross_entropy},
     {"fp8_param_gather", &TrainingSettings::fp8_param_gather},
     {"kv_head_repeat_before_uly_alltoall", &TrainingSettings::kv_head_repeat_before_uly_alltoall},
+    {"distribute_saved_activations", &TrainingSettings::distribute_saved_activations},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and
@@ -253,6 +258,7 @@ struct ResolvedStrategy {
   bool fsdp;
   CpCommType cp_comm_type;
   std::int64_t ulysses_degree_in_cp;  // a2a+p2p's Ulysses degree in effect (0: none given)
+  bool distribute_saved_activations;  // in effect: asked for, full recompute, TP > 1 and no SP
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.

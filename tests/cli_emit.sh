@@ -31,6 +31,19 @@ f=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit meg
 [[ "$f" != *"--use-distributed-optimizer"* ]] || fail "fsdp also emitted the distributed optimizer: $f"
 t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
 [[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp, TE cross entropy"* ]] || fail "settings line: $t"
+# Distributed checkpoints: emitted, and named in the settings line, where Megatron runs them (full recompute,
+# TP > 1, no SP); said not to apply elsewhere.
+echo '{"distribute_saved_activations": true}' > "$settings"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --settings "$settings" --emit megatron)
+[[ "$x" == *"--recompute-method uniform --recompute-num-layers 1 --distribute-saved-activations"* ]] || fail "dsa: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --settings "$settings" --emit nemo)
+[[ "$x" == *"model.config.distribute_saved_activations=true"* ]] || fail "nemo dsa: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit megatron)
+[[ "$x" != *"--distribute-saved-activations"* ]] || fail "dsa emitted under SP: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --settings "$settings")
+[[ "$x" == *", checkpoints distributed over TP"* ]] || fail "dsa settings line: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings")
+[[ "$x" == *", checkpoints not distributed (needs full recompute, TP > 1 and no SP)"* ]] || fail "dsa moot: $x"
 # The context-parallel algorithm: Megatron-core's --cp-comm-type, MindSpeed-LLM's --context-parallel-algo.
 echo '{"cp_comm_type": "ulysses_cp_algo"}' > "$settings"
 u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit mindspeed)

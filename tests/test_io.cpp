@@ -1025,6 +1025,8 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
       "  overlap_moe_expert_parallel_comm ................ True\n"
       "  fp8_param_gather ................................ True\n");
   EXPECT_TRUE(te.te_cross_entropy && te.overlap_p2p_comm && te.overlap_moe_expert_parallel_comm);
+  EXPECT_FALSE(te.distribute_saved_activations);
+  EXPECT_TRUE(read("  distribute_saved_activations .................... True\n").distribute_saved_activations);
   EXPECT_FALSE(te.fp8_param_gather);  // the fixture trains in bf16: no FP8 parameters
   EXPECT_FALSE(read("  cross_entropy_fusion_impl ....................... te\n").te_cross_entropy);
   EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);

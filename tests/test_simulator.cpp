@@ -176,6 +176,66 @@ TEST(Simulator, BlockRecomputeReplaysTheFirstLayersOfEveryChunkAndKeepsTheRest) 
   }
 }
 
+TEST(Simulator, DistributedCheckpointsKeepATensorParallelShareAndGatherItBeforeTheReplay) {
+  // Megatron --distribute-saved-activations: full recompute's checkpoints split over the t TP ranks (1/t kept),
+  // each all-gathered before its replay in backward; only with full recompute, TP > 1 and no SP.
+  const Model m = gpt(1024, 8);
+  TrainingSettings t = settings();
+  t.sequence_parallel = false;
+  t.pipeline_scatter_gather = false;  // its TP all-gather of received slices would be a second tp all_gather
+  TrainingSettings d = t;
+  d.distribute_saved_activations = true;
+  Strategy full = strat(1, 4, 2);
+  full.recompute = Recompute::full;
+  const Prediction a = simulate(m, full, sys(), t, PlatformParams{});
+  const Prediction b = simulate(m, full, sys(), d, PlatformParams{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  double gather_ms = 0, calls = 0;
+  for (const CollectiveRecord& r : collective_diagnostics(m, full, sys(), d, PlatformParams{}))
+    if (r.stage == 0 && r.group == "tp" && r.primitive == "all_gather") {
+      gather_ms = r.predicted_ms;
+      calls = r.count;
+      EXPECT_DOUBLE_EQ(r.bytes, 2.0 * 2048 * 1024);  // the whole layer input, gathered
+    }
+  EXPECT_DOUBLE_EQ(calls, 4.0 * static_cast<double>(a.num_micro_batches));  // 4 layers' checkpoints per stage
+  ASSERT_GT(gather_ms, 0);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(b.stages[i].activation_bytes, a.stages[i].activation_bytes / 4, 1e-6 * a.stages[i].activation_bytes);
+    EXPECT_NEAR(b.stages[i].tp_comm_s - a.stages[i].tp_comm_s, 4 * gather_ms * 1e-3, 1e-12);
+    EXPECT_DOUBLE_EQ(b.stages[i].transient_bytes, a.stages[i].transient_bytes);  // the replay is whole again
+  }
+  EXPECT_GT(b.iteration_time_s, a.iteration_time_s);
+  EXPECT_LT(b.max_peak_memory_bytes, a.max_peak_memory_bytes);
+  EXPECT_NEAR(b.layer.backward_s - a.layer.backward_s, gather_ms * 1e-3, 1e-12);
+  // Block recompute of 2 of a chunk's 4 layers: two checkpoints distributed, two layers kept whole.
+  Strategy block = full;
+  block.recompute_method = RecomputeMethod::block;
+  block.recompute_num_layers = 2;
+  const Prediction ba = simulate(m, block, sys(), t, PlatformParams{});
+  const Prediction bb = simulate(m, block, sys(), d, PlatformParams{});
+  const double per_checkpoint = a.stages[0].activation_bytes / 4;  // four checkpoints kept whole
+  EXPECT_NEAR(ba.stages[0].activation_bytes - bb.stages[0].activation_bytes, 2 * per_checkpoint * 3 / 4,
+              1e-6 * per_checkpoint);
+  EXPECT_NEAR(bb.stages[0].tp_comm_s - ba.stages[0].tp_comm_s, 2 * gather_ms * 1e-3, 1e-12);
+  // Where Megatron refuses it the setting changes nothing: SP, selective recompute, no recompute, TP 1.
+  Strategy sp = full;
+  sp.sequence_parallel = true;
+  Strategy sel = full;
+  sel.recompute = Recompute::selective;
+  Strategy none = full;
+  none.recompute = Recompute::none;
+  Strategy tp1 = strat(4, 1, 2);
+  tp1.recompute = Recompute::full;
+  for (const Strategy& s : {sp, sel, none, tp1}) {
+    const Prediction x = simulate(m, s, sys(), t, PlatformParams{}), y = simulate(m, s, sys(), d, PlatformParams{});
+    ASSERT_TRUE(x.ok() && y.ok()) << config_name(s);
+    EXPECT_EQ(x.iteration_time_s, y.iteration_time_s) << config_name(s);
+    EXPECT_EQ(x.max_peak_memory_bytes, y.max_peak_memory_bytes) << config_name(s);
+    EXPECT_FALSE(resolve(s, d).distribute_saved_activations) << config_name(s);
+  }
+  EXPECT_TRUE(resolve(full, d).distribute_saved_activations);
+}
+
 TEST(Simulator, BlockRecomputeCountsTheKindOfEachReplayedLayer) {
   // An MoE model whose first two layers are dense: block 2 replays only those, block 3 one MoE layer more, and full
   // recompute all of them.
