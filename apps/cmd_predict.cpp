@@ -106,9 +106,9 @@ void run(const PredictCli& o, std::ostream& os) {
                                                        : "")
        << "\n";
   if (res.partial)
-    os << "partial RC      " << config_name(res.partial->strategy) << " (only "
-       << search::first_layers(res.partial->strategy.recompute_num_layers)
-       << " of each pipeline chunk) also fits: " << fmt(res.partial->prediction.iteration_time_s, 3) << " s, "
+    os << "partial RC      " << config_name(res.partial->strategy) << " ("
+       << search::partial_recompute_phrase(res.partial->strategy)
+       << ") also fits: " << fmt(res.partial->prediction.iteration_time_s, 3) << " s, "
        << gib(res.partial->prediction.max_peak_memory_bytes) << " GiB"
        << (std::isfinite(res.partial_p_fits) ? " (P(fits) " + fmt(res.partial_p_fits, 2) + ")" : "") << "\n";
   os << "\n";

@@ -553,11 +553,9 @@ void run(SearchCli sc, std::ostream& out) {
             search::partial_recompute_alternative(model, best.strategy, bs.system, bs.settings, bs.params, so)) {
       const double t = alt->prediction.iteration_time_s;
       spdlog::info(
-          "search: the best candidate, {}, recomputes every layer; {} replays only {} of each pipeline "
-          "chunk, still fits ({:.2f} GiB) and runs in {:.3f} s ({:+.1f} %); --recompute-layers sweeps partial "
-          "recompute",
-          config_name(best.strategy), config_name(alt->strategy),
-          search::first_layers(alt->strategy.recompute_num_layers),
+          "search: the best candidate, {}, recomputes every layer; {} ({}) still fits ({:.2f} GiB) and runs in "
+          "{:.3f} s ({:+.1f} %); --recompute-layers sweeps partial recompute",
+          config_name(best.strategy), config_name(alt->strategy), search::partial_recompute_phrase(alt->strategy),
           alt->prediction.max_peak_memory_bytes / 1073741824.0, t, 100 * (t / r.ranking[0].time_s - 1));
       partial = {{"config_name", config_name(alt->strategy)},
                  {"iteration_time_s", t},

@@ -67,20 +67,27 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
 
 std::string first_layers(int n) { return n == 1 ? "the first layer" : "the first " + std::to_string(n) + " layers"; }
 
+std::string partial_recompute_phrase(const Strategy& s) {
+  return s.recompute == Recompute::none
+             ? "no recompute"
+             : "recompute of only " + first_layers(s.recompute_num_layers) + " of each pipeline chunk";
+}
+
 std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, const Strategy& s, const System& sys,
                                                               const TrainingSettings& t, const PlatformParams& p,
                                                               const SimOptions& so) {
   if (s.recompute != Recompute::full || s.recompute_num_layers != 0) return std::nullopt;
   const auto split = pipeline_split(m, s, so.validity.allow_uneven_layers);
   if (!split) return std::nullopt;
-  auto block = [&](std::int64_t n) {
+  auto block = [&](std::int64_t n) {  // block 0: no layer replayed, which is no recompute
     Strategy b = s;
-    b.recompute_method = RecomputeMethod::block;
+    b.recompute = n > 0 ? Recompute::full : Recompute::none;
+    b.recompute_method = n > 0 ? RecomputeMethod::block : RecomputeMethod::uniform;
     b.recompute_num_layers = static_cast<int>(n);
     return PartialRecompute{b, simulate(m, b, sys, t, p, so)};
   };
-  // Smallest n in [1, widest) that fits; lo - 1 does not fit (or is 0).
-  std::int64_t lo = 1, hi = split->widest_chunk() - 1;
+  // Smallest n in [0, widest) that fits.
+  std::int64_t lo = 0, hi = split->widest_chunk() - 1;
   if (hi < lo) return std::nullopt;
   auto last = block(hi);
   if (!last.prediction.feasible) return std::nullopt;

@@ -28,15 +28,18 @@ struct NothingFits {
 NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o);
 
 // The fastest partial recompute of a plain full-recompute strategy that still fits: Megatron's --recompute-method
-// block with the fewest --recompute-num-layers whose peak stays within capacity minus the options' margin. Memory
-// falls and time rises with the count, so a bisection over 1 .. (widest chunk - 1). Empty when the strategy is not
-// plain full recompute or no partial count fits.
+// block with the fewest --recompute-num-layers whose peak stays within capacity minus the options' margin, or no
+// recompute at all (a block of 0) when that fits. Memory falls and time rises with the count, so a bisection over
+// 0 .. (widest chunk - 1). Empty when the strategy is not plain full recompute or no partial count fits.
 struct PartialRecompute {
-  Strategy strategy;
+  Strategy strategy;  // block recompute of N >= 1 layers, or recompute none
   Prediction prediction;
 };
 // "the first layer" / "the first N layers": what a block recompute of N replays in each chunk, for messages.
 std::string first_layers(int n);
+// What a partial recompute replays, for messages: "no recompute", or "recompute of only the first N layers of each
+// pipeline chunk".
+std::string partial_recompute_phrase(const Strategy& s);
 std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, const Strategy& s, const System& sys,
                                                               const TrainingSettings& t, const PlatformParams& p,
                                                               const SimOptions& so);

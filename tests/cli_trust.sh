@@ -292,12 +292,17 @@ PY
   --global-batch 128 --strategy "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"])' "$tmp/p.json")" \
   > "$tmp/t.txt"
 # (predict's "fits" is against the whole capacity, the search's against capacity minus its 2 GiB margin)
-grep -q "^partial RC      $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"].replace("-RC-", "-RC-block[0-9]*-"))' "$tmp/p.json") (only the first \([0-9]* layers\|layer\) of each pipeline chunk) also fits: .* GiB (P(fits) 0\.[0-9]*)$" \
+grep -q "^partial RC      $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"].replace("-RC-", "-RC-block[0-9]*-"))' "$tmp/p.json") (recompute of only the first \([0-9]* layers\|layer\) of each pipeline chunk) also fits: .* GiB (P(fits) 0\.[0-9]*)$" \
   "$tmp/t.txt" || fail "predict: partial recompute line: $(cat "$tmp/t.txt")"
 "$lmsim" --log-level warn predict --model Llama-3-70B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
   --global-batch 128 --strategy dp1-tp4-pp4-cp1-noRC-mbs1-sp --json > "$tmp/n.json"
 python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["partial_recompute_that_fits"] is None' "$tmp/n.json" \
   || fail "predict: partial recompute offered without recompute"
+# Where the layout fits without recompute, that is what is offered (Llama-3-8B on 8 H100s at tp 4: 33 GiB).
+"$lmsim" --log-level warn predict --model Llama-3-8B --system h100_sxm_80g --strategy dp2-tp4-pp1-cp1-RC-nosp \
+  > "$tmp/o.txt"
+grep -q "^partial RC      dp2-tp4-pp1-cp1-noRC-nosp (no recompute) also fits: " "$tmp/o.txt" \
+  || fail "predict: no recompute not offered: $(cat "$tmp/o.txt")"
 # Risk ranking weighs candidates past the point objective's top: Llama-3-70B's fastest layouts on 512 H100s sit near
 # 80 GiB, so the safe ones it ranks first come from further down the pool.
 for by in objective risk; do

@@ -205,6 +205,15 @@ TEST(Explain, PartialRecomputeAlternativeIsTheFewestBlockLayersThatFit) {
   EXPECT_FALSE(alternative(alt ? Candidate{0, alt->strategy} : c));
   o.memory_margin_bytes = sc.system.hbm_capacity_bytes - (full + peak(Recompute::full, 15)) / 2;
   EXPECT_FALSE(alternative(c));
+  // With room for every activation, the alternative is no recompute at all, the fastest layout of the three.
+  o.memory_margin_bytes = sc.system.hbm_capacity_bytes - none;
+  const auto no_rc = alternative(c);
+  ASSERT_TRUE(no_rc);
+  EXPECT_EQ(no_rc->strategy.recompute, Recompute::none);
+  EXPECT_EQ(config_name(no_rc->strategy), "dp1-tp1-pp2-cp1-noRC-mbs4");
+  EXPECT_EQ(partial_recompute_phrase(no_rc->strategy), "no recompute");
+  EXPECT_EQ(partial_recompute_phrase(alt->strategy),
+            "recompute of only the first " + std::to_string(expect) + " layers of each pipeline chunk");
   EXPECT_EQ(first_layers(1), "the first layer");  // as the messages name it
   EXPECT_EQ(first_layers(19), "the first 19 layers");
 }
