@@ -238,10 +238,22 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   struct Family {
     const char *arch, *type;
   };
-  const Family families[] = {{"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "mistral"},
-                             {"MixtralForCausalLM", "mixtral"}, {"Qwen2ForCausalLM", "qwen2"},
-                             {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3_moe"},
-                             {"Gemma2ForCausalLM", "gemma2"},   {"DeepseekV3ForCausalLM", "deepseek_v3"}};
+  const Family families[] = {{"LlamaForCausalLM", "llama"},
+                             {"MistralForCausalLM", "mistral"},
+                             {"MixtralForCausalLM", "mixtral"},
+                             {"Qwen2ForCausalLM", "qwen2"},
+                             {"Qwen2MoeForCausalLM", "qwen2_moe"},
+                             {"Qwen3ForCausalLM", "qwen3"},
+                             {"Qwen3MoeForCausalLM", "qwen3_moe"},
+                             {"Gemma2ForCausalLM", "gemma2"},
+                             {"Gemma3ForCausalLM", "gemma3_text"},
+                             {"Phi3ForCausalLM", "phi3"},
+                             {"PhimoeForCausalLM", "phimoe"},
+                             {"NemotronForCausalLM", "nemotron"},
+                             {"GptOssForCausalLM", "gpt_oss"},
+                             {"DeepseekV2ForCausalLM", "deepseek_v2"},
+                             {"DeepseekV3ForCausalLM", "deepseek_v3"},
+                             {"Glm4MoeForCausalLM", "glm4_moe"}};
   std::string family;
   for (const auto& f : families)
     if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;
@@ -252,6 +264,7 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
         file, 0, "architectures",
         "'" + (arch.empty() ? type : arch) + "' is not a supported architecture (supported: " + list + ")");
   }
+  const bool gemma = family == "gemma2" || family == "gemma3_text";
   Model m;
   m.name =
       j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty()
@@ -266,41 +279,81 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     throw InputError(file, 0, "hidden_size", "hidden_size is not divisible by num_attention_heads and no head_dim");
   m.head_dim = integer_or("head_dim", 1, 1 << 16, m.hidden_size / m.num_attention_heads);
   m.vocab_size = integer("vocab_size", 1, 1 << 24);
-  m.tied_embeddings = flag_or("tie_word_embeddings", family == "gemma2");  // transformers' per-family default
-  m.norm = Norm::rmsnorm;
+  m.tied_embeddings = flag_or("tie_word_embeddings", gemma);  // transformers' per-family default
+  // LayerNorm where the family's modelling code uses it (PhiMoE's nn.LayerNorm, Nemotron's LayerNorm1P).
+  m.norm = family == "phimoe" || family == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
   const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>()
                           : j.contains("hidden_activation") && j["hidden_activation"].is_string()
                               ? j["hidden_activation"].get<std::string>()
                               : "silu";
-  m.activation = act.rfind("gelu", 0) == 0 ? Activation::geglu : Activation::swiglu;  // every family here is gated
-  m.qkv_bias = family == "qwen2" || flag_or("attention_bias", false);
-  m.qk_norm = family == "qwen3" || family == "qwen3_moe";
-  m.post_norms = family == "gemma2";
+  // Every family here is gated but Nemotron, whose squared-ReLU MLP is one up-projection: the gelu class, as the
+  // Nemotron-4-340B preset models it.
+  m.activation = family == "nemotron"        ? Activation::gelu
+                 : act.rfind("gelu", 0) == 0 ? Activation::geglu
+                                             : Activation::swiglu;
+  m.qkv_bias = family == "qwen2" || family == "qwen2_moe" || flag_or("attention_bias", false);
+  m.qk_norm = family == "qwen3" || family == "qwen3_moe" || family == "gemma3_text" || flag_or("use_qk_norm", false);
+  m.post_norms = gemma;
   // transformers applies sliding_window unless use_sliding_window says otherwise (Qwen2 carries a window it does
-  // not use); Gemma-2 alternates windowed and global layers.
+  // not use). Which layers attend in full: layer_types where the config lists them (newer transformers), else
+  // Gemma-3's sliding_window_pattern (every n-th layer global), Gemma-2's and GPT-OSS's alternation, or none.
   if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
       j["sliding_window"].get<std::int64_t>() > 0 && flag_or("use_sliding_window", true)) {
     m.sliding_window = integer("sliding_window", 1, std::int64_t{1} << 40);
-    m.window_attn_skip_freq = family == "gemma2" ? 2 : 0;
+    m.window_attn_skip_freq = family == "gemma2" || family == "gpt_oss" ? 2 : 0;
+    if (family == "gemma3_text") m.window_attn_skip_freq = integer_or("sliding_window_pattern", 1, 4096, 6);
+    if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+      const Json& types = j["layer_types"];
+      if (!types.is_array() || static_cast<std::int64_t>(types.size()) != m.num_layers)
+        throw InputError(file, 0, "layer_types", "expected one entry per hidden layer");
+      // Full layers at 1-based positions f, 2f, ... (f the first), as window_attn_skip_freq describes them.
+      std::int64_t first_full = 0, full = 0;
+      for (std::int64_t i = 0; i < m.num_layers; ++i) {
+        const Json& e = types[static_cast<std::size_t>(i)];
+        const bool is_full = e.is_string() && e.get<std::string>() == "full_attention";
+        if (!is_full && !(e.is_string() && e.get<std::string>() == "sliding_attention"))
+          throw InputError(file, 0, "layer_types",
+                           "entry " + std::to_string(i) + " is neither full_attention nor sliding_attention");
+        if (is_full && first_full == 0) first_full = i + 1;
+        if (is_full != (first_full > 0 && (i + 1) % first_full == 0))
+          throw InputError(file, 0, "layer_types",
+                           "full-attention layers are not every n-th layer; give a model JSON (window_attn_skip_freq)");
+        full += is_full ? 1 : 0;
+      }
+      if (full == m.num_layers) m.sliding_window = 0;  // every layer attends in full
+      m.window_attn_skip_freq = first_full;
+    }
   }
   if (j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_number() &&
       j["final_logit_softcapping"].get<double>() > 0)
     m.final_logit_softcapping = j["final_logit_softcapping"].get<double>();
-  if (family == "mixtral") {
+  auto dense_inside_moe_stack = [&] {
+    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
+      throw InputError(file, 0, "mlp_only_layers",
+                       "dense layers inside a MoE stack are not supported; give a model JSON");
+  };
+  if (family == "mixtral" || family == "phimoe" || family == "gpt_oss") {
+    // Every layer's MLP is the routed experts, each intermediate_size wide.
     m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
     m.num_experts = integer("num_local_experts", 1, 65536);
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = m.ffn_hidden_size;
-  } else if (family == "qwen3_moe") {
+  } else if (family == "qwen3_moe" || family == "qwen2_moe") {
     m.ffn_hidden_size = integer_or("intermediate_size", 0, 1 << 22, 0);
     m.num_experts = integer("num_experts", 1, 65536);
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = integer("moe_intermediate_size", 1, 1 << 22);
     m.moe_layer_frequency = integer_or("decoder_sparse_step", 1, 4096, 1);
-    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
-      throw InputError(file, 0, "mlp_only_layers",
-                       "dense layers inside a MoE stack are not supported; give a model JSON");
-  } else if (family == "deepseek_v3") {
+    dense_inside_moe_stack();
+    // Qwen2-MoE's shared expert: one MLP of shared_expert_intermediate_size, as wide as that many routed experts
+    // side by side (its sigmoid gate, one h -> 1 projection, is left out).
+    const std::int64_t shared = integer_or("shared_expert_intermediate_size", 0, 1 << 24, 0);
+    if (shared % m.moe_ffn_hidden_size != 0)
+      throw InputError(
+          file, 0, "shared_expert_intermediate_size",
+          "not a multiple of moe_intermediate_size (" + std::to_string(m.moe_ffn_hidden_size) + "); give a model JSON");
+    m.num_shared_experts = shared / m.moe_ffn_hidden_size;
+  } else if (family == "deepseek_v2" || family == "deepseek_v3" || family == "glm4_moe") {
     m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
     m.num_experts = integer("n_routed_experts", 1, 65536);
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
@@ -308,12 +361,14 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.num_shared_experts = integer_or("n_shared_experts", 0, 64, 0);
     m.first_dense_layers = integer_or("first_k_dense_replace", 0, 4096, 0);
     m.moe_layer_frequency = integer_or("moe_layer_freq", 1, 4096, 1);
-    m.q_lora_rank = integer_or("q_lora_rank", 0, 1 << 16, 0);
-    m.kv_lora_rank = integer("kv_lora_rank", 1, 1 << 16);
-    m.qk_rope_head_dim = integer("qk_rope_head_dim", 1, 1 << 12);
-    m.head_dim = integer("qk_nope_head_dim", 1, 1 << 12);
-    m.v_head_dim = integer("v_head_dim", 1, 1 << 12);
     m.mtp_layers = integer_or("num_nextn_predict_layers", 0, 16, 0);
+    if (family != "glm4_moe") {  // multi-head latent attention (GLM-4.5 keeps grouped-query attention)
+      m.q_lora_rank = integer_or("q_lora_rank", 0, 1 << 16, 0);  // null: queries projected directly (V2-Lite)
+      m.kv_lora_rank = integer("kv_lora_rank", 1, 1 << 16);
+      m.qk_rope_head_dim = integer("qk_rope_head_dim", 1, 1 << 12);
+      m.head_dim = integer("qk_nope_head_dim", 1, 1 << 12);
+      m.v_head_dim = integer("v_head_dim", 1, 1 << 12);
+    }
   } else {
     m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
   }

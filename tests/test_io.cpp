@@ -921,7 +921,10 @@ TEST(HuggingFace, ConfigPredictsExactlyLikeThePreset) {
                                                        {"qwen3_1p7b", "Qwen3-1.7B"},
                                                        {"qwen3_30b_a3b", "Qwen3-30B-A3B"},
                                                        {"gemma2_9b", "Gemma-2-9B"},
-                                                       {"deepseek_v3", "DeepSeek-V3"}};
+                                                       {"deepseek_v3", "DeepSeek-V3"},
+                                                       {"phi3p5_mini", "Phi-3.5-mini-instruct"},
+                                                       {"phi3p5_moe", "Phi-3.5-MoE-instruct"},
+                                                       {"gpt_oss_20b", "gpt-oss-20b"}};
   const System& sys = io::presets().find_system("h100_sxm_80g")->system;
   TrainingSettings t;
   t.seq_length = 4096;
@@ -939,6 +942,71 @@ TEST(HuggingFace, ConfigPredictsExactlyLikeThePreset) {
     EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s) << folder;
     EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes) << folder;
     EXPECT_DOUBLE_EQ(count_params(hf).total, count_params(pm).total) << folder;
+  }
+}
+
+// Architectures with no preset, read from their HuggingFace configs: their parameter counts against the model cards
+// (total and, for MoE, activated per token: lmsim's active count keeps the input embedding, a lookup, which Qwen's
+// card counts and DeepSeek's and GLM's leave out; the cards round to a tenth or a whole billion).
+TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  struct Card {
+    const char* folder;
+    double total_b, active_b;
+    bool active_counts_embedding;
+  };
+  for (const Card& c : {Card{"gemma3_1b", 1.0, 0, true}, Card{"deepseek_v2_lite", 15.7, 2.4, false},
+                        Card{"qwen1p5_moe_a2p7b", 14.3, 2.7, true}, Card{"glm4p5_air", 106, 12, false}}) {
+    const Model m = io::resolve_model(dir + c.folder + "/config.json");
+    const ParamCount n = count_params(m);
+    EXPECT_NEAR(n.total / 1e9, c.total_b, 0.02 * c.total_b) << c.folder;
+    if (c.active_b > 0) {
+      const double active = n.active_per_token - (c.active_counts_embedding ? 0.0 : n.embedding);
+      EXPECT_NEAR(active / 1e9, c.active_b, 0.08 * c.active_b) << c.folder;
+    }
+  }
+  const Model gemma3 = io::resolve_model(dir + "gemma3_1b/config.json");
+  EXPECT_TRUE(gemma3.qk_norm && gemma3.post_norms && gemma3.tied_embeddings);
+  EXPECT_EQ(gemma3.sliding_window, 512);
+  EXPECT_EQ(gemma3.window_attn_skip_freq, 6);  // five local layers, then a global one
+  EXPECT_EQ(gemma3.activation, Activation::geglu);
+  const Model lite = io::resolve_model(dir + "deepseek_v2_lite/config.json");
+  EXPECT_TRUE(lite.is_mla());
+  EXPECT_EQ(lite.q_lora_rank, 0);  // queries projected directly
+  EXPECT_EQ(lite.mtp_layers, 0);
+  const Model qwen = io::resolve_model(dir + "qwen1p5_moe_a2p7b/config.json");
+  EXPECT_EQ(qwen.num_shared_experts, 4);  // one 5632-wide shared expert: four 1408-wide ones side by side
+  EXPECT_TRUE(qwen.qkv_bias);
+  EXPECT_EQ(qwen.sliding_window, 0);  // use_sliding_window false
+  const Model glm = io::resolve_model(dir + "glm4p5_air/config.json");
+  EXPECT_FALSE(glm.is_mla());
+  EXPECT_EQ(glm.mtp_layers, 1);
+  EXPECT_EQ(glm.first_dense_layers, 1);
+  EXPECT_TRUE(glm.qkv_bias);
+}
+
+TEST(HuggingFace, LayerTypesSayWhichLayersAttendInFull) {
+  const std::string base = R"("architectures": ["GptOssForCausalLM"], "hidden_size": 2880, "num_hidden_layers": 4,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
+    "num_local_experts": 32, "num_experts_per_tok": 4, "vocab_size": 201088, "sliding_window": 128)";
+  auto read = [&](const std::string& types) {
+    return io::model_from_hf_config(io::Json::parse("{" + base + R"(, "layer_types": )" + types + "}"), "c.json");
+  };
+  const std::string s = R"("sliding_attention")", f = R"("full_attention")";
+  EXPECT_EQ(read("[" + s + "," + f + "," + s + "," + f + "]").window_attn_skip_freq, 2);
+  EXPECT_EQ(read("[" + s + "," + s + "," + s + "," + f + "]").window_attn_skip_freq, 4);
+  const Model all_windowed = read("[" + s + "," + s + "," + s + "," + s + "]");
+  EXPECT_EQ(all_windowed.sliding_window, 128);
+  EXPECT_EQ(all_windowed.window_attn_skip_freq, 0);
+  EXPECT_EQ(read("[" + f + "," + f + "," + f + "," + f + "]").sliding_window, 0);
+  for (const std::string& bad : {"[" + f + "," + s + "," + s + "," + f + "]", "[" + s + "," + f + "]",
+                                 "[" + s + "," + f + "," + s + R"(, "chunked_attention"])"}) {
+    try {
+      read(bad);
+      ADD_FAILURE() << bad;
+    } catch (const io::InputError& e) {
+      EXPECT_EQ(e.field(), "layer_types") << bad;
+    }
   }
 }
 
@@ -973,13 +1041,14 @@ TEST(HuggingFace, ASlidingWindowIsReadUnlessTheConfigTurnsItOff) {
 }
 
 TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
-  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
   try {
-    io::resolve_model(dir + "phi3/config.json");
+    io::model_from_hf_config(io::Json::parse(R"({"architectures": ["Starcoder2ForCausalLM"], "hidden_size": 3072})"),
+                             "config.json");
     ADD_FAILURE();
   } catch (const io::InputError& e) {
     EXPECT_EQ(e.field(), "architectures");
-    EXPECT_NE(std::string(e.what()).find("Phi3ForCausalLM"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("Starcoder2ForCausalLM"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("Phi3ForCausalLM"), std::string::npos);  // the supported list
   }
   const io::Json j = io::Json::parse(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096})");
   try {
