@@ -924,7 +924,8 @@ TEST(HuggingFace, ConfigPredictsExactlyLikeThePreset) {
                                                        {"deepseek_v3", "DeepSeek-V3"},
                                                        {"phi3p5_mini", "Phi-3.5-mini-instruct"},
                                                        {"phi3p5_moe", "Phi-3.5-MoE-instruct"},
-                                                       {"gpt_oss_20b", "gpt-oss-20b"}};
+                                                       {"gpt_oss_20b", "gpt-oss-20b"},
+                                                       {"nemotron4_340b", "Nemotron-4-340B"}};
   const System& sys = io::presets().find_system("h100_sxm_80g")->system;
   TrainingSettings t;
   t.seq_length = 4096;
