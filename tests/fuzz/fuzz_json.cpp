@@ -1,5 +1,5 @@
-// libFuzzer target: JSON spec loading (model, system, training settings, θ) and, when a model and settings load,
-// one simulation: errors are InputErrors, and a spec that loads never yields NaN or inf.
+// libFuzzer target: JSON spec loading (model or HuggingFace config, system, training settings, θ) and, when a model and
+// settings load, one simulation: errors are InputErrors, and a spec that loads never yields NaN or inf.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Model m;
   bool have_model = false;
   try {
-    m = io::model_from_json(j, "fuzz.json");
+    m = io::is_hf_config(j) ? io::model_from_hf_config(j, "fuzz.json") : io::model_from_json(j, "fuzz.json");
     have_model = true;
   } catch (const io::InputError&) {
   }
