@@ -13,31 +13,49 @@ namespace lmsim::app {
 void register_models(CLI::App& app) {
   auto* models = app.add_subcommand("models", "list model presets with their parameter counts");
   // Options live as long as the command (shared with its callback): no file-scope or static state.
-  auto flags = std::make_shared<std::pair<bool, bool>>(false, false);  // models --json, systems --json
-  models->add_flag("--json", flags->first, "machine-readable output");
+  struct Options {
+    bool models_json = false, systems_json = false;
+    std::vector<std::string> models;
+  };
+  auto flags = std::make_shared<Options>();
+  models->add_flag("--json", flags->models_json, "machine-readable output (each model's full spec as read)");
+  models->add_option("--model", flags->models,
+                     "only these: presets, model JSONs or HuggingFace config.json files (how lmsim reads a config)");
   models->callback([flags] {
-    const bool models_json = flags->first;
     const auto& p = io::presets();
-    if (models_json) {
+    struct Listed {
+      Model model;
+      double card_total_params;  // 0: no model card figure (not a preset)
+    };
+    std::vector<Listed> listed;
+    if (flags->models.empty()) {
+      for (const auto& mp : p.models) listed.push_back({mp.model, mp.card_total_params});
+    } else {
+      for (const std::string& name : flags->models) {
+        const io::ModelPreset* mp = p.find_model(name);
+        listed.push_back({io::resolve_model(name), mp ? mp->card_total_params : 0.0});
+      }
+    }
+    if (flags->models_json) {
       io::Json arr = io::Json::array();
-      for (const auto& mp : p.models) {
-        io::Json j = io::to_json(mp.model);
-        const ParamCount c = count_params(mp.model);
+      for (const Listed& l : listed) {
+        io::Json j = io::to_json(l.model);
+        const ParamCount c = count_params(l.model);
         j["total_params"] = c.total;
         j["active_params"] = c.active_per_token;
-        j["card_total_params"] = mp.card_total_params;
+        j["card_total_params"] = l.card_total_params > 0 ? io::Json(l.card_total_params) : io::Json(nullptr);
         arr.push_back(j);
       }
       std::cout << arr.dump(1) << "\n";
       return;
     }
     std::vector<std::vector<std::string>> rows;
-    for (const auto& mp : p.models) {
-      const Model& m = mp.model;
+    for (const Listed& l : listed) {
+      const Model& m = l.model;
       const ParamCount c = count_params(m);
       rows.push_back(
           {m.name, fmt(c.total / 1e9, 3), fmt(c.active_per_token / 1e9, 3),
-           mp.card_total_params > 0 ? fmt(mp.card_total_params / 1e9, 2) : "-", std::to_string(m.num_layers),
+           l.card_total_params > 0 ? fmt(l.card_total_params / 1e9, 2) : "-", std::to_string(m.num_layers),
            std::to_string(m.hidden_size),
            std::to_string(m.num_attention_heads) + "/" + std::to_string(m.num_kv_heads) + "x" +
                std::to_string(m.head_dim),
@@ -49,9 +67,9 @@ void register_models(CLI::App& app) {
         rows);
   });
   auto* systems = app.add_subcommand("systems", "list system presets");
-  systems->add_flag("--json", flags->second, "machine-readable output");
+  systems->add_flag("--json", flags->systems_json, "machine-readable output");
   systems->callback([flags] {
-    const bool systems_json = flags->second;
+    const bool systems_json = flags->systems_json;
     const auto& p = io::presets();
     // Which θ a prediction on the system uses by default: its shipped fit, another system's fit as its uncalibrated
     // defaults (the same GPU), or the preset's own guesses.

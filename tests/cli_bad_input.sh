@@ -26,6 +26,20 @@ expect 0 "predict" --help
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "recompute field" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+# `models --model` shows how a HuggingFace config is read; an unsupported one, or a layer pattern lmsim cannot
+# describe, is named.
+fixtures=$(cd "$(dirname "$0")/fixtures/hf" && pwd)
+expect 0 "glm4p5_air  106.852" models --model "$fixtures/glm4p5_air/config.json"
+expect 2 "unknown model 'NoSuch'" models --model NoSuch
+printf '{"architectures": ["Starcoder2ForCausalLM"], "hidden_size": 3072}\n' > "$tmp/starcoder2.json"
+expect 2 "field 'architectures': 'Starcoder2ForCausalLM' is not a supported architecture" models --model "$tmp/starcoder2.json"
+python3 -c "
+import json
+c = json.load(open('$fixtures/gpt_oss_20b/config.json'))
+c['layer_types'][0] = 'full_attention'
+json.dump(c, open('$tmp/gpt_oss_bad.json', 'w'))"
+expect 2 "field 'layer_types': full-attention layers are not every n-th layer" predict --model "$tmp/gpt_oss_bad.json" \
+  --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-ep8-RC
 # A device without the frameworks' fused attention (V100, sm70): stored scores by default, flash_attention true warned.
 printf '{"flash_attention": true}\n' > "$tmp/flash.json"
 expect 0 "$tmp/flash.json: flash_attention true on v100_sxm2_32g" predict --model Qwen3-0.6B --system v100_sxm2_32g \
