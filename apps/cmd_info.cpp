@@ -19,8 +19,11 @@ void register_models(CLI::App& app) {
   };
   auto flags = std::make_shared<Options>();
   models->add_flag("--json", flags->models_json, "machine-readable output (each model's full spec as read)");
-  models->add_option("--model", flags->models,
-                     "only these: presets, model JSONs or HuggingFace config.json files (how lmsim reads a config)");
+  models
+      ->add_option("--model", flags->models,
+                   "only these (repeatable or comma-separated): presets, model JSONs or HuggingFace config.json files "
+                   "(how lmsim reads a config)")
+      ->delimiter(',');
   models->callback([flags] {
     const auto& p = io::presets();
     struct Listed {

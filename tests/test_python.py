@@ -244,3 +244,11 @@ def test_evaluate_uses_and_names_the_shipped_theta_by_default():
     e = run_cli("evaluate", "--models", "qwen3_0.6b_4k")
     assert all("fitted θ shipped for" in x["theta_source"] for x in e)
     assert all(x["time_mape_pct"] < 8 for x in e)  # not the uncalibrated defaults (20-40 %)
+
+
+def test_models_reads_huggingface_configs():
+    hf = os.path.join(os.path.dirname(__file__), "fixtures", "hf")
+    d = lmsim.models(model=[os.path.join(hf, "gemma3_1b", "config.json"), "Llama-3-8B"])
+    assert [m["name"] for m in d] == ["gemma3_1b", "Llama-3-8B"]
+    assert d[0]["window_attn_skip_freq"] == 6 and d[0]["card_total_params"] is None
+    assert abs(d[0]["total_params"] / 1e9 - 1.0) < 0.02 and d[1]["card_total_params"] > 0
