@@ -24,6 +24,7 @@ constexpr double kSureFit = 0.9;
 
 struct SearchCli {
   std::string model, out, objective = "time", stack, settings_file, checkpoint_dir, rank_by = "objective", emit;
+  std::vector<std::string> set_settings;
   std::vector<std::string> systems, params, recompute, recompute_layers;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
@@ -310,6 +311,7 @@ void run(SearchCli sc, std::ostream& out) {
     ro.system = sc.systems[si];
     ro.params_file = sc.params.empty() ? "" : sc.params[si];
     ro.settings_file = sc.settings_file;
+    ro.set_settings = sc.set_settings;
     ro.platform_stack = sc.stack;
     const Resolved base = resolve(ro);
     const std::size_t first = scen.size();
@@ -751,6 +753,7 @@ void register_search(CLI::App& app) {
   cmd->add_option("--global-batch", sc.gbs, "global batch size(s)")->delimiter(',');
   cmd->add_option("--params", sc.params, "θ file per system (from lmsim calibrate)")->delimiter(',');
   cmd->add_option("--settings", sc.settings_file, "training settings JSON");
+  add_set_option(*cmd, sc.set_settings);
   add_stack_option(*cmd, sc.stack);
   cmd->add_option("--top", sc.top, "ranking size")->check(CLI::Range(1, 100000));
   cmd->add_option("--out", sc.out, "HDF5 output file (written atomically)");

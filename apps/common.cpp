@@ -62,7 +62,28 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
       "preset defaults)");
   cmd.add_option("--settings", o.settings_file, "training settings JSON (precision, flash_attention, ...)");
   add_stack_option(cmd, o.platform_stack);
+  add_set_option(cmd, o.set_settings);
   cmd.add_flag("--json", o.json, "machine-readable output on stdout");
+}
+
+void add_set_option(CLI::App& cmd, std::vector<std::string>& set) {
+  cmd.add_option("--set", set,
+                 "KEY=VALUE (repeatable): one training setting as the settings JSON spells it "
+                 "(distribute_saved_activations=true, cp_comm_type=a2a, recompute_modules=[\"mlp\"]), over --stack "
+                 "and --settings");
+}
+
+io::Json settings_of_set(const std::vector<std::string>& set) {
+  io::Json j = io::Json::object();
+  for (const std::string& pair : set) {
+    const auto eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw io::InputError("--set", 0, pair, "expected KEY=VALUE, as the settings JSON spells the key");
+    const std::string key = pair.substr(0, eq), value = pair.substr(eq + 1);
+    io::Json v = io::Json::parse(value, nullptr, false);
+    j[key] = v.is_discarded() ? io::Json(value) : v;
+  }
+  return j;
 }
 
 std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std::string& theta_file) {
@@ -277,6 +298,8 @@ Resolved resolve(const RunOptions& o) {
   }
   if (!o.settings_file.empty())
     r.settings = io::settings_from_json(io::parse_json_file(o.settings_file), o.settings_file, "", r.settings);
+  if (!o.set_settings.empty())
+    r.settings = io::settings_from_json(settings_of_set(o.set_settings), "--set", "", r.settings);
   if (r.settings.flash_attention && !r.system.fused_attention)
     spdlog::warn(
         "{}: flash_attention true on {} ({}), which FlashAttention-2 and cuDNN fused attention do not run "
@@ -313,7 +336,7 @@ Resolved resolve(const RunOptions& o) {
     const std::string theta = !prior_file.empty()     ? "the fit " + r.system.name + "'s defaults come from"
                               : o.params_file.empty() ? "the shipped θ for " + r.system.name
                                                       : "θ " + o.params_file;
-    if (o.platform_stack.empty() && o.settings_file.empty())
+    if (o.platform_stack.empty() && o.settings_file.empty() && o.set_settings.empty())
       spdlog::info(
           "training settings: lmsim's defaults ({}); {} was fitted on runs of the {} stack: --stack {} predicts as "
           "those runs ran",

@@ -19,6 +19,7 @@ namespace lmsim::app {
 // Options that fill TrainingSettings and θ for predict / search.
 struct RunOptions {
   std::string model, system, params_file, settings_file, platform_stack;
+  std::vector<std::string> set_settings;  // --set KEY=VALUE: training settings on top of the stack and the file
   int devices = 0;
   std::int64_t seq = 0, global_batch = 0, micro_batch = 0;
   bool json = false;
@@ -26,6 +27,11 @@ struct RunOptions {
 void add_run_options(CLI::App& cmd, RunOptions& o, bool need_strategy_devices);
 // `--stack NAME` from the stack table (presets/stacks.json), checked when parsed.
 void add_stack_option(CLI::App& cmd, std::string& stack);
+// `--set KEY=VALUE` (repeatable): one training setting, as the settings JSON spells it.
+void add_set_option(CLI::App& cmd, std::vector<std::string>& set);
+// The --set pairs as a settings JSON object: a VALUE that parses as JSON (true, 2, "p2p", ["core_attn", "mlp"]) is
+// that value, any other a string. A pair without '=' is an error naming it.
+io::Json settings_of_set(const std::vector<std::string>& set);
 
 // What a θ file says of the runs it was fitted on: their models, and its error in-sample and on held-out runs
 // (the calibration's cross-validation). A model outside `models` is an extrapolation, which the intervals (scaled

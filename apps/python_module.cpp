@@ -1,8 +1,9 @@
 // The Python module `lmsim`: `lmsim.predict(**kw)`, `lmsim.search(**kw)`, `lmsim.calibrate(**kw)`,
 // `lmsim.evaluate(**kw)` and `lmsim.shortlist(**kw)` take the CLI's options as keyword arguments (dashes become
-// underscores: global_batch=64 is --global-batch 64; True is a flag; lists are comma-joined) and return the same
-// document as the command's `--json`, as a dict; predict's per-rank peak memory is a numpy array. The commands run
-// in-process through apps/cli.hpp, the CLI's own code path. Bad input raises ValueError with the CLI's message.
+// underscores: global_batch=64 is --global-batch 64; True is a flag; lists are comma-joined, but set=[...] repeats
+// --set) and return the same document as the command's `--json`, as a dict; predict's per-rank peak memory is a numpy
+// array. The commands run in-process through apps/cli.hpp, the CLI's own code path. Bad input raises ValueError with
+// the CLI's message.
 #include <mpi.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -46,6 +47,10 @@ py::dict predict_py(const py::kwargs& kw) {
       q.run.settings_file = as_string(v);
     else if (key == "stack")
       q.run.platform_stack = as_string(v);
+    else if (key == "set" && (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)))
+      for (const auto& item : v) q.run.set_settings.push_back(as_string(item));
+    else if (key == "set")
+      q.run.set_settings.push_back(as_string(v));
     else if (key == "allow_uneven_layers")
       q.allow_uneven = v.cast<bool>();
     else if (key == "allow_cross_node_tp")
@@ -76,9 +81,15 @@ std::vector<std::string> argv_of(const std::string& command, const py::kwargs& k
     std::string flag = "--" + k.cast<std::string>();
     for (auto& ch : flag)
       if (ch == '_') ch = '-';
+    const bool listed = py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v);
     if (py::isinstance<py::bool_>(v)) {
       if (v.cast<bool>()) args.push_back(flag);
-    } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    } else if (listed && flag == "--set") {  // values may hold commas (JSON lists): one --set each
+      for (const auto& item : v) {
+        args.push_back(flag);
+        args.push_back(as_string(item));
+      }
+    } else if (listed) {
       std::string joined;
       for (const auto& item : v) {
         if (!joined.empty()) joined += ',';
@@ -121,7 +132,8 @@ PYBIND11_MODULE(lmsim, m) {
   spdlog::set_level(spdlog::level::warn);  // the CLI's info lines stay out of notebooks
   m.def("predict", &predict_py,
         "predict(model=, system=, strategy=, devices=, seq=, global_batch=, micro_batch=, params=, settings=, "
-        "stack=, allow_uneven_layers=, allow_cross_node_tp=, emit=) -> dict, as `lmsim predict --json`");
+        "stack=, set=, allow_uneven_layers=, allow_cross_node_tp=, emit=) -> dict, as `lmsim predict --json` "
+        "(set: 'KEY=VALUE' or a list of them, as --set)");
   for (const char* c : {"search", "calibrate", "evaluate", "shortlist", "models", "systems", "stacks"}) {
     const std::string name = c;
     m.def(

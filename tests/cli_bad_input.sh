@@ -26,6 +26,15 @@ expect 0 "predict" --help
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "recompute field" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+# --set KEY=VALUE: one training setting, checked as the settings JSON is.
+expect 2 "--set: field 'nosuch': unknown key" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy dp8-tp1-pp1-cp1-RC --set nosuch=1
+expect 2 "--set: field 'fsdp': expected KEY=VALUE" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy dp8-tp1-pp1-cp1-RC --set fsdp
+expect 2 "--set: field 'cp_comm_type'" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 \
+  --set cp_comm_type=ring
+expect 0 "unfused kernels" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC \
+  --set fused_kernels=false
 # `models --model` shows how a HuggingFace config is read; an unsupported one, or a layer pattern lmsim cannot
 # describe, is named.
 fixtures=$(cd "$(dirname "$0")/fixtures/hf" && pwd)

@@ -252,3 +252,19 @@ def test_models_reads_huggingface_configs():
     assert [m["name"] for m in d] == ["gemma3_1b", "Llama-3-8B"]
     assert d[0]["window_attn_skip_freq"] == 6 and d[0]["card_total_params"] is None
     assert abs(d[0]["total_params"] / 1e9 - 1.0) < 0.02 and d[1]["card_total_params"] > 0
+
+
+def test_set_changes_one_setting_as_the_cli_does():
+    kw = dict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp2-tp4-pp1-cp1-RC-nosp", seq=8192, global_batch=64)
+    plain = lmsim.predict(**kw)
+    d = lmsim.predict(**kw, set=["distribute_saved_activations=true", 'recompute_modules=["mlp"]'])
+    assert d["settings"]["distribute_saved_activations"] and d["settings"]["recompute_modules"] == ["mlp"]
+    assert d["max_peak_memory_bytes"] < plain["max_peak_memory_bytes"]
+    c = cli("--model", "Llama-3-8B", "--system", "h100_sxm_80g", "--strategy", "dp2-tp4-pp1-cp1-RC-nosp", "--seq", "8192",
+            "--global-batch", "64", "--set", "distribute_saved_activations=true", "--set", 'recompute_modules=["mlp"]')
+    assert c["iteration_time_s"] == d["iteration_time_s"]
+    s = lmsim.search(model="Llama-3-8B", system="h100_sxm_80g", devices=8, seq=8192, global_batch=64, top=3,
+                     recompute="full", sp="off", set=["distribute_saved_activations=true", "cp_comm_type=p2p"])
+    assert s["ranking"]
+    with pytest.raises(ValueError, match="--set: field 'nosuch'"):
+        lmsim.predict(**kw, set="nosuch=1")
