@@ -15,16 +15,19 @@ class InputError : public std::runtime_error {
       : std::runtime_error(format(file, line, field, why)),
         file_(std::move(file)),
         line_(line),
-        field_(std::move(field)) {}
+        field_(std::move(field)),
+        why_(why) {}
   const std::string& file() const { return file_; }
   long line() const { return line_; }
   const std::string& field() const { return field_; }
+  const std::string& why() const { return why_; }  // the message without file, line and field
 
  private:
   static std::string format(const std::string& file, long line, const std::string& field, const std::string& why);
   std::string file_;
   long line_;
   std::string field_;
+  std::string why_;
 };
 
 }  // namespace lmsim::io

@@ -216,6 +216,26 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                          : "";
   const std::string type =
       j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  // Gemma-3's multimodal checkpoints (4B to 27B) keep the language model's config in text_config, whose omitted keys
+  // take transformers' Gemma3TextConfig defaults (vocab_size is implicit in them). The vision tower is not modelled:
+  // the language model trains alone.
+  if (arch == "Gemma3ForConditionalGeneration" || (arch.empty() && type == "gemma3")) {
+    if (!j.contains("text_config") || !j["text_config"].is_object())
+      throw InputError(file, 0, "text_config", "a Gemma-3 multimodal config keeps its language model here; none given");
+    Json text = {{"hidden_size", 2304},         {"intermediate_size", 9216},
+                 {"num_hidden_layers", 26},     {"num_attention_heads", 8},
+                 {"num_key_value_heads", 4},    {"head_dim", 256},
+                 {"vocab_size", 262208},        {"sliding_window", 4096},
+                 {"sliding_window_pattern", 6}, {"hidden_activation", "gelu_pytorch_tanh"}};
+    text.update(j["text_config"]);
+    text["architectures"] = Json::array({"Gemma3ForCausalLM"});
+    if (j.contains("_name_or_path")) text["_name_or_path"] = j["_name_or_path"];
+    try {
+      return model_from_hf_config(text, file);
+    } catch (const InputError& e) {
+      throw InputError(file, 0, "text_config." + e.field(), e.why());
+    }
+  }
   auto need = [&](const char* key) -> const Json& {
     if (!j.contains(key))
       throw InputError(file, 0, key, "HuggingFace config lacks '" + std::string(key) + "' (" + arch + ")");
@@ -253,7 +273,8 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                              {"GptOssForCausalLM", "gpt_oss"},
                              {"DeepseekV2ForCausalLM", "deepseek_v2"},
                              {"DeepseekV3ForCausalLM", "deepseek_v3"},
-                             {"Glm4MoeForCausalLM", "glm4_moe"}};
+                             {"Glm4MoeForCausalLM", "glm4_moe"},
+                             {"Gemma3ForConditionalGeneration", "gemma3"}};  // read through its text_config above
   std::string family;
   for (const auto& f : families)
     if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;

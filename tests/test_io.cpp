@@ -986,6 +986,34 @@ TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
   EXPECT_TRUE(glm.qkv_bias);
 }
 
+// Gemma-3's multimodal checkpoints: the language model from text_config, its omitted keys at transformers' defaults
+// (vocabulary 262,208); 27B is the language model's share of the card's 27.4B (the vision tower is not modelled).
+TEST(HuggingFace, AGemma3MultimodalConfigIsReadThroughItsTextConfig) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  const Model m = io::resolve_model(dir + "gemma3_27b_it/config.json");
+  EXPECT_EQ(m.name, "gemma3_27b_it");
+  EXPECT_EQ(m.vocab_size, 262208);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.window_attn_skip_freq, 6);
+  EXPECT_TRUE(m.qk_norm && m.post_norms && m.tied_embeddings);
+  EXPECT_NEAR(count_params(m).total / 1e9, 27.0, 0.3);
+  io::Json j = io::parse_json_file(dir + "gemma3_27b_it/config.json");
+  j["text_config"]["num_hidden_layers"] = "62";
+  try {
+    io::model_from_hf_config(j, "config.json");
+    ADD_FAILURE();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "text_config.num_hidden_layers");
+  }
+  j.erase("text_config");
+  try {
+    io::model_from_hf_config(j, "config.json");
+    ADD_FAILURE();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "text_config");
+  }
+}
+
 TEST(HuggingFace, LayerTypesSayWhichLayersAttendInFull) {
   const std::string base = R"("architectures": ["GptOssForCausalLM"], "hidden_size": 2880, "num_hidden_layers": 4,
     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
