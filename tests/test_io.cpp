@@ -956,8 +956,10 @@ TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
     double total_b, active_b;
     bool active_counts_embedding;
   };
-  for (const Card& c : {Card{"gemma3_1b", 1.0, 0, true}, Card{"deepseek_v2_lite", 15.7, 2.4, false},
-                        Card{"qwen1p5_moe_a2p7b", 14.3, 2.7, true}, Card{"glm4p5_air", 106, 12, false}}) {
+  for (const Card& c :
+       {Card{"gemma3_1b", 1.0, 0, true}, Card{"deepseek_v2_lite", 15.7, 2.4, false},
+        Card{"qwen1p5_moe_a2p7b", 14.3, 2.7, true}, Card{"glm4p5_air", 106, 12, false}, Card{"glm4p5", 355, 32, false},
+        Card{"deepseek_v2", 236, 21, false}, Card{"qwen2_57b_a14b", 57.4, 14, true}}) {
     const Model m = io::resolve_model(dir + c.folder + "/config.json");
     const ParamCount n = count_params(m);
     EXPECT_NEAR(n.total / 1e9, c.total_b, 0.02 * c.total_b) << c.folder;
