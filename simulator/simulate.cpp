@@ -100,24 +100,27 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   const double node = sys.devices_per_node;
   const LinkTable links(sys);
   // Groups of one shape share their link shares (tp and etp, dp and edp often coincide): each shape is asked once.
+  // Only the context-parallel ring sends point to point inside its group (the pipeline's pairs are set below); the
+  // other groups' p2p_share is their ring's, never read.
   struct Shape {
-    double per_node, stride, intra_share, p2p_share;
+    double per_node, stride, intra_share;
   };
   std::array<Shape, static_cast<std::size_t>(Group::count_)> shapes{};
   std::size_t n_shapes = 0;
   auto set = [&](Group g, double size, double stride) {
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
+    const int members = static_cast<int>(gu.per_node), step = static_cast<int>(stride);
     const auto known = std::find_if(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(n_shapes),
                                     [&](const Shape& k) { return k.per_node == gu.per_node && k.stride == stride; });
     if (known != shapes.begin() + static_cast<std::ptrdiff_t>(n_shapes)) {
       gu.intra_share = known->intra_share;
-      gu.p2p_share = known->p2p_share;
-      return;
+    } else {
+      gu.intra_share = links.ring_bandwidth_share(members, step);
+      shapes[n_shapes++] = Shape{gu.per_node, stride, gu.intra_share};
     }
-    gu.intra_share = links.ring_bandwidth_share(static_cast<int>(gu.per_node), static_cast<int>(stride));
-    gu.p2p_share = links.ring_neighbour_share(static_cast<int>(gu.per_node), static_cast<int>(stride));
-    shapes[n_shapes++] = Shape{gu.per_node, stride, gu.intra_share, gu.p2p_share};
+    const bool ring = g == Group::cp || g == Group::cp_ring;
+    gu.p2p_share = ring ? links.ring_neighbour_share(members, step) : gu.intra_share;
   };
   set(Group::tp, c.tp, 1);
   // Under a2a+p2p the Ulysses part is the inner cp_ulysses ranks (stride tp) and the ring runs over the parts

@@ -99,17 +99,24 @@ double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) cons
   // Groups start at every offset for the chain of stage pairs, else at block + offset (offset < stride) of each
   // block of stride·members ranks: the Megatron rank order.
   const int block = chain ? 1 : stride * members, offsets = chain ? 1 : stride;
+  auto count = [&](int degree) {
+    if (degree == 0) {
+      unlinked = true;
+    } else if (fewest == 0 || degree < fewest) {
+      fewest = degree;
+    }
+  };
   for (int first = 0; first + span < n_; first += block) {
     for (int base = first; base < first + offsets && base + span < n_; ++base) {
+      if (members == 2) {  // a pair: each member's degree is the links between them (no self-links)
+        count(links(base, base + stride));
+        continue;
+      }
       for (int i = 0; i < members; ++i) {
         const int* row = &s_.intra_node_links[static_cast<std::size_t>((base + i * stride) * n_ + base)];
         int degree = 0;
         for (int j = 0; j < members; ++j) degree += row[j * stride];
-        if (degree == 0) {
-          unlinked = true;
-        } else if (fewest == 0 || degree < fewest) {
-          fewest = degree;
-        }
+        count(degree);
       }
     }
   }
