@@ -44,7 +44,8 @@ struct LinkUse {
 // `intra_share`: the share of the device's intra-node bandwidth its ring gets (`ring_bandwidth_share`: 1 on a
 // switch, less on direct links such as DGX-1's cube-mesh or the Ascend 910B server's full mesh). `p2p_share`: the
 // share a point-to-point transfer between neighbouring members gets (the context-parallel ring's K/V blocks, the
-// pipeline's activations): on a switch the whole port, on direct links only the links between that pair.
+// pipeline's activations): on a switch the whole port, on direct links only the links between that pair. Groups
+// that send nothing point to point (tp, ep, dp, ...) carry their ring's share there, unread.
 struct GroupUse {
   double size = 1, per_node = 1, nodes = 1;
   double intra_share = 1;
