@@ -171,6 +171,7 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
   m.post_norms = o.boolean_or("post_norms", false);
   m.sliding_window = o.integer_or("sliding_window", 0, std::int64_t{1} << 40, 0);
   m.window_attn_skip_freq = o.integer_or("window_attn_skip_freq", 0, 4096, 0);
+  m.attention_chunk_size = o.integer_or("attention_chunk_size", 0, std::int64_t{1} << 40, 0);
   m.final_logit_softcapping = o.number_or("final_logit_softcapping", 0, 1e6, 0);
   m.mtp_layers = o.integer_or("mtp_layers", 0, 16, 0);
   if (o.has("moe")) {
@@ -216,19 +217,23 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                          : "";
   const std::string type =
       j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-  // Gemma-3's multimodal checkpoints (4B to 27B) keep the language model's config in text_config, whose omitted keys
-  // take transformers' Gemma3TextConfig defaults (vocab_size is implicit in them). The vision tower is not modelled:
-  // the language model trains alone.
-  if (arch == "Gemma3ForConditionalGeneration" || (arch.empty() && type == "gemma3")) {
+  // Multimodal checkpoints keep the language model's config in text_config: Gemma-3 (4B to 27B), whose omitted keys
+  // take transformers' Gemma3TextConfig defaults (vocab_size is implicit in them), and Llama-4. The vision tower is
+  // not modelled: the language model trains alone.
+  const bool gemma3_mm = arch == "Gemma3ForConditionalGeneration" || (arch.empty() && type == "gemma3");
+  const bool llama4_mm = arch == "Llama4ForConditionalGeneration" || (arch.empty() && type == "llama4");
+  if (gemma3_mm || llama4_mm) {
     if (!j.contains("text_config") || !j["text_config"].is_object())
-      throw InputError(file, 0, "text_config", "a Gemma-3 multimodal config keeps its language model here; none given");
-    Json text = {{"hidden_size", 2304},         {"intermediate_size", 9216},
-                 {"num_hidden_layers", 26},     {"num_attention_heads", 8},
-                 {"num_key_value_heads", 4},    {"head_dim", 256},
-                 {"vocab_size", 262208},        {"sliding_window", 4096},
-                 {"sliding_window_pattern", 6}, {"hidden_activation", "gelu_pytorch_tanh"}};
+      throw InputError(file, 0, "text_config", "a multimodal config keeps its language model here; none given");
+    Json text = Json::object();
+    if (gemma3_mm)
+      text = {{"hidden_size", 2304},         {"intermediate_size", 9216},
+              {"num_hidden_layers", 26},     {"num_attention_heads", 8},
+              {"num_key_value_heads", 4},    {"head_dim", 256},
+              {"vocab_size", 262208},        {"sliding_window", 4096},
+              {"sliding_window_pattern", 6}, {"hidden_activation", "gelu_pytorch_tanh"}};
     text.update(j["text_config"]);
-    text["architectures"] = Json::array({"Gemma3ForCausalLM"});
+    text["architectures"] = Json::array({gemma3_mm ? "Gemma3ForCausalLM" : "Llama4ForCausalLM"});
     if (j.contains("_name_or_path")) text["_name_or_path"] = j["_name_or_path"];
     try {
       return model_from_hf_config(text, file);
@@ -274,7 +279,9 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                              {"DeepseekV2ForCausalLM", "deepseek_v2"},
                              {"DeepseekV3ForCausalLM", "deepseek_v3"},
                              {"Glm4MoeForCausalLM", "glm4_moe"},
-                             {"Gemma3ForConditionalGeneration", "gemma3"}};  // read through its text_config above
+                             {"Llama4ForCausalLM", "llama4_text"},
+                             {"Gemma3ForConditionalGeneration", "gemma3"},  // these two through their text_config
+                             {"Llama4ForConditionalGeneration", "llama4"}};
   std::string family;
   for (const auto& f : families)
     if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;
@@ -359,6 +366,38 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.num_experts = integer("num_local_experts", 1, 65536);
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = m.ffn_hidden_size;
+  } else if (family == "llama4_text") {
+    // Llama-4: routed experts and one shared expert, each intermediate_size wide, in every
+    // interleave_moe_layer_step-th layer (0-based step-1, 2·step-1, ...); the others a dense MLP of
+    // intermediate_size_mlp. Three of four layers attend in chunks of attention_chunk_size; the NoPE layers (every
+    // nope_layer_interval-th, or those no_rope_layers marks 0) in full.
+    m.num_experts = integer("num_local_experts", 1, 65536);
+    m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
+    m.moe_ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
+    m.num_shared_experts = 1;
+    const std::int64_t step = integer_or("interleave_moe_layer_step", 1, 4096, 1);
+    m.moe_layer_frequency = step;
+    m.first_dense_layers = step - 1;
+    m.ffn_hidden_size = step > 1 ? integer("intermediate_size_mlp", 1, 1 << 22) : 0;
+    m.attention_chunk_size = integer_or("attention_chunk_size", 0, std::int64_t{1} << 40, 0);
+    m.window_attn_skip_freq = integer_or("nope_layer_interval", 1, 4096, 4);
+    if (j.contains("no_rope_layers") && j["no_rope_layers"].is_array() && !j["no_rope_layers"].empty()) {
+      const Json& rope = j["no_rope_layers"];
+      if (static_cast<std::int64_t>(rope.size()) != m.num_layers)
+        throw InputError(file, 0, "no_rope_layers", "expected one entry per hidden layer");
+      std::int64_t first_full = 0;
+      for (std::int64_t i = 0; i < m.num_layers; ++i) {
+        const Json& e = rope[static_cast<std::size_t>(i)];
+        if (!e.is_number_integer() || (e.get<int>() != 0 && e.get<int>() != 1))
+          throw InputError(file, 0, "no_rope_layers", "entry " + std::to_string(i) + " is neither 0 nor 1");
+        const bool is_full = e.get<int>() == 0;
+        if (is_full && first_full == 0) first_full = i + 1;
+        if (is_full != (first_full > 0 && (i + 1) % first_full == 0))
+          throw InputError(file, 0, "no_rope_layers",
+                           "full-attention (NoPE) layers are not every n-th layer; give a model JSON");
+      }
+      m.window_attn_skip_freq = first_full;
+    }
   } else if (family == "qwen3_moe" || family == "qwen2_moe") {
     m.ffn_hidden_size = integer_or("intermediate_size", 0, 1 << 22, 0);
     m.num_experts = integer("num_experts", 1, 65536);
@@ -413,10 +452,9 @@ Json to_json(const Model& m) {
   j["qkv_bias"] = m.qkv_bias;
   j["qk_norm"] = m.qk_norm;
   j["post_norms"] = m.post_norms;
-  if (m.sliding_window > 0) {
-    j["sliding_window"] = m.sliding_window;
-    j["window_attn_skip_freq"] = m.window_attn_skip_freq;
-  }
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
+  if (m.attention_chunk_size > 0) j["attention_chunk_size"] = m.attention_chunk_size;
+  if (m.sliding_window > 0 || m.attention_chunk_size > 0) j["window_attn_skip_freq"] = m.window_attn_skip_freq;
   if (m.final_logit_softcapping > 0) j["final_logit_softcapping"] = m.final_logit_softcapping;
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.is_moe())

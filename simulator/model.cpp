@@ -25,9 +25,11 @@ std::int64_t Model::num_moe_layers() const {
 }
 
 double Model::attention_window_fraction(std::int64_t seq) const {
-  if (sliding_window <= 0 || seq <= sliding_window) return 1.0;
-  const double w = static_cast<double>(sliding_window) / static_cast<double>(seq);
-  const double windowed = 2 * w - w * w;
+  const std::int64_t limit = sliding_window > 0 ? sliding_window : attention_chunk_size;
+  if (limit <= 0 || seq <= limit) return 1.0;
+  const double w = static_cast<double>(limit) / static_cast<double>(seq);
+  const double rest = static_cast<double>(seq % limit) / static_cast<double>(seq);
+  const double windowed = sliding_window > 0 ? 2 * w - w * w : static_cast<double>(seq / limit) * w * w + rest * rest;
   // Layers f, 2f, ... (1-based) attend in full.
   const std::int64_t full = window_attn_skip_freq > 0 ? num_layers / window_attn_skip_freq : 0;
   const double n = static_cast<double>(num_layers), f = static_cast<double>(full);
@@ -38,9 +40,10 @@ bool same_architecture(const Model& a, const Model& b) {
   const auto body = [](const Model& m) {
     return std::tie(m.hidden_size, m.num_layers, m.num_attention_heads, m.num_kv_heads, m.head_dim, m.ffn_hidden_size,
                     m.tied_embeddings, m.activation, m.norm, m.qkv_bias, m.qk_norm, m.post_norms, m.sliding_window,
-                    m.window_attn_skip_freq, m.final_logit_softcapping, m.num_experts, m.experts_per_token,
-                    m.moe_ffn_hidden_size, m.num_shared_experts, m.first_dense_layers, m.moe_layer_frequency,
-                    m.mtp_layers, m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim, m.v_head_dim);
+                    m.window_attn_skip_freq, m.attention_chunk_size, m.final_logit_softcapping, m.num_experts,
+                    m.experts_per_token, m.moe_ffn_hidden_size, m.num_shared_experts, m.first_dense_layers,
+                    m.moe_layer_frequency, m.mtp_layers, m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim,
+                    m.v_head_dim);
   };
   const auto va = static_cast<double>(a.vocab_size), vb = static_cast<double>(b.vocab_size);
   return body(a) == body(b) && std::abs(va - vb) <= 0.05 * std::max(va, vb);
@@ -58,8 +61,10 @@ std::string validate(const Model& m) {
   if (!positive(m.ffn_hidden_size) && m.first_dense_layers > 0) return "ffn_hidden_size must be positive";
   if (!m.is_moe() && !positive(m.ffn_hidden_size)) return "ffn_hidden_size must be positive";
   if (!positive(m.vocab_size)) return "vocab_size must be positive";
-  if (m.sliding_window < 0 || m.window_attn_skip_freq < 0)
-    return "sliding_window and window_attn_skip_freq must not be negative";
+  if (m.sliding_window < 0 || m.window_attn_skip_freq < 0 || m.attention_chunk_size < 0)
+    return "sliding_window, attention_chunk_size and window_attn_skip_freq must not be negative";
+  if (m.sliding_window > 0 && m.attention_chunk_size > 0)
+    return "sliding_window and attention_chunk_size exclude each other";
   if (m.num_experts < 0) return "num_experts must not be negative";
   if (m.is_moe()) {
     if (!positive(m.experts_per_token) || m.experts_per_token > m.num_experts)

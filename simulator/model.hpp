@@ -36,6 +36,10 @@ struct Model {
   // v0.1). MindSpeed-LLM passes them as --sliding-window / --interleave-sliding-window.
   std::int64_t sliding_window = 0;
   std::int64_t window_attn_skip_freq = 0;
+  // Chunked attention (Llama-4's attention_chunk_size): a query attends only to the tokens of its own chunk of this
+  // many, up to itself; window_attn_skip_freq's every n-th layer attends in full (Llama-4: its NoPE layers, every
+  // 4th). 0: none. Exclusive with sliding_window.
+  std::int64_t attention_chunk_size = 0;
   // Gemma-2's final-logit soft-capping: logits = c·tanh(logits / c) before the loss (HF final_logit_softcapping,
   // MindSpeed-LLM --output-logit-softcapping); 0: none.
   double final_logit_softcapping = 0;
@@ -66,7 +70,8 @@ struct Model {
   }
   std::int64_t num_moe_layers() const;
   // The share of full causal attention's work (query-key pairs) the model's layers do on average at sequence
-  // length seq: a windowed layer pairs a query with at most sliding_window keys, w·s − w²/2 pairs against s²/2.
+  // length seq: a windowed layer pairs a query with at most sliding_window keys, w·s − w²/2 pairs against s²/2; a
+  // chunked one does the causal square of each chunk, (⌊s/c⌋·c² + (s mod c)²)/2.
   double attention_window_fraction(std::int64_t seq) const;
 };
 

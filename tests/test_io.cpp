@@ -959,7 +959,8 @@ TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
   for (const Card& c :
        {Card{"gemma3_1b", 1.0, 0, true}, Card{"deepseek_v2_lite", 15.7, 2.4, false},
         Card{"qwen1p5_moe_a2p7b", 14.3, 2.7, true}, Card{"glm4p5_air", 106, 12, false}, Card{"glm4p5", 355, 32, false},
-        Card{"deepseek_v2", 236, 21, false}, Card{"qwen2_57b_a14b", 57.4, 14, true}}) {
+        Card{"deepseek_v2", 236, 21, false}, Card{"qwen2_57b_a14b", 57.4, 14, true},
+        Card{"llama4_scout", 109, 17, true}, Card{"llama4_maverick", 400, 17, true}}) {
     const Model m = io::resolve_model(dir + c.folder + "/config.json");
     const ParamCount n = count_params(m);
     EXPECT_NEAR(n.total / 1e9, c.total_b, 0.02 * c.total_b) << c.folder;
@@ -1013,6 +1014,46 @@ TEST(HuggingFace, AGemma3MultimodalConfigIsReadThroughItsTextConfig) {
     ADD_FAILURE();
   } catch (const io::InputError& e) {
     EXPECT_EQ(e.field(), "text_config");
+  }
+}
+
+// Llama-4 (through its text_config): MoE in every interleave_moe_layer_step-th layer with a shared expert, dense
+// MLPs of intermediate_size_mlp between, and chunked attention but in every 4th (NoPE) layer.
+TEST(HuggingFace, Llama4ReadsItsInterleavedExpertsAndChunkedAttention) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  const Model mav = io::resolve_model(dir + "llama4_maverick/config.json");
+  EXPECT_EQ(mav.num_moe_layers(), 24);
+  EXPECT_FALSE(mav.layer_is_moe(0));  // transformers' moe_layers: 1, 3, 5, ...
+  EXPECT_TRUE(mav.layer_is_moe(1));
+  EXPECT_EQ(mav.ffn_hidden_size, 16384);
+  EXPECT_EQ(mav.num_shared_experts, 1);
+  EXPECT_EQ(mav.attention_chunk_size, 8192);
+  EXPECT_EQ(mav.window_attn_skip_freq, 4);
+  // Chunked attention's work: each 8192-token chunk's causal square. At 32K tokens the 36 chunked layers do a
+  // quarter of full causal attention, the 12 NoPE layers all of it; at 8K (one chunk) every layer attends in full.
+  EXPECT_DOUBLE_EQ(mav.attention_window_fraction(8192), 1.0);
+  EXPECT_DOUBLE_EQ(mav.attention_window_fraction(32768), (12 + 36 * 0.25) / 48);
+  EXPECT_DOUBLE_EQ(mav.attention_window_fraction(12288),
+                   (12 + 36 * (8192.0 * 8192 + 4096.0 * 4096) / (12288.0 * 12288)) / 48);  // a chunk and a half
+  const Model scout = io::resolve_model(dir + "llama4_scout/config.json");
+  EXPECT_EQ(scout.num_moe_layers(), 48);
+  EXPECT_TRUE(scout.qk_norm);
+  // Its model JSON round-trips, chunks included.
+  const Model again = io::model_from_json(io::to_json(mav), "mav.json");
+  EXPECT_TRUE(same_architecture(again, mav));
+  EXPECT_EQ(again.attention_chunk_size, 8192);
+  // An explicit no_rope_layers list: 0 marks a full-attention layer, every n-th.
+  io::Json j = io::parse_json_file(dir + "llama4_scout/config.json");
+  io::Json rope = io::Json::array();
+  for (int i = 0; i < 48; ++i) rope.push_back((i + 1) % 3 == 0 ? 0 : 1);
+  j["text_config"]["no_rope_layers"] = rope;
+  EXPECT_EQ(io::model_from_hf_config(j, "config.json").window_attn_skip_freq, 3);
+  j["text_config"]["no_rope_layers"][0] = 0;
+  try {
+    io::model_from_hf_config(j, "config.json");
+    ADD_FAILURE();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "text_config.no_rope_layers");
   }
 }
 
