@@ -210,6 +210,28 @@ static std::string hf_config_name(const std::string& file) {
   return path.filename() == "config.json" ? path.parent_path().filename().string() : path.stem().string();
 }
 
+// A config's per-layer list of which layers attend in full (`full` marks one, `limited` a windowed or chunked one):
+// the period f of window_attn_skip_freq, full layers at 1-based f, 2f, ... (1: every layer; 0: none). Another
+// entry, a list of another length, or full layers off one period are errors naming `key`.
+static std::int64_t full_layer_period(const Json& list, const char* key, std::int64_t layers, const Json& full,
+                                      const Json& limited, const std::string& file) {
+  if (!list.is_array() || static_cast<std::int64_t>(list.size()) != layers)
+    throw InputError(file, 0, key, "expected one entry per hidden layer");
+  std::int64_t first_full = 0;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    const Json& e = list[static_cast<std::size_t>(i)];
+    if (e != full && e != limited)
+      throw InputError(file, 0, key,
+                       "entry " + std::to_string(i) + " is neither " + full.dump() + " nor " + limited.dump());
+    const bool is_full = e == full;
+    if (is_full && first_full == 0) first_full = i + 1;
+    if (is_full != (first_full > 0 && (i + 1) % first_full == 0))
+      throw InputError(file, 0, key,
+                       "full-attention layers are not every n-th layer; give a model JSON (window_attn_skip_freq)");
+  }
+  return first_full;
+}
+
 Model model_from_hf_config(const Json& j, const std::string& file) {
   std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
                              j["architectures"][0].is_string()
@@ -331,25 +353,9 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.window_attn_skip_freq = family == "gemma2" || family == "gpt_oss" ? 2 : 0;
     if (family == "gemma3_text") m.window_attn_skip_freq = integer_or("sliding_window_pattern", 1, 4096, 6);
     if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-      const Json& types = j["layer_types"];
-      if (!types.is_array() || static_cast<std::int64_t>(types.size()) != m.num_layers)
-        throw InputError(file, 0, "layer_types", "expected one entry per hidden layer");
-      // Full layers at 1-based positions f, 2f, ... (f the first), as window_attn_skip_freq describes them.
-      std::int64_t first_full = 0, full = 0;
-      for (std::int64_t i = 0; i < m.num_layers; ++i) {
-        const Json& e = types[static_cast<std::size_t>(i)];
-        const bool is_full = e.is_string() && e.get<std::string>() == "full_attention";
-        if (!is_full && !(e.is_string() && e.get<std::string>() == "sliding_attention"))
-          throw InputError(file, 0, "layer_types",
-                           "entry " + std::to_string(i) + " is neither full_attention nor sliding_attention");
-        if (is_full && first_full == 0) first_full = i + 1;
-        if (is_full != (first_full > 0 && (i + 1) % first_full == 0))
-          throw InputError(file, 0, "layer_types",
-                           "full-attention layers are not every n-th layer; give a model JSON (window_attn_skip_freq)");
-        full += is_full ? 1 : 0;
-      }
-      if (full == m.num_layers) m.sliding_window = 0;  // every layer attends in full
-      m.window_attn_skip_freq = first_full;
+      m.window_attn_skip_freq =
+          full_layer_period(j["layer_types"], "layer_types", m.num_layers, "full_attention", "sliding_attention", file);
+      if (m.window_attn_skip_freq == 1) m.sliding_window = 0;  // every layer attends in full
     }
   }
   if (j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_number() &&
@@ -381,23 +387,8 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.ffn_hidden_size = step > 1 ? integer("intermediate_size_mlp", 1, 1 << 22) : 0;
     m.attention_chunk_size = integer_or("attention_chunk_size", 0, std::int64_t{1} << 40, 0);
     m.window_attn_skip_freq = integer_or("nope_layer_interval", 1, 4096, 4);
-    if (j.contains("no_rope_layers") && j["no_rope_layers"].is_array() && !j["no_rope_layers"].empty()) {
-      const Json& rope = j["no_rope_layers"];
-      if (static_cast<std::int64_t>(rope.size()) != m.num_layers)
-        throw InputError(file, 0, "no_rope_layers", "expected one entry per hidden layer");
-      std::int64_t first_full = 0;
-      for (std::int64_t i = 0; i < m.num_layers; ++i) {
-        const Json& e = rope[static_cast<std::size_t>(i)];
-        if (!e.is_number_integer() || (e.get<int>() != 0 && e.get<int>() != 1))
-          throw InputError(file, 0, "no_rope_layers", "entry " + std::to_string(i) + " is neither 0 nor 1");
-        const bool is_full = e.get<int>() == 0;
-        if (is_full && first_full == 0) first_full = i + 1;
-        if (is_full != (first_full > 0 && (i + 1) % first_full == 0))
-          throw InputError(file, 0, "no_rope_layers",
-                           "full-attention (NoPE) layers are not every n-th layer; give a model JSON");
-      }
-      m.window_attn_skip_freq = first_full;
-    }
+    if (j.contains("no_rope_layers") && j["no_rope_layers"].is_array() && !j["no_rope_layers"].empty())
+      m.window_attn_skip_freq = full_layer_period(j["no_rope_layers"], "no_rope_layers", m.num_layers, 0, 1, file);
   } else if (family == "qwen3_moe" || family == "qwen2_moe") {
     m.ffn_hidden_size = integer_or("intermediate_size", 0, 1 << 22, 0);
     m.num_experts = integer("num_experts", 1, 65536);
