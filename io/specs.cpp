@@ -232,6 +232,43 @@ static std::int64_t full_layer_period(const Json& list, const char* key, std::in
   return first_full;
 }
 
+// Which layers of a HuggingFace MoE stack route to experts, as its modelling code decides layer by layer, turned
+// into lmsim's description: a dense prefix, then every n-th layer. Any other pattern is refused by name.
+struct MoePlacement {
+  std::int64_t first_dense_layers, moe_layer_frequency;
+};
+static MoePlacement moe_placement(const std::vector<bool>& is_moe, const char* key, const std::string& file) {
+  const auto layers = static_cast<std::int64_t>(is_moe.size());
+  auto next_moe = [&](std::int64_t from) {
+    while (from < layers && !is_moe[static_cast<std::size_t>(from)]) ++from;
+    return from;
+  };
+  const std::int64_t first = next_moe(0), second = first < layers ? next_moe(first + 1) : layers;
+  if (first >= layers) throw InputError(file, 0, key, "no layer has experts; give a model JSON");
+  const std::int64_t step = second < layers ? second - first : std::max<std::int64_t>(1, layers - first);
+  for (std::int64_t i = 0; i < layers; ++i)
+    if (is_moe[static_cast<std::size_t>(i)] != (i >= first && (i - first) % step == 0))
+      throw InputError(file, 0, key,
+                       "the expert layers are not a dense prefix followed by every n-th layer (layer " +
+                           std::to_string(i) +
+                           "); give a model JSON (moe.first_dense_layers, moe.moe_layer_frequency)");
+  return {first, step};
+}
+
+// The layer indices a config lists under `key` (Llama-4's moe_layers, Qwen's mlp_only_layers), each checked.
+static std::vector<bool> listed_layers(const Json& j, const char* key, std::int64_t layers, const std::string& file) {
+  std::vector<bool> listed(static_cast<std::size_t>(layers), false);
+  if (!j.contains(key) || j[key].is_null()) return listed;
+  if (!j[key].is_array()) throw InputError(file, 0, key, "expected a list of layer indices");
+  for (const Json& e : j[key]) {
+    if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= layers)
+      throw InputError(file, 0, key,
+                       "entry " + e.dump() + " is not a layer index in [0, " + std::to_string(layers - 1) + "]");
+    listed[static_cast<std::size_t>(e.get<std::int64_t>())] = true;
+  }
+  return listed;
+}
+
 Model model_from_hf_config(const Json& j, const std::string& file) {
   std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
                              j["architectures"][0].is_string()
@@ -361,10 +398,13 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   if (j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_number() &&
       j["final_logit_softcapping"].get<double>() > 0)
     m.final_logit_softcapping = j["final_logit_softcapping"].get<double>();
-  auto dense_inside_moe_stack = [&] {
-    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
-      throw InputError(file, 0, "mlp_only_layers",
-                       "dense layers inside a MoE stack are not supported; give a model JSON");
+  // The expert layers by the family's own rule (`moe(i)`), placed as a dense prefix and every n-th layer after it.
+  auto place_moe = [&](const char* key, auto moe) {
+    std::vector<bool> is_moe(static_cast<std::size_t>(m.num_layers));
+    for (std::int64_t i = 0; i < m.num_layers; ++i) is_moe[static_cast<std::size_t>(i)] = moe(i);
+    const MoePlacement at = moe_placement(is_moe, key, file);
+    m.first_dense_layers = at.first_dense_layers;
+    m.moe_layer_frequency = at.moe_layer_frequency;
   };
   if (family == "mixtral" || family == "phimoe" || family == "gpt_oss") {
     // Every layer's MLP is the routed experts, each intermediate_size wide.
@@ -381,10 +421,14 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
     m.num_shared_experts = 1;
+    // transformers' Llama4TextConfig: moe_layers, else every interleave_moe_layer_step-th layer.
     const std::int64_t step = integer_or("interleave_moe_layer_step", 1, 4096, 1);
-    m.moe_layer_frequency = step;
-    m.first_dense_layers = step - 1;
-    m.ffn_hidden_size = step > 1 ? integer("intermediate_size_mlp", 1, 1 << 22) : 0;
+    const bool listed = j.contains("moe_layers") && !j["moe_layers"].is_null();
+    const std::vector<bool> moe_layers = listed_layers(j, "moe_layers", m.num_layers, file);
+    place_moe(listed ? "moe_layers" : "interleave_moe_layer_step",
+              [&](std::int64_t i) { return listed ? moe_layers[static_cast<std::size_t>(i)] : (i + 1) % step == 0; });
+    m.ffn_hidden_size =
+        m.first_dense_layers > 0 || m.moe_layer_frequency > 1 ? integer("intermediate_size_mlp", 1, 1 << 22) : 0;
     m.attention_chunk_size = integer_or("attention_chunk_size", 0, std::int64_t{1} << 40, 0);
     m.window_attn_skip_freq = integer_or("nope_layer_interval", 1, 4096, 4);
     if (j.contains("no_rope_layers") && j["no_rope_layers"].is_array() && !j["no_rope_layers"].empty())
@@ -394,8 +438,15 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.num_experts = integer("num_experts", 1, 65536);
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = integer("moe_intermediate_size", 1, 1 << 22);
-    m.moe_layer_frequency = integer_or("decoder_sparse_step", 1, 4096, 1);
-    dense_inside_moe_stack();
+    // Qwen2/3-MoE's rule (transformers): experts where (i + 1) % decoder_sparse_step == 0 and i is not in
+    // mlp_only_layers; the other layers are dense MLPs of intermediate_size.
+    const std::int64_t step = integer_or("decoder_sparse_step", 1, 4096, 1);
+    const std::vector<bool> dense = listed_layers(j, "mlp_only_layers", m.num_layers, file);
+    place_moe(
+        std::any_of(dense.begin(), dense.end(), [](bool d) { return d; }) ? "mlp_only_layers" : "decoder_sparse_step",
+        [&](std::int64_t i) { return !dense[static_cast<std::size_t>(i)] && (i + 1) % step == 0; });
+    if (m.first_dense_layers > 0 || m.moe_layer_frequency > 1)
+      m.ffn_hidden_size = integer("intermediate_size", 1, 1 << 22);
     // Qwen2-MoE's shared expert: one MLP of shared_expert_intermediate_size, as wide as that many routed experts
     // side by side (its sigmoid gate, one h -> 1 projection, is left out).
     const std::int64_t shared = integer_or("shared_expert_intermediate_size", 0, 1 << 24, 0);
@@ -410,8 +461,12 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = integer("moe_intermediate_size", 1, 1 << 22);
     m.num_shared_experts = integer_or("n_shared_experts", 0, 64, 0);
-    m.first_dense_layers = integer_or("first_k_dense_replace", 0, 4096, 0);
-    m.moe_layer_frequency = integer_or("moe_layer_freq", 1, 4096, 1);
+    // transformers' rule: experts from layer first_k_dense_replace on, where i % moe_layer_freq == 0 (GLM-4.5:
+    // every layer from there).
+    const std::int64_t first = integer_or("first_k_dense_replace", 0, 4096, 0);
+    const std::int64_t freq = family == "glm4_moe" ? 1 : integer_or("moe_layer_freq", 1, 4096, 1);
+    place_moe(freq > 1 ? "moe_layer_freq" : "first_k_dense_replace",
+              [&](std::int64_t i) { return i >= first && i % freq == 0; });
     m.mtp_layers = integer_or("num_nextn_predict_layers", 0, 16, 0);
     if (family != "glm4_moe") {  // multi-head latent attention (GLM-4.5 keeps grouped-query attention)
       m.q_lora_rank = integer_or("q_lora_rank", 0, 1 << 16, 0);  // null: queries projected directly (V2-Lite)

@@ -1057,6 +1057,67 @@ TEST(HuggingFace, Llama4ReadsItsInterleavedExpertsAndChunkedAttention) {
   }
 }
 
+TEST(HuggingFace, ExpertLayersFollowEachFamilysRule) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  // The field an unreadable config is refused on ("" when it is read).
+  auto refused_on = [](const io::Json& j) -> std::string {
+    try {
+      io::model_from_hf_config(j, "config.json");
+    } catch (const io::InputError& e) {
+      return e.field();
+    }
+    return "";
+  };
+  auto layers_where = [](int from, int to, int step) {
+    io::Json list = io::Json::array();
+    for (int i = from; i < to; i += step) list.push_back(i);
+    return list;
+  };
+  // Llama-4: an explicit moe_layers list wins over interleave_moe_layer_step.
+  io::Json mav = io::parse_json_file(dir + "llama4_maverick/config.json");
+  mav["text_config"]["moe_layers"] = layers_where(1, 48, 2);
+  EXPECT_TRUE(same_architecture(io::model_from_hf_config(mav, "config.json"),
+                                io::resolve_model(dir + "llama4_maverick/config.json")));
+  mav["text_config"]["moe_layers"] = layers_where(3, 48, 4);
+  const Model sparse = io::model_from_hf_config(mav, "config.json");
+  EXPECT_EQ(sparse.num_moe_layers(), 12);
+  EXPECT_FALSE(sparse.layer_is_moe(1));
+  EXPECT_TRUE(sparse.layer_is_moe(3));
+  EXPECT_TRUE(sparse.layer_is_moe(47));
+  EXPECT_EQ(sparse.ffn_hidden_size, 16384);  // intermediate_size_mlp: the dense layers between
+  mav["text_config"]["moe_layers"] = io::Json::array({0, 1, 5});
+  EXPECT_EQ(refused_on(mav), "text_config.moe_layers");
+  mav["text_config"]["moe_layers"] = io::Json::array({1, 48});
+  EXPECT_EQ(refused_on(mav), "text_config.moe_layers");
+  // Qwen3-MoE: mlp_only_layers are dense, of intermediate_size; decoder_sparse_step n puts experts in layers
+  // n-1, 2n-1, ... (transformers' (i + 1) % n == 0).
+  io::Json qwen = io::parse_json_file(dir + "qwen3_30b_a3b/config.json");
+  qwen["mlp_only_layers"] = io::Json::array({0, 1});
+  const Model prefix = io::model_from_hf_config(qwen, "config.json");
+  EXPECT_EQ(prefix.num_moe_layers(), 46);
+  EXPECT_FALSE(prefix.layer_is_moe(1));
+  EXPECT_TRUE(prefix.layer_is_moe(2));
+  EXPECT_EQ(prefix.ffn_hidden_size, qwen["intermediate_size"].get<std::int64_t>());
+  qwen["mlp_only_layers"] = io::Json::array({0, 5});
+  EXPECT_EQ(refused_on(qwen), "mlp_only_layers");
+  qwen["mlp_only_layers"] = io::Json::array();
+  qwen["decoder_sparse_step"] = 2;
+  const Model every_other = io::model_from_hf_config(qwen, "config.json");
+  EXPECT_FALSE(every_other.layer_is_moe(0));
+  EXPECT_TRUE(every_other.layer_is_moe(1));
+  EXPECT_EQ(every_other.num_moe_layers(), 24);
+  // DeepSeek-V3: experts from first_k_dense_replace on where i % moe_layer_freq == 0.
+  io::Json ds = io::parse_json_file(dir + "deepseek_v3/config.json");
+  ds["moe_layer_freq"] = 2;
+  const Model ds2 = io::model_from_hf_config(ds, "config.json");
+  EXPECT_FALSE(ds2.layer_is_moe(3));
+  EXPECT_TRUE(ds2.layer_is_moe(4));
+  EXPECT_FALSE(ds2.layer_is_moe(5));
+  EXPECT_EQ(ds2.num_moe_layers(), 29);  // 4, 6, ..., 60
+  ds["first_k_dense_replace"] = 61;
+  EXPECT_EQ(refused_on(ds), "moe_layer_freq");
+}
+
 TEST(HuggingFace, LayerTypesSayWhichLayersAttendInFull) {
   const std::string base = R"("architectures": ["GptOssForCausalLM"], "hidden_size": 2880, "num_hidden_layers": 4,
     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
