@@ -1,5 +1,7 @@
 // `lmsim predict`: one simulation with its breakdown, per-rank memory and (on request) diagnostics.
+#include <cmath>
 #include <iostream>
+#include <vector>
 
 #include "apps/common.hpp"
 #include "apps/emit.hpp"
@@ -10,7 +12,7 @@ namespace lmsim::app {
 namespace {
 struct PredictCli {
   RunOptions opt;
-  std::string strategy_name;
+  std::vector<std::string> strategy_names;
   bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
   std::string gemm_csv, emit;
 };
@@ -48,10 +50,61 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   return out;
 }
 
+// Several strategies side by side under one model, system, settings and θ: a row each (time with its 80 %
+// interval and its change from the first, peak memory, P(fits), MFU), then every result term per strategy. With
+// --json, {"predictions": [the one-strategy document of each]}. Every strategy is predicted before anything is
+// written, so a bad one leaves no partial output.
+void compare(const PredictCli& o, std::ostream& os) {
+  if (o.diagnostics || !o.gemm_csv.empty() || !o.emit.empty())
+    throw io::InputError("--strategy", 0, "strategy",
+                         "--diagnostics, --gemms-csv and --emit take one --strategy; " +
+                             std::to_string(o.strategy_names.size()) + " were given");
+  const Resolved r = resolve(o.opt);
+  std::vector<PredictResult> res;
+  for (const std::string& name : o.strategy_names)
+    res.push_back(predict({o.opt, name, o.allow_uneven, o.allow_cross_node, ""}, r, true));
+  if (o.opt.json) {
+    io::Json all = io::Json::array();
+    for (const PredictResult& x : res) all.push_back(x.json());
+    os << io::Json{{"predictions", all}}.dump(1) << "\n";
+    return;
+  }
+  const double first_s = res.front().p.iteration_time_s;
+  os << r.model.name << " on " << r.system.name << " (seq " << r.settings.seq_length << ", global batch "
+     << r.settings.global_batch_size << ")\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < res.size(); ++i) {
+    const PredictResult& x = res[i];
+    const Throughput tp = throughput(x.p, x.s, r.system, r.settings);
+    const double change = 100 * (x.p.iteration_time_s / first_s - 1);
+    rows.push_back(
+        {std::to_string(i + 1), config_name(x.s), std::to_string(x.s.devices()), fmt(x.p.iteration_time_s, 3),
+         x.has_iv ? fmt(x.iv.time_s_80.lower, 3) + " - " + fmt(x.iv.time_s_80.upper, 3) : "-",
+         i == 0 ? "-" : (change >= 0 ? "+" : "") + fmt(change, 1) + " %", gib(x.p.max_peak_memory_bytes),
+         x.p.feasible ? "yes" : "NO", std::isfinite(x.p_fits) ? fmt(x.p_fits, 2) : "-", fmt(100 * tp.mfu, 1)});
+  }
+  os << table({"#", "configuration", "devices", "time_s", "80 % interval", "vs #1", "peak_GiB", "fits", "P(fits)",
+               "MFU %"},
+              rows)
+     << "\n";
+  std::vector<std::string> head{"term", "kind"};
+  for (std::size_t i = 0; i < res.size(); ++i) head.push_back("#" + std::to_string(i + 1) + " s");
+  std::vector<std::vector<std::string>> terms;
+  for (const auto& t : breakdown_terms()) {
+    std::vector<std::string> row{t.name, to_string(t.kind)};
+    for (const PredictResult& x : res) row.push_back(fmt(x.p.breakdown.*(t.field)));
+    terms.push_back(row);
+  }
+  os << table(head, terms) << "\n";
+  for (std::size_t i = 0; i < res.size(); ++i)
+    os << "#" << i + 1 << " settings: " << settings_summary(res[i].s, r.settings) << "\n";
+}
+
 // One prediction: options in, the report on `os` (the GEMMs to --gemms-csv).
 void run(const PredictCli& o, std::ostream& os) {
+  if (o.strategy_names.size() > 1) return compare(o, os);
   const RunOptions& opt = o.opt;
-  const std::string &strategy_name = o.strategy_name, &gemm_csv = o.gemm_csv, &emit = o.emit;
+  const std::string &strategy_name = o.strategy_names.front(), &gemm_csv = o.gemm_csv, &emit = o.emit;
   const bool diagnostics = o.diagnostics, allow_uneven = o.allow_uneven, allow_cross_node = o.allow_cross_node;
   const PredictResult res = predict({opt, strategy_name, allow_uneven, allow_cross_node, emit});
   const Resolved& r = res.r;
@@ -150,12 +203,14 @@ void register_predict(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "predict iteration time and per-rank peak memory of one strategy");
   auto opts = std::make_shared<PredictCli>();  // owned by the command: no file-scope state
   RunOptions& opt = opts->opt;
-  std::string &strategy_name = opts->strategy_name, &gemm_csv = opts->gemm_csv, &emit = opts->emit;
+  std::string &gemm_csv = opts->gemm_csv, &emit = opts->emit;
   bool &diagnostics = opts->diagnostics, &allow_uneven = opts->allow_uneven, &allow_cross_node = opts->allow_cross_node;
   add_run_options(*cmd, opt, false);
-  cmd->add_option("--strategy", strategy_name,
-                  "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do)")
-      ->required();
+  cmd->add_option("--strategy", opts->strategy_names,
+                  "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do); several (comma-separated "
+                  "or repeated) are compared side by side")
+      ->required()
+      ->delimiter(',');
   cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");
   cmd->add_option("--emit", emit, "print the strategy as megatron, nemo or mindspeed flags")
       ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));

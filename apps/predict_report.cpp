@@ -15,9 +15,11 @@ io::Json terms_json(const Owner& x, const std::array<TermInfo<Owner>, N>& terms)
 }
 }  // namespace
 
-PredictResult predict(const PredictRequest& q) {
+PredictResult predict(const PredictRequest& q) { return predict(q, resolve(q.run)); }
+
+PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool name_in_warnings) {
   PredictResult res;
-  res.r = resolve(q.run);
+  res.r = resolved;
   res.s = io::parse_strategy(q.strategy);
   res.emit = q.emit;
   res.allow_uneven = q.allow_uneven;
@@ -47,8 +49,9 @@ PredictResult predict(const PredictRequest& q) {
   if (r.fit) {
     res.outside_fitted_range = outside_fitted_range(r.fit->range, range_values(r.model, s, r.settings));
     if (!res.outside_fitted_range.empty())
-      spdlog::warn("outside the runs θ was fitted on: {}; the terms that scale with these extrapolate{}",
-                   join(res.outside_fitted_range), widening_said(r.uncertainty));
+      spdlog::warn("{}outside the runs θ was fitted on: {}; the terms that scale with these extrapolate{}",
+                   name_in_warnings ? config_name(s) + ": " : "", join(res.outside_fitted_range),
+                   widening_said(r.uncertainty));
   }
   std::optional<calib::Uncertainty> u = r.uncertainty;
   if (u && r.fit) {  // beyond the fitted range the residual scale widens by θ's extrapolation scale
@@ -70,9 +73,9 @@ PredictResult predict(const PredictRequest& q) {
         spdlog::info("the intervals come from θ's priors, mostly {}", calib::describe(res.unfitted, r.params, 3));
       else if (!res.unfitted.empty())
         spdlog::warn(
-            "the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
+            "{}the time leans on parameters θ's runs never measured, held at their prior: {}; the intervals carry "
             "their priors' width",
-            calib::describe(res.unfitted, r.params));
+            name_in_warnings ? config_name(s) + ": " : "", calib::describe(res.unfitted, r.params));
     }
   return res;
 }

@@ -41,5 +41,8 @@ struct PredictResult {
 
 // Throws io::InputError for bad input or a strategy that cannot run the model.
 PredictResult predict(const PredictRequest& q);
+// The same with the model, system, settings and θ resolved already (resolve(q.run)): several strategies compared
+// under one resolution say its notes once. `name_in_warnings` starts each warning with the strategy's name.
+PredictResult predict(const PredictRequest& q, const Resolved& r, bool name_in_warnings = false);
 
 }  // namespace lmsim::app

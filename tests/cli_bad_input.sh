@@ -137,6 +137,12 @@ expect 2 "broken.json:1" predict --model Qwen3-0.6B --system v100_sxm2_32g --str
 echo '{"name":"m","hidden_size":-4,"num_layers":2,"num_attention_heads":2,"ffn_hidden_size":8,"vocab_size":10}' >"$tmp/model.json"
 expect 2 "hidden_size" predict --model "$tmp/model.json" --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "does not exist" dataset info "$tmp/none"
+# Several strategies are compared only once every one of them predicts: a bad one is named, nothing is written.
+expect 2 "'dp2-tp3-pp1-cp1-RC' cannot run" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy dp8-tp1-pp1-cp1-RC,dp2-tp3-pp1-cp1-RC --json
+[ -s "$tmp/out" ] && { echo "FAIL: a refused comparison wrote $(head -c 200 "$tmp/out")"; fail=1; }
+expect 2 "take one --strategy; 2 were given" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy dp8-tp1-pp1-cp1-RC --strategy dp4-tp2-pp1-cp1-RC --emit megatron
 expect 2 "seq" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq abc
 expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq 0
 expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --global-batch 2.5

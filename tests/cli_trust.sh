@@ -346,4 +346,29 @@ t, lo, hi = g["iteration_time_s"][:], g["iteration_time_s_p05"][:], g["iteration
 assert (lo < t).all() and (t < hi).all() and (g["iteration_time_s_p10"][:] > lo).all(), (lo, t, hi)
 assert (g["max_peak_memory_bytes_p90"][:] > g["max_peak_memory_bytes"][:]).all()
 PY
+# Strategies compared side by side: each is what predicting it alone gives, under the same θ, said once.
+"$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC,dp4-tp2-pp1-cp1-RC \
+  --json 2> "$tmp/e" > "$tmp/both.json"
+[ "$(grep -c "fitted θ shipped for h100_sxm_80g" "$tmp/e")" = 1 ] || fail "θ source not said once: $(cat "$tmp/e")"
+"$lmsim" --quiet predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp4-tp2-pp1-cp1-RC --json > "$tmp/one.json"
+python3 - "$tmp/both.json" "$tmp/one.json" <<'PY' || fail "predict comparison JSON"
+import json, sys
+both, one = json.load(open(sys.argv[1]))["predictions"], json.load(open(sys.argv[2]))
+assert [p["strategy"] for p in both] == ["dp8-tp1-pp1-cp1-noRC", "dp4-tp2-pp1-cp1-RC"], both
+for key in ("iteration_time_s", "max_peak_memory_bytes", "iteration_time_s_p10", "p_fits", "breakdown"):
+    assert both[1][key] == one[key], (key, both[1][key], one[key])
+PY
+"$lmsim" --quiet predict --model Qwen3-1.7B --system h100_sxm_80g \
+  --strategy dp8-tp1-pp1-cp1-noRC --strategy dp4-tp2-pp1-cp1-RC > "$tmp/table"
+python3 - "$tmp/table" "$tmp/both.json" <<'PY' || fail "predict comparison table: $(cat "$tmp/table")"
+import json, sys
+text, both = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))["predictions"]
+row = next(l for l in text.splitlines() if l.startswith("2 ")).split()
+t0, t1 = both[0]["iteration_time_s"], both[1]["iteration_time_s"]
+assert row[1] == "dp4-tp2-pp1-cp1-RC" and abs(float(row[3]) - t1) < 1e-3, row
+assert row[8] == "%" and abs(float(row[7]) - 100 * (t1 / t0 - 1)) < 0.06, row  # the change from #1
+recompute = next(l for l in text.splitlines() if l.startswith("recompute_s ")).split()
+assert float(recompute[2]) == 0 and float(recompute[3]) > 0, recompute
+assert "#2 settings: " in text, text
+PY
 echo "cli_trust: all checks passed"
