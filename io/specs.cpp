@@ -276,27 +276,46 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                          : "";
   const std::string type =
       j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-  // Multimodal checkpoints keep the language model's config in text_config: Gemma-3 (4B to 27B), whose omitted keys
-  // take transformers' Gemma3TextConfig defaults (vocab_size is implicit in them), and Llama-4. The vision tower is
-  // not modelled: the language model trains alone.
-  const bool gemma3_mm = arch == "Gemma3ForConditionalGeneration" || (arch.empty() && type == "gemma3");
-  const bool llama4_mm = arch == "Llama4ForConditionalGeneration" || (arch.empty() && type == "llama4");
-  if (gemma3_mm || llama4_mm) {
-    if (!j.contains("text_config") || !j["text_config"].is_object())
+  // Multimodal checkpoints: the language model trains alone (the vision tower is not modelled), read as the
+  // causal-LM architecture it is. Its keys come from text_config over the top level's (Qwen2-VL and Qwen2.5-VL keep
+  // them at the top level; tie_word_embeddings often stays there), and Gemma-3's omitted keys take transformers'
+  // Gemma3TextConfig defaults (vocab_size is implicit in them).
+  struct Multimodal {
+    const char *arch, *type, *text_arch;
+  };
+  static const Multimodal kMultimodal[] = {
+      {"Gemma3ForConditionalGeneration", "gemma3", "Gemma3ForCausalLM"},
+      {"Llama4ForConditionalGeneration", "llama4", "Llama4ForCausalLM"},
+      {"Qwen2VLForConditionalGeneration", "qwen2_vl", "Qwen2ForCausalLM"},
+      {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", "Qwen2ForCausalLM"},
+      {"Qwen3VLForConditionalGeneration", "qwen3_vl", "Qwen3ForCausalLM"},
+      {"Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe", "Qwen3MoeForCausalLM"},
+      {"Mistral3ForConditionalGeneration", "mistral3", "MistralForCausalLM"}};
+  const Multimodal* mm = nullptr;
+  for (const Multimodal& x : kMultimodal)
+    if (arch == x.arch || (arch.empty() && type == x.type)) mm = &x;
+  if (mm) {
+    const bool has_text = j.contains("text_config") && j["text_config"].is_object();
+    if (!has_text && !j.contains("num_hidden_layers"))
       throw InputError(file, 0, "text_config", "a multimodal config keeps its language model here; none given");
     Json text = Json::object();
-    if (gemma3_mm)
+    if (std::string(mm->type) == "gemma3")
       text = {{"hidden_size", 2304},         {"intermediate_size", 9216},
               {"num_hidden_layers", 26},     {"num_attention_heads", 8},
               {"num_key_value_heads", 4},    {"head_dim", 256},
               {"vocab_size", 262208},        {"sliding_window", 4096},
               {"sliding_window_pattern", 6}, {"hidden_activation", "gelu_pytorch_tanh"}};
-    text.update(j["text_config"]);
-    text["architectures"] = Json::array({gemma3_mm ? "Gemma3ForCausalLM" : "Llama4ForCausalLM"});
+    for (const auto& [key, value] : j.items())
+      if (key != "text_config" && key != "vision_config" && key != "architectures" && key != "model_type")
+        text[key] = value;
+    if (has_text) text.update(j["text_config"]);
+    text.erase("model_type");
     if (j.contains("_name_or_path")) text["_name_or_path"] = j["_name_or_path"];
+    text["architectures"] = Json::array({mm->text_arch});
     try {
       return model_from_hf_config(text, file);
     } catch (const InputError& e) {
+      if (!has_text) throw;
       throw InputError(file, 0, "text_config." + e.field(), e.why());
     }
   }
@@ -339,8 +358,14 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                              {"DeepseekV3ForCausalLM", "deepseek_v3"},
                              {"Glm4MoeForCausalLM", "glm4_moe"},
                              {"Llama4ForCausalLM", "llama4_text"},
-                             {"Gemma3ForConditionalGeneration", "gemma3"},  // these two through their text_config
-                             {"Llama4ForConditionalGeneration", "llama4"}};
+                             // read through their language model above (listed for the message)
+                             {"Gemma3ForConditionalGeneration", "gemma3"},
+                             {"Llama4ForConditionalGeneration", "llama4"},
+                             {"Qwen2VLForConditionalGeneration", "qwen2_vl"},
+                             {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl"},
+                             {"Qwen3VLForConditionalGeneration", "qwen3_vl"},
+                             {"Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe"},
+                             {"Mistral3ForConditionalGeneration", "mistral3"}};
   std::string family;
   for (const auto& f : families)
     if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;

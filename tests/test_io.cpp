@@ -960,7 +960,11 @@ TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
        {Card{"gemma3_1b", 1.0, 0, true}, Card{"deepseek_v2_lite", 15.7, 2.4, false},
         Card{"qwen1p5_moe_a2p7b", 14.3, 2.7, true}, Card{"glm4p5_air", 106, 12, false}, Card{"glm4p5", 355, 32, false},
         Card{"deepseek_v2", 236, 21, false}, Card{"qwen2_57b_a14b", 57.4, 14, true},
-        Card{"llama4_scout", 109, 17, true}, Card{"llama4_maverick", 400, 17, true}}) {
+        Card{"llama4_scout", 109, 17, true}, Card{"llama4_maverick", 400, 17, true},
+        // Vision-language checkpoints: their language models' cards (Qwen2.5-7B, Qwen3-8B, Qwen3-30B-A3B,
+        // Mistral-Small-24B); the vision towers are not modelled
+        Card{"qwen2p5_vl_7b", 7.61, 0, true}, Card{"qwen3_vl_8b", 8.2, 0, true},
+        Card{"qwen3_vl_30b_a3b", 30.5, 3.3, true}, Card{"mistral_small_3p1_24b", 23.6, 0, true}}) {
     const Model m = io::resolve_model(dir + c.folder + "/config.json");
     const ParamCount n = count_params(m);
     EXPECT_NEAR(n.total / 1e9, c.total_b, 0.02 * c.total_b) << c.folder;
@@ -1019,6 +1023,44 @@ TEST(HuggingFace, AGemma3MultimodalConfigIsReadThroughItsTextConfig) {
 
 // Llama-4 (through its text_config): MoE in every interleave_moe_layer_step-th layer with a shared expert, dense
 // MLPs of intermediate_size_mlp between, and chunked attention but in every 4th (NoPE) layer.
+namespace {
+// The field a HuggingFace config is refused on ("" when it is read).
+std::string refused_on(const io::Json& j) {
+  try {
+    io::model_from_hf_config(j, "config.json");
+  } catch (const io::InputError& e) {
+    return e.field();
+  }
+  return "";
+}
+}  // namespace
+
+// Vision-language checkpoints train their language model as the causal LM it is: from text_config over the top
+// level's keys (Qwen2.5-VL keeps them at the top level).
+TEST(HuggingFace, AVisionLanguageConfigIsReadAsItsLanguageModel) {
+  const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
+  const Model vl = io::resolve_model(dir + "qwen3_vl_30b_a3b/config.json");
+  EXPECT_EQ(vl.name, "qwen3_vl_30b_a3b");
+  EXPECT_TRUE(same_architecture(vl, io::resolve_model(dir + "qwen3_30b_a3b/config.json")));
+  const Model q25 = io::resolve_model(dir + "qwen2p5_vl_7b/config.json");
+  EXPECT_TRUE(q25.qkv_bias);  // Qwen2's
+  EXPECT_FALSE(q25.tied_embeddings);
+  EXPECT_EQ(q25.sliding_window, 0);  // use_sliding_window false
+  EXPECT_EQ(q25.hidden_size, 3584);
+  const Model q3 = io::resolve_model(dir + "qwen3_vl_8b/config.json");
+  EXPECT_TRUE(q3.qk_norm);           // Qwen3's
+  EXPECT_FALSE(q3.tied_embeddings);  // from the top level
+  io::Json j = io::parse_json_file(dir + "qwen3_vl_8b/config.json");
+  j["tie_word_embeddings"] = true;
+  EXPECT_TRUE(io::model_from_hf_config(j, "config.json").tied_embeddings);
+  j["text_config"]["tie_word_embeddings"] = false;  // text_config's own wins
+  EXPECT_FALSE(io::model_from_hf_config(j, "config.json").tied_embeddings);
+  j["text_config"].erase("num_hidden_layers");
+  EXPECT_EQ(refused_on(j), "text_config.num_hidden_layers");
+  j.erase("text_config");
+  EXPECT_EQ(refused_on(j), "text_config");
+}
+
 TEST(HuggingFace, Llama4ReadsItsInterleavedExpertsAndChunkedAttention) {
   const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
   const Model mav = io::resolve_model(dir + "llama4_maverick/config.json");
@@ -1059,15 +1101,6 @@ TEST(HuggingFace, Llama4ReadsItsInterleavedExpertsAndChunkedAttention) {
 
 TEST(HuggingFace, ExpertLayersFollowEachFamilysRule) {
   const std::string dir = std::string(LMSIM_TEST_FIXTURES) + "/hf/";
-  // The field an unreadable config is refused on ("" when it is read).
-  auto refused_on = [](const io::Json& j) -> std::string {
-    try {
-      io::model_from_hf_config(j, "config.json");
-    } catch (const io::InputError& e) {
-      return e.field();
-    }
-    return "";
-  };
   auto layers_where = [](int from, int to, int step) {
     io::Json list = io::Json::array();
     for (int i = from; i < to; i += step) list.push_back(i);
