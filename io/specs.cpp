@@ -357,21 +357,14 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                              {"DeepseekV2ForCausalLM", "deepseek_v2"},
                              {"DeepseekV3ForCausalLM", "deepseek_v3"},
                              {"Glm4MoeForCausalLM", "glm4_moe"},
-                             {"Llama4ForCausalLM", "llama4_text"},
-                             // read through their language model above (listed for the message)
-                             {"Gemma3ForConditionalGeneration", "gemma3"},
-                             {"Llama4ForConditionalGeneration", "llama4"},
-                             {"Qwen2VLForConditionalGeneration", "qwen2_vl"},
-                             {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl"},
-                             {"Qwen3VLForConditionalGeneration", "qwen3_vl"},
-                             {"Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe"},
-                             {"Mistral3ForConditionalGeneration", "mistral3"}};
+                             {"Llama4ForCausalLM", "llama4_text"}};
   std::string family;
   for (const auto& f : families)
     if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;
   if (family.empty()) {
     std::string list;
     for (const auto& f : families) list += (list.empty() ? "" : ", ") + std::string(f.arch);
+    for (const Multimodal& x : kMultimodal) list += ", " + std::string(x.arch);  // read through their language model
     throw InputError(
         file, 0, "architectures",
         "'" + (arch.empty() ? type : arch) + "' is not a supported architecture (supported: " + list + ")");
