@@ -29,6 +29,19 @@ def test_predict_equals_the_cli():
         assert key in d
 
 
+def test_a_strategy_list_compares_them_as_the_cli_does():
+    names = ["dp2-tp4-pp1-cp1-RC", "dp8-tp1-pp1-cp1-noRC"]
+    d = lmsim.predict(**{**KW, "strategy": names})
+    c = cli("--model", "Qwen3-1.7B", "--system", "v100_sxm2_32g", "--devices", "8", "--strategy", ",".join(names))
+    assert [p["strategy"] for p in d["predictions"]] == names
+    for p, q, name in zip(d["predictions"], c["predictions"], names):
+        assert p["iteration_time_s"] == q["iteration_time_s"] == lmsim.predict(**{**KW, "strategy": name})[
+            "iteration_time_s"]
+        assert isinstance(p["peak_memory_bytes"], np.ndarray)
+        assert np.array_equal(p["peak_memory_bytes"], np.array(q["peak_memory_bytes"]))
+    assert d["predictions"][0]["iteration_time_s"] != d["predictions"][1]["iteration_time_s"]
+
+
 def test_options_are_the_cli_options():
     d = lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp8-tp1-pp1-cp1-noRC", seq=8192,
                       global_batch=64, emit="megatron")
@@ -53,8 +66,10 @@ def test_a_stack_sets_what_its_recipes_run():
 def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="unknown model"):
         lmsim.predict(model="NoSuch", system="v100_sxm2_32g", strategy="dp8-tp1-pp1-cp1-RC")
-    with pytest.raises(ValueError, match="unknown keyword"):
+    with pytest.raises(ValueError, match="lmsim.predict: unknown keyword 'modle'"):
         lmsim.predict(modle="Qwen3-1.7B", system="v100_sxm2_32g", strategy="dp8-tp1-pp1-cp1-RC")
+    with pytest.raises(ValueError, match="lmsim.calibrate: unknown keyword 'plaform'"):
+        lmsim.calibrate(plaform="gpu")
     with pytest.raises(ValueError, match="cannot run"):
         lmsim.predict(model="Qwen3-1.7B", system="v100_sxm2_32g", strategy="dp1-tp1-pp8-cp1-RC")
 
