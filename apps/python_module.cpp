@@ -24,13 +24,19 @@ namespace {
 
 std::string as_string(const py::handle& v) { return py::str(v).cast<std::string>(); }
 
+// A keyword's command-line option: global_batch -> --global-batch.
+std::string flag_of(const py::handle& key) {
+  std::string flag = "--" + key.cast<std::string>();
+  for (auto& ch : flag)
+    if (ch == '_') ch = '-';
+  return flag;
+}
+
 // kwargs -> the command's argv (with --json): the CLI parses and validates them exactly as on the command line.
 std::vector<std::string> argv_of(const std::string& command, const py::kwargs& kw) {
   std::vector<std::string> args{"lmsim", command};
   for (const auto& [k, v] : kw) {
-    std::string flag = "--" + k.cast<std::string>();
-    for (auto& ch : flag)
-      if (ch == '_') ch = '-';
+    const std::string flag = flag_of(k);
     const bool listed = py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v);
     if (py::isinstance<py::bool_>(v)) {
       if (v.cast<bool>()) args.push_back(flag);
@@ -64,9 +70,7 @@ void check_keywords(const std::string& command, const py::kwargs& kw) {
   app::build_cli(app, level);
   const CLI::App* sub = app.get_subcommand(command);
   for (const auto& [k, v] : kw) {
-    std::string flag = "--" + k.cast<std::string>();
-    for (auto& ch : flag)
-      if (ch == '_') ch = '-';
+    const std::string flag = flag_of(k);
     if (sub->get_option_no_throw(flag) == nullptr && app.get_option_no_throw(flag) == nullptr)
       throw py::value_error("lmsim." + command + ": unknown keyword '" + k.cast<std::string>() + "'");
   }
