@@ -171,6 +171,9 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.overlap_grad_reduce = flag("overlap_grad_reduce", false);
   t.overlap_param_gather = flag("overlap_param_gather", false);
   t.tp_comm_overlap = flag("tp_comm_overlap", false);
+  // Logged from September 2021 (ignored from April 2024, 5fffdfc7, when it is logged True unless passed off); a log
+  // without it overlaps.
+  t.async_tensor_model_parallel_allreduce = flag("async_tensor_model_parallel_allreduce", true);
   t.fp32_gradients = flag("accumulate_allreduce_grads_in_fp32", false);
   t.gradient_accumulation_fusion = flag("gradient_accumulation_fusion", true);  // Megatron's default
   t.masked_softmax_fusion = flag("masked_softmax_fusion", true);

@@ -580,7 +580,8 @@ struct Collective {
 // Collectives of one transformer layer for one micro-batch, with Megatron-LM's overlap rules (Shoeybi et al. 2019;
 // Korthikanti et al. 2022 §4.2.2; Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication):
 // - no SP: forward all-reduces after each row-parallel linear (exposed); backward all-reduces the input gradient
-//   of each column-parallel linear while its weight gradient is computed (hidden under that GEMM);
+//   of each column-parallel linear while its weight gradient is computed (hidden under that GEMM), or after the
+//   linear's backward (exposed) without async_tensor_model_parallel_allreduce;
 // - SP: forward all-gathers before each column-parallel linear and reduce-scatters after each row-parallel one
 //   (exposed); backward all-gathers the output gradient before each row-parallel linear (exposed), re-gathers the
 //   input of each column-parallel linear under its input-gradient GEMM and reduce-scatters its input gradient
@@ -605,7 +606,8 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
         f(Collective{Prim::reduce_scatter, Group::tp, act, 0, 1, none, in});
       } else {
         f(Collective{Prim::all_reduce, Group::tp, act, 1, 0, none, none});
-        f(Collective{Prim::all_reduce, Group::tp, act, 0, 1, none, in});
+        f(Collective{Prim::all_reduce, Group::tp, act, 0, 1, none,
+                     c.t.async_tensor_model_parallel_allreduce ? in : none});
       }
     }
   }

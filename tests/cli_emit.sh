@@ -44,6 +44,14 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --settings "$settings")
 [[ "$x" == *", checkpoints distributed over TP"* ]] || fail "dsa settings line: $x"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings")
 [[ "$x" == *", checkpoints not distributed (needs full recompute, TP > 1 and no SP)"* ]] || fail "dsa moot: $x"
+# The synchronous backward TP all-reduce of Megatron-LM before September 2021: its switch, where it applies (no SP).
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --set async_tensor_model_parallel_allreduce=false --emit megatron)
+[[ "$x" == *"--no-async-tensor-model-parallel-allreduce"* ]] || fail "sync all-reduce: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set async_tensor_model_parallel_allreduce=false --emit megatron)
+[[ "$x" != *"--no-async-tensor-model-parallel-allreduce"* ]] || fail "sync all-reduce emitted under SP: $x"
+[[ "$m" != *"--no-async-tensor-model-parallel-allreduce"* ]] || fail "sync all-reduce by default: $m"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --set async_tensor_model_parallel_allreduce=false)
+[[ "$x" == *", synchronous backward TP all-reduce"* ]] || fail "sync all-reduce settings line: $x"
 # The context-parallel algorithm: Megatron-core's --cp-comm-type, MindSpeed-LLM's --context-parallel-algo.
 echo '{"cp_comm_type": "ulysses_cp_algo"}' > "$settings"
 u=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --settings "$settings" --emit mindspeed)

@@ -236,6 +236,44 @@ TEST(Simulator, DistributedCheckpointsKeepATensorParallelShareAndGatherItBeforeT
   EXPECT_TRUE(resolve(full, d).distribute_saved_activations);
 }
 
+TEST(Simulator, WithoutAsyncAllReduceEveryTensorParallelCollectiveIsExposed) {
+  // Megatron-LM before September 2021 (the SC21 runs): without SP the input gradient's all-reduce follows the
+  // linear's backward instead of running under its weight gradient, so every TP collective is on the critical path:
+  // the stage's TP time per micro-batch is the diagnostics' whole TP traffic.
+  const Model m = gpt(2048, 4);
+  TrainingSettings on = settings();
+  on.sequence_parallel = false;
+  on.global_batch_size = 8;
+  TrainingSettings off = on;
+  off.async_tensor_model_parallel_allreduce = false;
+  const Strategy s = strat(1, 4, 1);
+  const Prediction a = simulate(m, s, sys(), on, PlatformParams{});
+  const Prediction b = simulate(m, s, sys(), off, PlatformParams{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  double all_tp_s = 0, backward_ar_s = 0;
+  for (const CollectiveRecord& r : collective_diagnostics(m, s, sys(), off, PlatformParams{}))
+    if (r.group == "tp") all_tp_s += r.count * r.predicted_ms * 1e-3 / static_cast<double>(b.num_micro_batches);
+  for (const CollectiveRecord& r : collective_diagnostics(m, s, sys(), on, PlatformParams{}))
+    if (r.group == "tp" && r.primitive == "all_reduce" && r.bytes == 2.0 * 2048 * 2048)
+      backward_ar_s = r.predicted_ms * 1e-3;  // one layer block's all-reduce (forward and backward alike)
+  ASSERT_GT(backward_ar_s, 0);
+  EXPECT_NEAR(b.stages[0].tp_comm_s, all_tp_s, 1e-9 * all_tp_s);
+  EXPECT_GT(b.stages[0].tp_comm_s, a.stages[0].tp_comm_s);
+  // At most the 4 layers x 2 blocks backward all-reduces were hidden before; one layer's backward shows two.
+  EXPECT_LE(b.stages[0].tp_comm_s - a.stages[0].tp_comm_s, 8 * backward_ar_s * (1 + 1e-9));
+  EXPECT_GT(b.layer.backward_s, a.layer.backward_s);
+  EXPECT_LE(b.layer.backward_s - a.layer.backward_s, 2 * backward_ar_s * (1 + 1e-9));
+  EXPECT_EQ(b.layer.forward_s, a.layer.forward_s);
+  EXPECT_GT(b.iteration_time_s, a.iteration_time_s);
+  // With SP there is no such all-reduce (its backward reduce-scatter always overlaps): no change; nor at TP 1.
+  Strategy sp = s;
+  sp.sequence_parallel = true;
+  for (const Strategy& x : {sp, strat(4, 1, 1)})
+    EXPECT_EQ(simulate(m, x, sys(), on, PlatformParams{}).iteration_time_s,
+              simulate(m, x, sys(), off, PlatformParams{}).iteration_time_s)
+        << config_name(x);
+}
+
 TEST(Simulator, BlockRecomputeCountsTheKindOfEachReplayedLayer) {
   // An MoE model whose first two layers are dense: block 2 replays only those, block 3 one MoE layer more, and full
   // recompute all of them.
