@@ -276,7 +276,10 @@ constexpr double kScoreBytesFwdUnfused = 20, kScoreBytesBwdUnfused = 24;
 constexpr double kScoreBytesFwdFused = 4, kScoreBytesBwdFused = 6;
 // Dropout on the 16-bit attention probabilities (non-flash): read, write, 1-byte mask.
 constexpr double kScoreDropoutBytes = 5;
-// Cross-entropy bytes per logit element (vocab-parallel: cast, max, subtract, exp, sum, divide; backward).
+// Cross-entropy bytes per logit element. Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py,
+// PyTorch ops): the fp32 cast (2 + 4), max (4), in-place subtract (8), exp (8), sum (4), divide (8); backward the
+// in-place scaling of the kept softmax (8) and the cast back (4 + 2). Transformer Engine's fused kernel
+// (te_cross_entropy) reads the 16-bit logits and writes their gradient.
 constexpr double kLossBytesFwdUnfused = 40, kLossBytesBwdUnfused = 16;
 constexpr double kLossBytesFwdFused = 12, kLossBytesBwdFused = 8;
 // Kernels launched per layer forward besides GEMMs and collectives (norms, rotary, residuals, activation,

@@ -324,7 +324,9 @@ EdgeTime edge_time(const Ctx& c, bool first, bool last) {
     const GemmTime g = gemm_time(c, head);
     e.fwd += g.forward;
     e.bwd += g.backward + unfused_wgrad_accumulation_s(c, head.n * head.k, 1);
-    const bool fused = c.t.fused_kernels;
+    // Only Transformer Engine's cross entropy is one kernel; Megatron's vocab-parallel cross entropy is a chain of
+    // PyTorch ops whatever else is fused (its native --cross-entropy-loss-fusion, June 2024, is read as that chain).
+    const bool fused = c.t.fused_kernels && c.t.te_cross_entropy;
     const double logits = c.tokens * c.vocab_padded / c.tp;
     e.fwd += vector_time_s(c, 2 * act / c.sp_div + logits * (fused ? kLossBytesFwdFused : kLossBytesFwdUnfused),
                            fused ? 4 : 12);
