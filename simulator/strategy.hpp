@@ -131,12 +131,12 @@ struct TrainingSettings {
   // --kv-head-repeat-before-uly-alltoall, on by default there); false: only as far as the heads must split cp ways.
   bool kv_head_repeat_before_uly_alltoall = false;
   // Overlap features of the framework (Megatron-LM / NeMo flag names).
-  bool tp_comm_overlap = false;       // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
+  bool tp_comm_overlap = false;  // TE userbuffers: TP all-gather / reduce-scatter pipelined with GEMMs (needs SP)
   // Without SP, the backward all-reduce of a column-parallel linear's input gradient runs while the linear's weight
   // gradient is computed (Megatron-LM --async-tensor-model-parallel-allreduce: opt-in from September 2021, commits
-  // 16c90445 / f3e57f6f, the default from February 2022, its switch ignored from April 2024). false: Megatron-LM before it,
-  // whose autograd all-reduced the input gradient after the linear's whole backward (_CopyToModelParallelRegion,
-  // the code of the SC21 scripts, examples/sc21): exposed.
+  // 16c90445 / f3e57f6f, the default from February 2022, its switch ignored from April 2024). false: Megatron-LM
+  // before it, whose autograd all-reduced the input gradient after the linear's whole backward
+  // (_CopyToModelParallelRegion, the code of the SC21 scripts, examples/sc21): exposed.
   bool async_tensor_model_parallel_allreduce = true;
   bool overlap_grad_reduce = true;    // --overlap-grad-reduce: bucketed DP gradient reduction during backward
   bool overlap_param_gather = false;  // --overlap-param-gather: distributed-optimizer all-gather during forward

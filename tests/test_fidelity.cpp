@@ -985,8 +985,8 @@ TEST(Fidelity, TransformerEngineCrossEntropyKeepsTwoBytesPerLogit) {
   EXPECT_DOUBLE_EQ(native.stages[0].transient_bytes, 8 * logits);
   EXPECT_DOUBLE_EQ(te.stages[0].transient_bytes, 2 * logits);
   const PlatformParams p{};
-  const double per_micro_batch_s = 36 * logits / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) +
-                                   12 * p.kernel_launch_us * 1e-6;
+  const double per_micro_batch_s =
+      36 * logits / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) + 12 * p.kernel_launch_us * 1e-6;
   EXPECT_NEAR(native.iteration_time_s - te.iteration_time_s,
               per_micro_batch_s * static_cast<double>(native.num_micro_batches), 1e-9 * native.iteration_time_s);
   EXPECT_TRUE(io::settings_from_json(io::to_json(t), "settings.json").te_cross_entropy);

@@ -1249,8 +1249,9 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   const TrainingSettings none = read("");
   EXPECT_FALSE(none.te_cross_entropy || none.overlap_p2p_comm || none.overlap_moe_expert_parallel_comm);
   EXPECT_TRUE(none.gradient_accumulation_fusion && none.masked_softmax_fusion);  // Megatron's defaults
-  EXPECT_TRUE(none.async_tensor_model_parallel_allreduce);  // a log without the switch overlaps
-  EXPECT_FALSE(read("  async_tensor_model_parallel_allreduce ........... False\n").async_tensor_model_parallel_allreduce);
+  EXPECT_TRUE(none.async_tensor_model_parallel_allreduce);                       // a log without the switch overlaps
+  EXPECT_FALSE(
+      read("  async_tensor_model_parallel_allreduce ........... False\n").async_tensor_model_parallel_allreduce);
   const TrainingSettings unfused = read(
       "  gradient_accumulation_fusion .................... False\n"
       "  masked_softmax_fusion ........................... False\n");
