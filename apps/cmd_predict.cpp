@@ -23,8 +23,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   std::string out = to_string(t.precision);
   out += t.flash_in(s.context_parallel) ? ", flash attention" : ", attention scores stored";
   if (r.sequence_parallel) out += ", SP";
-  if (s.tensor_parallel > 1 && !r.sequence_parallel && !t.async_tensor_model_parallel_allreduce)
-    out += ", synchronous backward TP all-reduce";
+  if (r.synchronous_tp_allreduce) out += ", synchronous backward TP all-reduce";
   if (s.context_parallel > 1) {
     static const char* const kCp[kNumCpCommTypes] = {"ring (p2p)", "Ulysses (a2a)", "K/V all-gather",
                                                      "Ulysses inside a ring (a2a+p2p)"};

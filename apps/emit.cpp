@@ -60,8 +60,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
     // Megatron-LM's switch from February 2022 (a synchronous all-reduce, as the SC21 runs had); ignored from April
     // 2024, whose backward always overlaps.
-    if (!t.async_tensor_model_parallel_allreduce && s.tensor_parallel > 1 && !r.sequence_parallel)
-      add("--no-async-tensor-model-parallel-allreduce");
+    if (r.synchronous_tp_allreduce) add("--no-async-tensor-model-parallel-allreduce");
     if (t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--overlap-p2p-communication");
     if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
     if (t.te_cross_entropy) add("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te");

@@ -609,8 +609,7 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
         f(Collective{Prim::reduce_scatter, Group::tp, act, 0, 1, none, in});
       } else {
         f(Collective{Prim::all_reduce, Group::tp, act, 1, 0, none, none});
-        f(Collective{Prim::all_reduce, Group::tp, act, 0, 1, none,
-                     c.t.async_tensor_model_parallel_allreduce ? in : none});
+        f(Collective{Prim::all_reduce, Group::tp, act, 0, 1, none, c.r.synchronous_tp_allreduce ? none : in});
       }
     }
   }

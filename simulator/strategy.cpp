@@ -241,7 +241,10 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
                      s.fsdp.value_or(t.fsdp),
                      s.cp_comm_type.value_or(t.cp_comm_type),
                      s.ulysses_degree > 0 ? s.ulysses_degree : t.ulysses_degree_in_cp,
+                     false,
                      false};
+  r.synchronous_tp_allreduce =
+      !t.async_tensor_model_parallel_allreduce && s.tensor_parallel > 1 && !r.sequence_parallel;
   r.distribute_saved_activations =
       t.distribute_saved_activations && s.recompute == Recompute::full && s.tensor_parallel > 1 && !r.sequence_parallel;
   const std::int64_t per_step = static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size;

@@ -266,6 +266,7 @@ struct ResolvedStrategy {
   CpCommType cp_comm_type;
   std::int64_t ulysses_degree_in_cp;  // a2a+p2p's Ulysses degree in effect (0: none given)
   bool distribute_saved_activations;  // in effect: asked for, full recompute, TP > 1 and no SP
+  bool synchronous_tp_allreduce;      // in effect: async_tensor_model_parallel_allreduce off, TP > 1 and no SP
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.

@@ -268,10 +268,14 @@ TEST(Simulator, WithoutAsyncAllReduceEveryTensorParallelCollectiveIsExposed) {
   // With SP there is no such all-reduce (its backward reduce-scatter always overlaps): no change; nor at TP 1.
   Strategy sp = s;
   sp.sequence_parallel = true;
-  for (const Strategy& x : {sp, strat(4, 1, 1)})
+  for (const Strategy& x : {sp, strat(4, 1, 1)}) {
     EXPECT_EQ(simulate(m, x, sys(), on, PlatformParams{}).iteration_time_s,
               simulate(m, x, sys(), off, PlatformParams{}).iteration_time_s)
         << config_name(x);
+    EXPECT_FALSE(resolve(x, off).synchronous_tp_allreduce) << config_name(x);
+  }
+  EXPECT_TRUE(resolve(s, off).synchronous_tp_allreduce);
+  EXPECT_FALSE(resolve(s, on).synchronous_tp_allreduce);
 }
 
 TEST(Simulator, BlockRecomputeCountsTheKindOfEachReplayedLayer) {
