@@ -285,9 +285,6 @@ constexpr double kLossBytesFwdFused = 12, kLossBytesBwdFused = 8;
 // Kernels launched per layer forward besides GEMMs and collectives (norms, rotary, residuals, activation,
 // softmax chain, copies); backward launches twice as many.
 constexpr double kLayerKernelsUnfused = 24, kLayerKernelsFused = 12, kMoeExtraKernels = 16;
-// Bytes an Adam step moves per locally owned parameter: fp32 grad read, master/m/v read+write, 16-bit
-// param written, grad-norm read.
-constexpr double kOptimizerBytesPerParam = 38;
 // Bytes per logit element alive at the loss. Megatron's vocab-parallel cross entropy: 16-bit logits (2), the fp32
 // softmax it keeps for backward (4), the 16-bit logit gradient (2). Transformer Engine's fused cross entropy
 // (transformer_engine/pytorch/cross_entropy.py) keeps the 16-bit logits and writes the gradient into them (2).
@@ -721,6 +718,31 @@ inline double param_gather_bytes_per_param(const TrainingSettings& t) {
 inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
   if (t.bf16_optimizer_state) return t.optimizer_moments_allocated ? 4.0 : 0.0;
   return 4.0 + (t.optimizer_moments_allocated ? 8.0 : 0.0) - (t.reuse_fp32_param ? 2.0 : 0.0);
+}
+
+// HBM bytes of one optimizer step, op by op as Megatron's mixed-precision optimizer runs it
+// (MixedPrecisionOptimizer.step in megatron/optimizer/optimizer.py, 2021-2022, and Megatron-core's since; Adam as
+// Apex / TE FusedAdam's multi-tensor kernel), per parameter the rank owns:
+//  - 16-bit gradients copied into fp32 main gradients (.float(): read 2, write 4); none when the buffer is fp32;
+//  - FP16 only: the loss-scale unscale and inf check (torch._amp_foreach_non_finite_check_and_unscale_: 4 + 4);
+//  - the gradient-norm read for clipping (4);
+//  - Adam: gradient, master weight and the two moments read, master and moments written (4·4 + 3·4);
+//  - the master copied into the model's 16-bit parameters (4 + 2), none when those are the master's top half
+//    (store_param_remainders / --reuse-fp32-param) or with a 16-bit state, which updates bf16 parameters and
+//    moments in place (gradient, parameter and moments read, written: 2 bytes each).
+// An FP16 step skipped by the loss scaler (Adam's moments not yet allocated) stops after the inf check. Per local
+// parameter, every iteration zeroes the gradient buffer (zero_grad_buffer: one write).
+struct OptimizerStepBytes {
+  double per_owned, per_local;
+};
+inline OptimizerStepBytes optimizer_step_bytes_per_param(const TrainingSettings& t) {
+  const double gb = grad_bytes_per_param(t);
+  const bool loss_scaled = t.precision == Precision::fp16;
+  if (t.bf16_optimizer_state) return {2 * gb + 3 * 2.0 + 3 * 2.0, gb};  // norm, then Adam in place
+  const double to_main = gb < 4 ? gb + 4 : 0.0, unscale = loss_scaled ? 8.0 : 0.0;
+  if (!t.optimizer_moments_allocated && loss_scaled) return {to_main + unscale, gb};
+  const double adam = 4 * 4 + 3 * 4, to_model = t.reuse_fp32_param ? 0.0 : 4 + 2.0;
+  return {to_main + unscale + 4 + adam + to_model, gb};
 }
 
 // Data-parallel gradient reduction and (distributed optimizer) parameter all-gather for one stage, once per

@@ -660,7 +660,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
                            static_cast<double>(mb) * fsdp_exposed;
     st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * fsdp_hidden;
     fsdp_exposed_mb[static_cast<std::size_t>(i)] = fsdp_exposed;
-    st.optimizer_s = vector_time_s(c, kOptimizerBytesPerParam * owned, 6 + 2.0 * (sl.layers + sl.mtp));
+    const OptimizerStepBytes ob = optimizer_step_bytes_per_param(t);
+    st.optimizer_s = vector_time_s(c, ob.per_owned * owned + ob.per_local * (c.r.fsdp ? owned : params),
+                                   6 + 2.0 * (sl.layers + sl.mtp));
 
     if (st.per_microbatch_s > max_c) {
       max_c = st.per_microbatch_s;

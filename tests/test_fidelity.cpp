@@ -1428,3 +1428,40 @@ TEST(Fidelity, Fp8WeightCastsAreCachedAcrossMicroBatches) {
       EXPECT_DOUBLE_EQ(many.layer.forward_s, few.layer.forward_s);
   }
 }
+
+// The optimizer step, op by op as Megatron's mixed-precision optimizer runs it: FP16 with 16-bit gradients
+// copies them into fp32 (6 bytes per parameter) and unscales them (8) before the norm (4), Adam (28) and the copy
+// back into the 16-bit parameters (6), and zeroes its 16-bit gradient buffer (2): 54 bytes. BF16 with fp32
+// gradients reads them in place and zeroes 4 bytes: 42. The master's remainders save the copy back; a step the
+// FP16 loss scaler skips (moments not yet allocated) stops after the inf check.
+TEST(Fidelity, OptimizerStepMovesWhatTheMixedPrecisionOptimizerMoves) {
+  const Model m = gpt22b();
+  const Strategy s = with(*parse_config_name("dp1-tp8-pp1-cp1-noRC").strategy, Recompute::none, false);
+  const PlatformParams p{};
+  const double per_byte_s = 1 / (a100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency);
+  auto step_s = [&](const TrainingSettings& t) {
+    const Prediction pr = simulate(m, s, a100(), t, p);
+    EXPECT_TRUE(pr.ok());
+    return pr.stages[0].optimizer_s;
+  };
+  const TrainingSettings fp16 = megatron2022();
+  TrainingSettings half = fp16;
+  half.fp32_gradients = false;
+  const Prediction pr = simulate(m, s, a100(), half, p);
+  ASSERT_TRUE(pr.ok());
+  const double params = pr.stages[0].weight_bytes / 2;  // 16-bit weights, replicated optimizer: all owned
+  TrainingSettings bf16 = fp16;
+  bf16.precision = Precision::bf16;
+  bf16.fp32_gradients = true;
+  EXPECT_NEAR(step_s(half) - step_s(bf16), 12 * params * per_byte_s, 1e-9);
+  TrainingSettings remainders = bf16;
+  remainders.reuse_fp32_param = true;
+  EXPECT_NEAR(step_s(bf16) - step_s(remainders), 6 * params * per_byte_s, 1e-9);
+  TrainingSettings skipped = half;
+  skipped.optimizer_moments_allocated = false;
+  EXPECT_NEAR(step_s(half) - step_s(skipped), 38 * params * per_byte_s, 1e-9);
+  TrainingSettings sixteen_bit_state = bf16;
+  sixteen_bit_state.bf16_optimizer_state = true;
+  sixteen_bit_state.fp32_gradients = false;
+  EXPECT_NEAR(step_s(bf16) - step_s(sixteen_bit_state), (42 - 18) * params * per_byte_s, 1e-9);
+}
