@@ -1,8 +1,9 @@
 // Public GPU calibration benchmark: fits θ per GPU system (A100, H100, B200) on the published Megatron / NeMo /
 // Megatron-Bridge measurements shipped in data/public/, and prints in-sample, leave-one-model-out and
 // leave-one-source-out time errors with every run's residual.
-//   public_bench [--data DIR] [--residuals] [--fix NAME=VALUE ...]   (--fix: hold a θ parameter, e.g. to see what
-//   a parameter on its bound absorbs)
+//   public_bench [--data DIR] [--residuals] [--terms] [--fix NAME=VALUE ...]   (--fix: hold a θ parameter, e.g. to
+//   see what a parameter on its bound absorbs; --terms: each fitted run's result terms under the in-sample θ, as
+//   shares of its predicted time, to read a residual against what the prediction is made of)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +30,26 @@ void line(const char* label, const calib::Problem& pb, const std::vector<calib::
     std::printf("      %-26s %-18s %-40s %8.3f / %8.3f s (%+6.1f %%)\n", s.source.substr(0, 26).c_str(),
                 s.model_setting.substr(0, 18).c_str(), s.config.c_str(), p.time_s, s.time_s,
                 100 * (p.time_s / s.time_s - 1));
+  }
+}
+// Every fitted run's result terms (breakdown_terms(), the one table every writer loops over) under θ, as
+// percentages of its predicted iteration time, beside its residual.
+void terms(const calib::Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& theta) {
+  std::printf("  %-18s %-40s %7s", "terms (% of time)", "", "resid");
+  for (const auto& t : breakdown_terms()) {
+    std::string n = t.name;
+    if (n.size() > 2 && n.compare(n.size() - 2, 2, "_s") == 0) n.resize(n.size() - 2);
+    std::printf(" %8.8s", n.c_str());
+  }
+  std::printf("\n");
+  for (auto i : idx) {
+    const calib::Sample& s = pb.samples[i];
+    const Prediction pr = simulate(s.model, s.strategy, pb.system, s.settings, theta, calib::sim_options(pb));
+    if (!pr.ok() || !(s.time_s > 0)) continue;
+    std::printf("      %-18s %-40s %+6.1f%%", s.model_setting.substr(0, 18).c_str(), s.config.c_str(),
+                100 * (pr.iteration_time_s / s.time_s - 1));
+    for (const auto& t : breakdown_terms()) std::printf(" %8.1f", 100 * pr.breakdown.*t.field / pr.iteration_time_s);
+    std::printf("\n");
   }
 }
 // How many held-out times the 80 % and 90 % intervals hold.
@@ -72,7 +93,7 @@ void feasibility(const calib::Problem& pb, const std::vector<calib::SamplePredic
 
 int main(int argc, char** argv) {
   std::string dir = io::data_dir() + "/public";
-  bool residuals = false;
+  bool residuals = false, show_terms = false;
   std::vector<std::string> fix;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--data") && i + 1 < argc)
@@ -81,6 +102,8 @@ int main(int argc, char** argv) {
       fix.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--residuals"))
       residuals = true;
+    else if (!std::strcmp(argv[i], "--terms"))
+      show_terms = true;
   }
   const io::PublishedSet ps = io::read_published(dir);
   std::printf("published set: %zu runs used, %zu rows dropped (reasons in %s/readings.csv)\n", ps.runs.size(),
@@ -113,6 +136,7 @@ int main(int argc, char** argv) {
       coverage_line("  prior intervals", calib::coverage_of(pb, h100, calib::prior_uncertainty(), {}, idx));
     }
     line("in-sample", pb, calib::predict(pb, idx, fr.params), residuals);
+    if (show_terms) terms(pb, idx, fr.params);
     std::set<std::string> models, sources;
     for (auto i : idx) {
       models.insert(pb.samples[i].model_setting);
