@@ -154,10 +154,56 @@ void write_eval_group(io::H5Writer& w, const eval::CollectionEvaluation& e) {
   w.attr(g, "system", e.system);
 }
 
+// Every run of an evaluation: its configuration, measured and predicted time and peak memory, their errors, and
+// (with a θ covariance) the 80 % interval. The same records feed the JSON's "runs" and `--runs`' table.
+struct RunRecord {
+  std::string config;
+  double measured_s, predicted_s, time_err_pct, lo80_s, hi80_s, measured_gib, predicted_gib, memory_err_pct;
+};
+std::vector<RunRecord> run_records(const eval::CollectionEvaluation& e) {
+  std::vector<RunRecord> out;
+  const double gib = 1073741824.0, nan = std::nan("");
+  for (std::size_t k = 0; k < e.predictions.size(); ++k) {
+    const auto& p = e.predictions[k];
+    const auto& s = e.problem.samples[p.index];
+    RunRecord r{s.config,
+                s.time_s > 0 ? s.time_s : nan,
+                p.time_s,
+                nan,
+                nan,
+                nan,
+                s.mem_max_bytes > 0 ? s.mem_max_bytes / gib : nan,
+                p.mem_max_bytes / gib,
+                nan};
+    if (s.time_s > 0) r.time_err_pct = 100 * (p.time_s / s.time_s - 1);
+    if (s.mem_max_bytes > 0) r.memory_err_pct = 100 * (p.mem_max_bytes / s.mem_max_bytes - 1);
+    if (k < e.intervals.size()) {
+      r.lo80_s = e.intervals[k].time_s_80.lower;
+      r.hi80_s = e.intervals[k].time_s_80.upper;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+io::Json runs_json(const std::vector<RunRecord>& runs) {
+  io::Json a = io::Json::array();
+  for (const auto& r : runs)
+    a.push_back({{"optimization_config", r.config},
+                 {"measured_iteration_time_s", num(r.measured_s)},
+                 {"predicted_iteration_time_s", num(r.predicted_s)},
+                 {"time_error_pct", num(r.time_err_pct)},
+                 {"predicted_iteration_time_s_p10", num(r.lo80_s)},
+                 {"predicted_iteration_time_s_p90", num(r.hi80_s)},
+                 {"measured_max_peak_memory_gib", num(r.measured_gib)},
+                 {"predicted_max_peak_memory_gib", num(r.predicted_gib)},
+                 {"memory_error_pct", num(r.memory_err_pct)}});
+  return a;
+}
+
 struct EvalCli {
   std::string dataset, published, out;
   std::vector<std::string> params, models, predictions, names;
-  bool json = false, compare = false;
+  bool json = false, compare = false, runs = false;
 };
 
 // One evaluation: options in, the report on `os`.
@@ -204,6 +250,7 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["predictor"] = e.predictor;
       x["components"] = components_json(e.components);
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
+      x["runs"] = runs_json(run_records(e));
       if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
       if (!e.intervals.empty()) x["interval_coverage"] = coverage_json(e);
       if (const io::Collection* c = d.find(e.model_setting, e.platform)) {
@@ -252,6 +299,21 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       {"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b", "top1 regret%",
        "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config", "time in 80/90 %"},
       rows);
+  if (ec.runs) {  // every run's error beside the table of figures
+    std::vector<std::vector<std::string>> per_run;
+    auto fmt = [](double v, int prec) { return std::isfinite(v) ? app::fmt(v, prec) : std::string("-"); };
+    for (const auto& set : sets)
+      for (const auto& e : set)
+        for (const auto& r : run_records(e))
+          per_run.push_back(
+              {e.predictor, e.model_setting, e.platform, r.config, fmt(r.measured_s, 3), fmt(r.predicted_s, 3),
+               std::isfinite(r.lo80_s) ? fmt(r.lo80_s, 3) + " - " + fmt(r.hi80_s, 3) : "-", fmt(r.time_err_pct, 1),
+               fmt(r.measured_gib, 2), fmt(r.predicted_gib, 2), fmt(r.memory_err_pct, 1)});
+    os << "\n"
+       << table({"predictor", "model_setting", "platform", "configuration", "time s", "predicted s", "80 % interval s",
+                 "error %", "mem GiB", "predicted GiB", "mem error %"},
+                per_run);
+  }
   std::set<std::string> sources;  // say which θ predicted, plainly
   for (const auto& set : sets)
     for (const auto& e : set)
@@ -465,7 +527,8 @@ void register_evaluate(CLI::App& app) {
   cmd->add_option("--name", ec.names, "names of the prediction sets, in order");
   cmd->add_flag("--compare", ec.compare, "score lmsim too and show all prediction sets side by side");
   cmd->add_option("--out", ec.out, "HDF5 report");
-  cmd->add_flag("--json", ec.json, "machine-readable output");
+  cmd->add_flag("--json", ec.json, "machine-readable output (each evaluation's runs under \"runs\")");
+  cmd->add_flag("--runs", ec.runs, "also print every run: measured and predicted time and memory, errors, intervals");
   cmd->callback([eval_opts] { run_evaluate(*eval_opts, std::cout); });
 
   auto* sl = app.add_subcommand("shortlist", "shortlist target-platform configurations from source-platform runs");

@@ -345,7 +345,22 @@ g = f["qwen3_1.7b_4k/npu/lmsim/predicted"]
 t, lo, hi = g["iteration_time_s"][:], g["iteration_time_s_p05"][:], g["iteration_time_s_p95"][:]
 assert (lo < t).all() and (t < hi).all() and (g["iteration_time_s_p10"][:] > lo).all(), (lo, t, hi)
 assert (g["max_peak_memory_bytes_p90"][:] > g["max_peak_memory_bytes"][:]).all()
+# Every run in the JSON too, as the HDF5 has it: the same configurations, times and errors.
+for e in ev:
+    h = f[e["model_setting"] + "/" + e["platform"] + "/lmsim"]
+    runs = e["runs"]
+    assert len(runs) == e["n_time"] == len(h["configurations/optimization_config"]), (len(runs), e["n_time"])
+    for r, c, t, err in zip(runs, h["configurations/optimization_config"][:], h["predicted/iteration_time_s"][:],
+                            h["errors/time_pct"][:]):
+        assert r["optimization_config"] == c.decode() and r["predicted_iteration_time_s"] == t, (r, c, t)
+        assert abs(r["time_error_pct"] - err) < 1e-9 and r["predicted_iteration_time_s_p10"] < t, (r, err)
+        assert abs(100 * (r["predicted_iteration_time_s"] / r["measured_iteration_time_s"] - 1) - err) < 1e-9
 PY
+# --runs prints each run beside the figures: one line per configuration and platform (15 + 15 runs of 0.6B).
+"$lmsim" --quiet evaluate --models qwen3_0.6b_4k --runs > "$tmp/runs.txt"
+[ "$(grep -c "^lmsim *qwen3_0.6b_4k *\(npu\|gpu\) *dp[0-9]" "$tmp/runs.txt")" = 30 ] ||
+  fail "evaluate --runs: $(cat "$tmp/runs.txt")"
+grep -q "dp8-tp1-pp1-cp1-RC .* - " "$tmp/runs.txt" || fail "evaluate --runs: no interval: $(cat "$tmp/runs.txt")"
 # Strategies compared side by side: each is what predicting it alone gives, under the same θ, said once.
 "$lmsim" predict --model Qwen3-1.7B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-noRC,dp4-tp2-pp1-cp1-RC \
   --json 2> "$tmp/e" > "$tmp/both.json"
