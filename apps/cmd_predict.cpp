@@ -18,6 +18,32 @@ struct PredictCli {
 };
 
 // The settings a prediction ran under, in a line: what changes memory and time most.
+// Diagnostics rows of consecutive stages that are the same (the middle stages of a uniform pipeline) printed once,
+// their stages as a range ("1-62"): `row` gives a record's columns without its stage, which goes in column `at`.
+template <class Record, class Row>
+std::vector<std::vector<std::string>> merged_stage_rows(const std::vector<Record>& records, std::size_t at, Row row) {
+  std::vector<std::pair<int, std::vector<std::vector<std::string>>>> stages;  // stage, its rows in order
+  for (const auto& x : records) {
+    if (stages.empty() || stages.back().first != x.stage) stages.push_back({x.stage, {}});
+    stages.back().second.push_back(row(x));
+  }
+  std::vector<std::vector<std::string>> out;
+  for (std::size_t i = 0; i < stages.size();) {
+    std::size_t j = i;
+    while (j + 1 < stages.size() && stages[j + 1].second == stages[i].second &&
+           stages[j + 1].first == stages[j].first + 1)
+      ++j;
+    const std::string range = i == j ? std::to_string(stages[i].first)
+                                     : std::to_string(stages[i].first) + "-" + std::to_string(stages[j].first);
+    for (auto r : stages[i].second) {
+      r.insert(r.begin() + static_cast<std::ptrdiff_t>(at), range);
+      out.push_back(std::move(r));
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
@@ -186,15 +212,24 @@ void run(const PredictCli& o, std::ostream& os) {
   if (mem.size() > 64) os << "\n  ... (" << mem.size() << " ranks; --json lists all)";
   os << "\n";
   if (diagnostics) {
-    std::vector<std::vector<std::string>> g;
-    for (const auto& x : gemm_diagnostics(r.model, s, r.system, r.settings, r.params))
-      g.push_back({x.name, std::to_string(x.stage), std::to_string(x.batch), std::to_string(x.m), std::to_string(x.n),
-                   std::to_string(x.k), fmt(x.count, 0), fmt(x.predicted_us, 1)});
+    const auto g =
+        merged_stage_rows(gemm_diagnostics(r.model, s, r.system, r.settings, r.params), 1, [](const auto& x) {
+          return std::vector<std::string>{
+              x.name,          std::to_string(x.batch), std::to_string(x.m), std::to_string(x.n), std::to_string(x.k),
+              fmt(x.count, 0), fmt(x.predicted_us, 1)};
+        });
     os << "\n" << table({"gemm", "stage", "batch", "m", "n", "k", "calls", "us/call"}, g);
-    std::vector<std::vector<std::string>> c;
-    for (const auto& x : collective_diagnostics(r.model, s, r.system, r.settings, r.params))
-      c.push_back({x.primitive, x.group, std::to_string(x.stage), std::to_string(x.group_size), std::to_string(x.nodes),
-                   fmt(x.link_share, 3), fmt(x.bytes / 1048576.0, 2), fmt(x.count, 0), fmt(x.predicted_ms, 3)});
+    const auto c =
+        merged_stage_rows(collective_diagnostics(r.model, s, r.system, r.settings, r.params), 2, [](const auto& x) {
+          return std::vector<std::string>{x.primitive,
+                                          x.group,
+                                          std::to_string(x.group_size),
+                                          std::to_string(x.nodes),
+                                          fmt(x.link_share, 3),
+                                          fmt(x.bytes / 1048576.0, 2),
+                                          fmt(x.count, 0),
+                                          fmt(x.predicted_ms, 3)};
+        });
     os << "\n" << table({"collective", "group", "stage", "size", "nodes", "link_share", "MiB", "calls", "ms/call"}, c);
   }
 }

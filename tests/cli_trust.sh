@@ -386,4 +386,11 @@ recompute = next(l for l in text.splitlines() if l.startswith("recompute_s ")).s
 assert float(recompute[2]) == 0 and float(recompute[3]) > 0, recompute
 assert "#2 settings: " in text, text
 PY
+# --diagnostics prints the identical middle stages of a uniform pipeline once, as a range, the end stages apart.
+"$lmsim" --quiet predict --model GPT-1T --system a100_sxm_80g --stack megatron-lm-2021 --seq 2048 \
+  --global-batch 3072 --strategy dp6-tp8-pp64-cp1-RC-mbs1 --diagnostics > "$tmp/diag.txt"
+grep -qE "^fc1 +0-62 +1 +2048 +12800 +25600 " "$tmp/diag.txt" || fail "diagnostics GEMM ranges: $(cat "$tmp/diag.txt")"
+grep -qE "^lm_head +63 " "$tmp/diag.txt" || fail "diagnostics: no last-stage LM head: $(cat "$tmp/diag.txt")"
+grep -qE "^send_recv +pp +1-62 +2 " "$tmp/diag.txt" || fail "diagnostics collective ranges: $(cat "$tmp/diag.txt")"
+[ "$(grep -cE "^qkv " "$tmp/diag.txt")" = 2 ] || fail "diagnostics: stages not merged: $(cat "$tmp/diag.txt")"
 echo "cli_trust: all checks passed"
