@@ -17,7 +17,6 @@ struct PredictCli {
   std::string gemm_csv, emit;
 };
 
-// The settings a prediction ran under, in a line: what changes memory and time most.
 // Diagnostics rows of consecutive stages that are the same (the middle stages of a uniform pipeline) printed once,
 // their stages as a range ("1-62"): `row` gives a record's columns without its stage, which goes in column `at`.
 template <class Record, class Row>
@@ -44,6 +43,7 @@ std::vector<std::vector<std::string>> merged_stage_rows(const std::vector<Record
   return out;
 }
 
+// The settings a prediction ran under, in a line: what changes memory and time most.
 std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
