@@ -33,6 +33,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
     else if (s.virtual_pipeline > 1)
       add("--num-virtual-stages-per-pipeline-rank " + n(s.virtual_pipeline));
+    if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
+      add("--microbatch-group-size-per-virtual-pipeline-stage " + n(t.microbatch_group_size_per_vp_stage));
     if (split && split->kind == SplitKind::embedding_loss)
       add("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split");
     if (split && split->kind == SplitKind::explicit_layers)
@@ -88,6 +90,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     add("trainer.strategy.virtual_pipeline_model_parallel_size=" +
         (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
     add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
+    if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
+      add("model.config.microbatch_group_size_per_vp_stage=" + n(t.microbatch_group_size_per_vp_stage));
     if (s.context_parallel > 1) add(std::string("model.config.cp_comm_type=") + to_string(r.cp_comm_type));
     if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
       add("model.config.hierarchical_context_parallel_sizes=[" + n(r.ulysses_degree_in_cp) + "," +

@@ -155,6 +155,9 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.seq_length = integer("seq_length", nullptr, 1, 1 << 24);
   t.global_batch_size = integer("global_batch_size", nullptr, 1, std::int64_t{1} << 32);
   t.micro_batch_size = integer("micro_batch_size", "1", 1, 1 << 20);
+  // Megatron-core fills an unset group size with pipeline_parallel, which is what 0 means here.
+  if (get("microbatch_group_size_per_vp_stage", "None").first != "None")
+    t.microbatch_group_size_per_vp_stage = integer("microbatch_group_size_per_vp_stage", nullptr, 1, 1 << 20);
   const std::string fp8 = get("fp8", "None").first;
   if (fp8 != "None" && fp8 != "False")
     t.precision = Precision::fp8;

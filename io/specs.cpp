@@ -682,6 +682,8 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   t.cp_comm_type = cp_comm_type_or(o, "cp_comm_type", t.cp_comm_type);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
+  t.microbatch_group_size_per_vp_stage =
+      o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
   o.mark("note");
   o.finish();
   if (auto bad = settings_problem(t))
@@ -706,6 +708,8 @@ Json to_json(const TrainingSettings& t) {
   j["moe_load_imbalance"] = t.moe_load_imbalance;
   j["cp_comm_type"] = to_string(t.cp_comm_type);
   if (t.ulysses_degree_in_cp > 0) j["ulysses_degree_in_cp"] = t.ulysses_degree_in_cp;
+  if (t.microbatch_group_size_per_vp_stage > 0)
+    j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;
   return j;
 }
 

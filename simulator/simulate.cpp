@@ -439,21 +439,23 @@ StageCounts stage_counts(const Model& m, const Strategy& s, const StageLayers& s
 }
 
 // In-flight micro-batches' worth of a stage's layers held at the activation peak. 1F1B: stage i holds
-// min(p - i, m); interleaved 1F1B (Megatron's warm-up count) holds (p - i - 1)·2 + (v - 1)·p + 1 chunks of
-// L/(p·v) layers, at most m·v. Without pipelining micro-batches run one after another.
-double inflight(int pp, int vpp, std::int64_t mb, int i) {
+// min(p - i, m); interleaved 1F1B (Megatron's warm-up count) holds (p - i - 1)·2 + (v - 1)·N + 1 chunks of
+// L/(p·v) layers, at most m·v, N the micro-batches a virtual stage runs in a row (p by default). Without pipelining
+// micro-batches run one after another.
+double inflight(int pp, int vpp, std::int64_t mb, int i, std::int64_t group) {
   if (pp == 1) return 1;
   if (vpp == 1) return static_cast<double>(std::min<std::int64_t>(pp - i, mb));
-  const std::int64_t chunks = static_cast<std::int64_t>(pp - i - 1) * 2 + static_cast<std::int64_t>(vpp - 1) * pp + 1;
+  const std::int64_t chunks =
+      static_cast<std::int64_t>(pp - i - 1) * 2 + static_cast<std::int64_t>(vpp - 1) * group + 1;
   return static_cast<double>(std::min(chunks, mb * vpp)) / vpp;
 }
 
 // Share of a stage's chunk passes with no other micro-batch's pass beside them: the warm-up forwards (and as many
-// cool-down backwards) of Megatron's schedules — (p − i − 1)·2 + (v − 1)·p chunks interleaved, p − i − 1
+// cool-down backwards) of Megatron's schedules — (p − i − 1)·2 + (v − 1)·N chunks interleaved, p − i − 1
 // micro-batches in 1F1B, the first forward (and last backward) without pipelining — over m·v.
-double unpaired_share(int pp, int vpp, std::int64_t mb, int i) {
+double unpaired_share(int pp, int vpp, std::int64_t mb, int i, std::int64_t group) {
   const double warmup = pp == 1   ? 1.0
-                        : vpp > 1 ? static_cast<double>((pp - i - 1) * 2 + (vpp - 1) * pp)
+                        : vpp > 1 ? static_cast<double>((pp - i - 1) * 2 + (vpp - 1) * group)
                                   : static_cast<double>(pp - i - 1);
   return std::min(1.0, warmup / (static_cast<double>(mb) * vpp));
 }
@@ -582,7 +584,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
     // With the batch-level overlap only the steady phase pairs a forward with another micro-batch's backward: the
     // warm-up forwards and cool-down backwards (Megatron's warm-up count) keep their all-to-alls exposed.
-    const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i) : 1.0;
+    const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i, c.r.vp_group) : 1.0;
     st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) +
                    lm * (paired * (moe_t.ep_fwd + moe_t.ep_bwd) + (1.0 - paired) * moe_t.ep_alone);
     // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
@@ -621,7 +623,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.weight_bytes = weight_bytes * (c.r.fsdp ? owned + 2 * layer_params : params);
     st.gradient_bytes = grad_bytes * (c.r.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
-    st.inflight_microbatches = inflight(pp, vpp, mb, i);
+    st.inflight_microbatches = inflight(pp, vpp, mb, i, c.r.vp_group);
     // Full recompute keeps its checkpoints and, where it leaves layers unreplayed (block), their whole activations;
     // its replay re-materialises a layer (a uniform group of them) at a time.
     const bool full = s.recompute == Recompute::full;

@@ -233,16 +233,18 @@ ParseResult parse_config_name(const std::string& name) {
 }
 
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
-  ResolvedStrategy r{s,
-                     s.micro_batch_size > 0 ? s.micro_batch_size : t.micro_batch_size,
-                     0,
-                     s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
-                     s.distributed_optimizer.value_or(t.distributed_optimizer) || s.fsdp.value_or(t.fsdp),
-                     s.fsdp.value_or(t.fsdp),
-                     s.cp_comm_type.value_or(t.cp_comm_type),
-                     s.ulysses_degree > 0 ? s.ulysses_degree : t.ulysses_degree_in_cp,
-                     false,
-                     false};
+  ResolvedStrategy r{
+      s,
+      s.micro_batch_size > 0 ? s.micro_batch_size : t.micro_batch_size,
+      0,
+      s.sequence_parallel.value_or(t.sequence_parallel) && s.tensor_parallel > 1,
+      s.distributed_optimizer.value_or(t.distributed_optimizer) || s.fsdp.value_or(t.fsdp),
+      s.fsdp.value_or(t.fsdp),
+      s.cp_comm_type.value_or(t.cp_comm_type),
+      s.ulysses_degree > 0 ? s.ulysses_degree : t.ulysses_degree_in_cp,
+      t.microbatch_group_size_per_vp_stage > 0 ? t.microbatch_group_size_per_vp_stage : s.pipeline_parallel,
+      false,
+      false};
   r.synchronous_tp_allreduce =
       !t.async_tensor_model_parallel_allreduce && s.tensor_parallel > 1 && !r.sequence_parallel;
   r.distribute_saved_activations =
@@ -295,7 +297,9 @@ const char* describe(Rejection r) {
     case Rejection::ep_without_experts: return "expert_parallel > 1 or expert_tensor_parallel on a dense model";
     case Rejection::batch_not_divisible: return "global batch is not divisible by data_parallel x micro_batch_size";
     case Rejection::vpp_needs_pipeline:
-      return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel";
+      return "virtual pipeline needs pipeline_parallel > 1 and micro-batches divisible by pipeline_parallel (or, "
+             "with microbatch_group_size_per_vp_stage N in [pipeline_parallel, micro-batches], their remainder "
+             "mod N zero or at least pipeline_parallel)";
     case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
     case Rejection::precision_unsupported: return "the system has no dense throughput in this precision";
     case Rejection::cp_needs_flash_attention:
@@ -410,8 +414,13 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
     return Rejection::ep_not_dividing_dp_cp;
   if (t.global_batch_size % (static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size) != 0)
     return Rejection::batch_not_divisible;
-  if (s.virtual_pipeline > 1 && (s.pipeline_parallel == 1 || r.num_micro_batches % s.pipeline_parallel != 0))
-    return Rejection::vpp_needs_pipeline;
+  // Megatron-core's interleaved schedule (schedules.py): groups of N micro-batches per virtual stage, N in
+  // [p, m], the last group whole or at least p long; N = p by default, so m divisible by p.
+  if (s.virtual_pipeline > 1) {
+    const std::int64_t m = r.num_micro_batches, n = r.vp_group, rest = m % n;
+    if (s.pipeline_parallel == 1 || n < s.pipeline_parallel || n > m || (rest > 0 && rest < s.pipeline_parallel))
+      return Rejection::vpp_needs_pipeline;
+  }
   if (!o.allow_cross_node_tp && s.tensor_parallel > o.devices_per_node) return Rejection::tp_crosses_node;
   return Rejection::ok;
 }

@@ -127,6 +127,11 @@ struct TrainingSettings {
   double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
   std::int64_t ulysses_degree_in_cp = 0;      // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
+  // Interleaved schedule: the micro-batches a virtual stage runs in a row (Megatron-core
+  // --microbatch-group-size-per-virtual-pipeline-stage, since November 2024); 0: pipeline_parallel, the default,
+  // which needs the micro-batches divisible by pipeline_parallel. A group of N in [p, m] lets any m run whose last
+  // group is whole or at least p (schedules.py), at (v - 1)·N warm-up chunks instead of (v - 1)·p.
+  std::int64_t microbatch_group_size_per_vp_stage = 0;
   // Under Ulysses, K and V repeated to every query head before the all-to-all (MindSpeed-LLM's
   // --kv-head-repeat-before-uly-alltoall, on by default there); false: only as far as the heads must split cp ways.
   bool kv_head_repeat_before_uly_alltoall = false;
@@ -265,6 +270,7 @@ struct ResolvedStrategy {
   bool fsdp;
   CpCommType cp_comm_type;
   std::int64_t ulysses_degree_in_cp;  // a2a+p2p's Ulysses degree in effect (0: none given)
+  std::int64_t vp_group;              // micro-batches per virtual-stage group: the setting, else pipeline_parallel
   bool distribute_saved_activations;  // in effect: asked for, full recompute, TP > 1 and no SP
   bool synchronous_tp_allreduce;      // in effect: async_tensor_model_parallel_allreduce off, TP > 1 and no SP
 };

@@ -84,4 +84,11 @@ b=$(run --strategy dp8-tp8-pp8-cp2-RC-uniform2-vpp8-sp --emit nemo)
 [[ "$b" == *"model.config.recompute_method=uniform model.config.recompute_num_layers=2"* ]] || fail "nemo uniform: $b"
 t=$(run --strategy dp8-tp8-pp8-cp2-RC-block3-vpp8-sp)
 [[ "$t" == *"full recompute of the first 3 layers of every chunk"* ]] || fail "settings line: $t"
+# The interleaved schedule's micro-batch group: emitted for Megatron-LM and NeMo when set.
+g=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g --seq 2048 --global-batch 160 \
+  --devices 512 --strategy dp16-tp4-pp8-cp1-noRC-mbs1-vpp6-sp --set microbatch_group_size_per_vp_stage=10 --emit megatron)
+[[ "$g" == *"--microbatch-group-size-per-virtual-pipeline-stage 10"* ]] || fail "megatron micro-batch group: $g"
+g=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g --seq 2048 --global-batch 160 \
+  --devices 512 --strategy dp16-tp4-pp8-cp1-noRC-mbs1-vpp6-sp --set microbatch_group_size_per_vp_stage=10 --emit nemo)
+[[ "$g" == *"model.config.microbatch_group_size_per_vp_stage=10"* ]] || fail "nemo micro-batch group: $g"
 echo "cli_emit: all checks passed"

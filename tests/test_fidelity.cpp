@@ -1465,3 +1465,33 @@ TEST(Fidelity, OptimizerStepMovesWhatTheMixedPrecisionOptimizerMoves) {
   sixteen_bit_state.fp32_gradients = false;
   EXPECT_NEAR(step_s(bf16) - step_s(sixteen_bit_state), (42 - 18) * params * per_byte_s, 1e-9);
 }
+
+// Megatron-core's tunable interleaved schedule: a virtual stage runs N micro-batches in a row (N = p by default).
+// N in [p, m] with the last group whole or at least p long lets m run undivided by p; the warm-up holds
+// (p - i - 1)·2 + (v - 1)·N chunks in flight, so a larger N keeps more activations.
+TEST(Fidelity, MicrobatchGroupsPerVirtualStageSetWhichMicroBatchCountsInterleave) {
+  const Model& m = preset("GPT-3-175B");
+  const Strategy s = *parse_config_name("dp16-tp4-pp8-cp1-noRC-mbs1-vpp6-sp").strategy;
+  TrainingSettings t = run_settings(2048, 160);  // 10 micro-batches per pipeline
+  const ValidityOptions o{};
+  EXPECT_EQ(check(m, s, t, o), Rejection::vpp_needs_pipeline);  // 10 % 8 != 0
+  t.microbatch_group_size_per_vp_stage = 10;
+  EXPECT_EQ(check(m, s, t, o), Rejection::ok);
+  t.global_batch_size = 192;  // 12 micro-batches: groups of 10 leave 2 < p
+  EXPECT_EQ(check(m, s, t, o), Rejection::vpp_needs_pipeline);
+  t.microbatch_group_size_per_vp_stage = 4;  // below p
+  EXPECT_EQ(check(m, s, t, o), Rejection::vpp_needs_pipeline);
+  t.microbatch_group_size_per_vp_stage = 12;
+  EXPECT_EQ(check(m, s, t, o), Rejection::ok);
+  // 16 micro-batches in groups of 16 against the default 8: stage 0 holds 14 + 5·16 + 1 = 95 chunks against 55.
+  t.global_batch_size = 256;
+  t.microbatch_group_size_per_vp_stage = 0;
+  const Prediction by_p = simulate(m, s, h100(), t, PlatformParams{});
+  t.microbatch_group_size_per_vp_stage = 16;
+  const Prediction by_16 = simulate(m, s, h100(), t, PlatformParams{});
+  ASSERT_TRUE(by_p.ok() && by_16.ok());
+  EXPECT_DOUBLE_EQ(by_p.stages[0].inflight_microbatches, 55.0 / 6);
+  EXPECT_DOUBLE_EQ(by_16.stages[0].inflight_microbatches, 95.0 / 6);
+  EXPECT_NEAR(by_16.stages[0].activation_bytes / by_p.stages[0].activation_bytes, 95.0 / 55, 1e-12);
+  EXPECT_EQ(io::settings_from_json(io::to_json(t), "s.json").microbatch_group_size_per_vp_stage, 16);
+}

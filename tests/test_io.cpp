@@ -1252,6 +1252,8 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   EXPECT_TRUE(none.async_tensor_model_parallel_allreduce);                       // a log without the switch overlaps
   EXPECT_FALSE(
       read("  async_tensor_model_parallel_allreduce ........... False\n").async_tensor_model_parallel_allreduce);
+  EXPECT_EQ(none.microbatch_group_size_per_vp_stage, 0);  // unset: Megatron-core takes pipeline_parallel
+  EXPECT_EQ(read("  microbatch_group_size_per_vp_stage .............. 4\n").microbatch_group_size_per_vp_stage, 4);
   const TrainingSettings unfused = read(
       "  gradient_accumulation_fusion .................... False\n"
       "  masked_softmax_fusion ........................... False\n");
