@@ -241,7 +241,8 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
     sets.push_back(eval::evaluate_file(d, ec.predictions[i], name, ec.models));
   }
   io::Json j = io::Json::array();
-  std::vector<std::vector<std::string>> rows;
+  std::vector<std::vector<std::string>> rows, per_run;  // per_run: --runs' table
+  auto cell = [](double v, int prec) { return std::isfinite(v) ? fmt(v, prec) : std::string("-"); };
   for (const auto& set : sets)
     for (const auto& e : set) {
       io::Json x = report_json(e.report);
@@ -250,7 +251,14 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       x["predictor"] = e.predictor;
       x["components"] = components_json(e.components);
       x["median_simulation_wall_s"] = num(e.median_simulation_wall_s);
-      x["runs"] = runs_json(run_records(e));
+      const std::vector<RunRecord> runs = run_records(e);
+      x["runs"] = runs_json(runs);
+      if (ec.runs)
+        for (const auto& r : runs)
+          per_run.push_back(
+              {e.predictor, e.model_setting, e.platform, r.config, cell(r.measured_s, 3), cell(r.predicted_s, 3),
+               std::isfinite(r.lo80_s) ? cell(r.lo80_s, 3) + " - " + cell(r.hi80_s, 3) : "-", cell(r.time_err_pct, 1),
+               cell(r.measured_gib, 2), cell(r.predicted_gib, 2), cell(r.memory_err_pct, 1)});
       if (!e.theta_source.empty()) x["theta_source"] = e.theta_source;
       if (!e.intervals.empty()) x["interval_coverage"] = coverage_json(e);
       if (const io::Collection* c = d.find(e.model_setting, e.platform)) {
@@ -299,21 +307,11 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
       {"predictor", "model_setting", "platform", "n", "time MAPE%", "sMAPE%", "R2", "rho", "tau_b", "top1 regret%",
        "top3 regret%", "mem MAPE%", "mem rho", "matrix sMAPE%", "comm JSD", "us/config", "time in 80/90 %"},
       rows);
-  if (ec.runs) {  // every run's error beside the table of figures
-    std::vector<std::vector<std::string>> per_run;
-    auto fmt = [](double v, int prec) { return std::isfinite(v) ? app::fmt(v, prec) : std::string("-"); };
-    for (const auto& set : sets)
-      for (const auto& e : set)
-        for (const auto& r : run_records(e))
-          per_run.push_back(
-              {e.predictor, e.model_setting, e.platform, r.config, fmt(r.measured_s, 3), fmt(r.predicted_s, 3),
-               std::isfinite(r.lo80_s) ? fmt(r.lo80_s, 3) + " - " + fmt(r.hi80_s, 3) : "-", fmt(r.time_err_pct, 1),
-               fmt(r.measured_gib, 2), fmt(r.predicted_gib, 2), fmt(r.memory_err_pct, 1)});
+  if (ec.runs)  // every run's error beside the table of figures
     os << "\n"
        << table({"predictor", "model_setting", "platform", "configuration", "time s", "predicted s", "80 % interval s",
                  "error %", "mem GiB", "predicted GiB", "mem error %"},
                 per_run);
-  }
   std::set<std::string> sources;  // say which θ predicted, plainly
   for (const auto& set : sets)
     for (const auto& e : set)
