@@ -74,6 +74,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   if (!t.fused_norm) out += ", unfused norm";
   if (t.te_cross_entropy) out += ", TE cross entropy";
   if (t.fp8_param_gather) out += ", FP8 parameters";
+  if (t.nccl_ub) out += ", NCCL user buffers";
   return out;
 }
 

@@ -59,6 +59,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       add("--use-distributed-optimizer");
     if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
     if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
+    if (t.nccl_ub) add("--use-nccl-ub");
     if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
     // Megatron-LM's switch from February 2022 (a synchronous all-reduce, as the SC21 runs had); ignored from April
     // 2024, whose backward always overlaps.
@@ -120,6 +121,7 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       }
     }
     add(std::string("optim.config.use_distributed_optimizer=") + (r.distributed_optimizer ? "true" : "false"));
+    if (t.nccl_ub) add("trainer.strategy.ddp.nccl_ub=true");
     if (t.tp_comm_overlap && r.sequence_parallel) add("model.config.tp_comm_overlap=true");
     if (t.te_cross_entropy)
       add("model.config.cross_entropy_loss_fusion=true model.config.cross_entropy_fusion_impl=te");

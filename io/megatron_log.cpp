@@ -184,6 +184,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   t.distribute_saved_activations = flag("distribute_saved_activations", false);
   t.fp8_param_gather = t.precision == Precision::fp8 && flag("fp8_param_gather", false);
   t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);
+  t.nccl_ub = flag("nccl_ub", false);
   {
     const auto [impl, line] = get("cross_entropy_fusion_impl", "native");
     if (impl != "native" && impl != "te")

@@ -208,10 +208,12 @@ inline std::size_t role_index(OpRole r) { return static_cast<std::size_t>(r); }
 
 // Without gradient-accumulation fusion each weight-gradient GEMM writes a 16-bit gradient that Megatron's backward
 // hook adds into the gradient buffer (main_grad.add_): the buffer read and written, the gradient read, one kernel
-// per GEMM call, every micro-batch. Fused, the GEMM accumulates in place at no extra cost.
+// per GEMM call, every micro-batch. Megatron-FSDP's hook copies it into the unsharded bucket its reduce-scatter
+// sends (main_grad.copy_: the buffer written, not read). Fused, the GEMM accumulates in place at no extra cost.
 double unfused_wgrad_accumulation_s(const Ctx& c, double weights, double gemm_calls) {
   if (c.t.gradient_accumulation_fusion) return 0;
-  return vector_time_s(c, weights * (2 + 2 * grad_bytes_per_param(c.t)), gemm_calls);
+  const double buffer_passes = c.r.fsdp ? 1.0 : 2.0;
+  return vector_time_s(c, weights * (2 + buffer_passes * grad_bytes_per_param(c.t)), gemm_calls);
 }
 
 LayerTime layer_time(const Ctx& c, bool moe) {
@@ -460,6 +462,20 @@ double unpaired_share(int pp, int vpp, std::int64_t mb, int i, std::int64_t grou
   return std::min(1.0, warmup / (static_cast<double>(mb) * vpp));
 }
 
+// Data-parallel traffic run beside other work. Time in which the stage idles (its pipeline slack) carries it for
+// free; beside compute it hides up to that compute's length but slows it, NCCL's kernels taking SMs and HBM
+// bandwidth from the GEMMs (Megatron-core's interleaved schedule launches its gradient reductions "at the same time
+// across the pipeline-parallel group" because "asynchronous communication tends to slow down compute"): each second
+// hidden so costs `share` seconds (`dp_contention_share`). What neither holds is exposed.
+struct Overlapped {
+  double exposed_s, hidden_s;
+};
+Overlapped overlap_dp_traffic(double comm_s, double idle_s, double busy_s, double share) {
+  const double idle = std::min(comm_s, idle_s);
+  const double busy = std::min(comm_s - idle, busy_s);
+  return {comm_s - idle - (1 - share) * busy, idle + (1 - share) * busy};
+}
+
 // A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
 StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const StageParams& moe_layer,
                          const StageLayers& sl, const StageCounts& n, bool is_first, bool is_last) {
@@ -556,7 +572,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   int crit = 0, grad_stage = 0, step_stage = 0;
   std::array<double, kMaxStages> grad_exposed, param_exposed, fsdp_exposed_mb;  // [0, pp) written below
   StageParams dp_key{-1, -1};
-  double grad_time = 0, param_time = 0;
+  double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;  // share: dp_contention_share
   for (int i = 0; i < pp; ++i) {
     StageResult& st = pr.stages[static_cast<std::size_t>(i)];
     st = StageResult{};
@@ -599,18 +615,25 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // Data-parallel traffic of the stage: its gradient reduction and (distributed optimizer) parameter gather.
     if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
       dp_key = sp;
-      grad_time = param_time = 0;
+      grad_time = param_time = grad_share = param_share = 0;
       visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
-        (k.grad ? grad_time : param_time) += collective_time_s(c, k.prim, k.group, k.bytes);
+        const double time = collective_time_s(c, k.prim, k.group, k.bytes);
+        (k.grad ? grad_time : param_time) += time;
+        (k.grad ? grad_share : param_share) += time * dp_contention_share(c, k, p.dp_overlap);
       });
+      grad_share = grad_time > 0 ? grad_share / grad_time : 0.0;  // time-weighted over the stage's collectives
+      param_share = param_time > 0 ? param_share / param_time : 0.0;
     }
     // FSDP repeats them every micro-batch, layer by layer: gather before the forward and again before the
-    // backward, reduce-scatter after it, prefetched under the neighbouring layers' compute (dp_overlap of it).
+    // backward, reduce-scatter after it, prefetched under the neighbouring layers' compute.
     double fsdp_exposed = 0, fsdp_hidden = 0;
     if (c.r.fsdp) {
       const double comm = 2 * param_time + grad_time;
-      fsdp_hidden = std::min(comm, p.dp_overlap * (st.forward_compute_s + st.backward_compute_s + st.recompute_s));
-      fsdp_exposed = comm - fsdp_hidden;
+      const Overlapped o =
+          overlap_dp_traffic(comm, 0.0, st.forward_compute_s + st.backward_compute_s + st.recompute_s,
+                             comm > 0 ? (2 * param_time * param_share + grad_time * grad_share) / comm : 0.0);
+      fsdp_exposed = o.exposed_s;
+      fsdp_hidden = o.hidden_s;
     }
     st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
                           st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s + fsdp_exposed;
@@ -649,12 +672,15 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // its traffic proceeds unhindered.
     const double iter_grad = c.r.fsdp ? 0.0 : grad_time, iter_param = c.r.fsdp ? 0.0 : param_time;
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
-    const double grad_hidden =
-        t.overlap_grad_reduce ? std::min(iter_grad, p.dp_overlap * bwd_window + i * bwd_window / vpp) : 0.0;
-    const double param_hidden =
-        (t.overlap_param_gather && dist) ? std::min(iter_param, p.dp_overlap * fwd_window + i * fwd_window / vpp) : 0.0;
-    grad_exposed[static_cast<std::size_t>(i)] = iter_grad - grad_hidden;
-    param_exposed[static_cast<std::size_t>(i)] = iter_param - param_hidden;
+    const Overlapped grad = t.overlap_grad_reduce
+                                ? overlap_dp_traffic(iter_grad, i * bwd_window / vpp, bwd_window, grad_share)
+                                : Overlapped{iter_grad, 0.0};
+    const Overlapped param = (t.overlap_param_gather && dist)
+                                 ? overlap_dp_traffic(iter_param, i * fwd_window / vpp, fwd_window, param_share)
+                                 : Overlapped{iter_param, 0.0};
+    const double grad_hidden = grad.hidden_s, param_hidden = param.hidden_s;
+    grad_exposed[static_cast<std::size_t>(i)] = grad.exposed_s;
+    param_exposed[static_cast<std::size_t>(i)] = param.exposed_s;
     if (pp > 1 && m.tied_embeddings && (is_first || is_last))  // embedding gradients shared by first and last stage
       grad_exposed[static_cast<std::size_t>(i)] +=
           collective_time_s(c, Prim::all_reduce, c.embedding_pair, grad_bytes * c.vocab_padded * c.h / c.tp);

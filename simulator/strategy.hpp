@@ -165,6 +165,10 @@ struct TrainingSettings {
   // 1/t of every checkpointed input and all-gathers it before the replay. Megatron allows it only with full
   // recompute, TP > 1 and no SP (whose checkpoints are already split); elsewhere it has no effect here.
   bool distribute_saved_activations = false;
+  // NCCL user-buffer registration of the gradient and parameter buffers (Megatron-core's DDP `nccl_ub`,
+  // --use-nccl-ub; Megatron-Bridge sets it with Megatron-FSDP): the data-parallel collectives run NCCL's
+  // SM-efficient zero-copy algorithms, so traffic overlapped with compute takes few of the GPU's SMs from it.
+  bool nccl_ub = false;
 };
 
 // The on/off settings by name (the settings-JSON key and the published-readings column): one table that the
@@ -199,6 +203,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"fp8_param_gather", &TrainingSettings::fp8_param_gather},
     {"kv_head_repeat_before_uly_alltoall", &TrainingSettings::kv_head_repeat_before_uly_alltoall},
     {"distribute_saved_activations", &TrainingSettings::distribute_saved_activations},
+    {"nccl_ub", &TrainingSettings::nccl_ub},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and

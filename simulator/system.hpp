@@ -40,6 +40,9 @@ struct System {
   // NVLink SHARP (NVSwitch gen3+: H100/H200, B200, GB200): NCCL's NVLS all-reduce reduces in the switch, so each
   // GPU sends and receives its buffer once instead of a ring's 2(n-1)/n times.
   bool nvlink_sharp = false;
+  // Streaming multiprocessors per GPU (datasheets; 0 where unstated): the share of the GPU that NCCL's kernels take
+  // from compute they overlap, where that is published by SM count (`nccl_ub`).
+  int sm_count = 0;
   // The device runs the frameworks' fused (flash) attention kernel. FlashAttention-2 and cuDNN's fused attention
   // (Transformer Engine) need compute capability 8.0 (Ampere) or newer; MindSpeed runs Ascend's
   // npu_fusion_attention. A V100 (sm70) has neither: Megatron-LM's attention there materialises the s x s scores,

@@ -23,14 +23,18 @@ python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framew
 # FSDP and module recompute: from the name token and the settings, into the flags and the report's settings line.
 settings=$(mktemp)
 trap 'rm -f "$settings"' EXIT
-echo '{"recompute_modules": ["core_attn", "mlp"], "te_cross_entropy": true}' > "$settings"
+echo '{"recompute_modules": ["core_attn", "mlp"], "te_cross_entropy": true, "nccl_ub": true}' > "$settings"
 f=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit megatron)
+[[ "$f" == *"--use-nccl-ub"* ]] || fail "nccl user buffers: $f"
+u=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit nemo)
+[[ "$u" == *"trainer.strategy.ddp.nccl_ub=true"* ]] || fail "nemo nccl user buffers: $u"
 [[ "$f" == *"--cross-entropy-loss-fusion --cross-entropy-fusion-impl te"* ]] || fail "te cross entropy: $f"
 [[ "$f" == *"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"* ]] || fail "fsdp flags: $f"
 [[ "$f" == *"--recompute-modules core_attn mlp"* ]] || fail "recompute modules: $f"
 [[ "$f" != *"--use-distributed-optimizer"* ]] || fail "fsdp also emitted the distributed optimizer: $f"
 t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
-[[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp, TE cross entropy"* ]] || fail "settings line: $t"
+[[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp, TE cross entropy, NCCL user buffers"* ]] ||
+  fail "settings line: $t"
 # Distributed checkpoints: emitted, and named in the settings line, where Megatron runs them (full recompute,
 # TP > 1, no SP); said not to apply elsewhere.
 echo '{"distribute_saved_activations": true}' > "$settings"

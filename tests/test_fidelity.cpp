@@ -259,6 +259,61 @@ TEST(Fidelity, DataParallelOverlapParameterHasAnEffect) {
   EXPECT_DOUBLE_EQ(c.breakdown.dp_comm_overlapped_s, 0);
 }
 
+// Overlapped data-parallel traffic is not free: each second of it beside compute slows that compute by
+// 1 - dp_overlap seconds (NCCL's kernels take SMs and HBM bandwidth), by the published SM share of NCCL's
+// user-buffer algorithms with nccl_ub (Megatron-core's DistributedDataParallelConfig: 5 of an H100's 132 SMs for a
+// reduce-scatter inside the node).
+TEST(Fidelity, OverlappedDataParallelTrafficSlowsTheComputeBesideIt) {
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(8192, 64);
+  t.distributed_optimizer = false;  // one gradient all-reduce, shorter than a micro-batch's backward
+  t.overlap_grad_reduce = true;
+  const Strategy s = strat(8, 1, 1);
+  PlatformParams p;
+  auto run = [&](double overlap) {
+    p.dp_overlap = overlap;
+    const Prediction r = simulate(m, s, h100(), t, p);
+    EXPECT_TRUE(r.ok());
+    return r.breakdown;
+  };
+  const Breakdown quarter = run(0.25), most = run(0.75), all = run(1.0);
+  const double traffic = quarter.dp_comm_exposed_s + quarter.dp_comm_overlapped_s;
+  ASSERT_GT(traffic, 0.01);
+  EXPECT_NEAR(quarter.dp_comm_exposed_s, 0.75 * traffic, 1e-9);
+  EXPECT_NEAR(most.dp_comm_exposed_s, 0.25 * traffic, 1e-9);
+  EXPECT_NEAR(all.dp_comm_exposed_s, 0.0, 1e-12);
+  ASSERT_EQ(h100().sm_count, 132);
+  t.nccl_ub = true;
+  const Breakdown ub = run(0.25);
+  EXPECT_NEAR(ub.dp_comm_exposed_s, 5.0 / 132 * traffic, 1e-9);
+  // Not overlapped, all of it is exposed, user buffers or not.
+  t.overlap_grad_reduce = false;
+  EXPECT_NEAR(run(0.25).dp_comm_exposed_s, traffic, 1e-9);
+}
+
+// Without gradient-accumulation fusion a weight gradient is added into its buffer (read, add, write) under
+// Megatron's DDP, copied into the bucket its reduce-scatter sends under Megatron-FSDP (written only).
+TEST(Fidelity, UnfusedGradientAccumulationCopiesUnderFsdp) {
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(8192, 64);
+  const Strategy s = strat(8, 1, 1);
+  PlatformParams p;
+  p.kernel_launch_us = 0;  // bytes alone
+  auto backward_cost = [&](bool fsdp) {
+    t.fsdp = fsdp;
+    t.gradient_accumulation_fusion = true;
+    const Prediction fused = simulate(m, s, h100(), t, p);
+    t.gradient_accumulation_fusion = false;
+    const Prediction unfused = simulate(m, s, h100(), t, p);
+    EXPECT_TRUE(fused.ok() && unfused.ok());
+    return unfused.stages[0].backward_compute_s - fused.stages[0].backward_compute_s;
+  };
+  const double ddp = backward_cost(false), fsdp = backward_cost(true);
+  ASSERT_GT(ddp, 0);
+  ASSERT_TRUE(t.fp32_gradients);
+  EXPECT_NEAR(fsdp / ddp, (2.0 + 4) / (2.0 + 2 * 4), 1e-9);  // into fp32 buffers: 6 bytes against 10
+}
+
 TEST(Fidelity, TensorParallelCommOverlapHidesTheSequenceParallelCollectives) {
   const Model m = preset("Llama-3-70B");
   TrainingSettings t;

@@ -1267,6 +1267,8 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   EXPECT_TRUE(te.te_cross_entropy && te.overlap_p2p_comm && te.overlap_moe_expert_parallel_comm);
   EXPECT_FALSE(te.distribute_saved_activations);
   EXPECT_TRUE(read("  distribute_saved_activations .................... True\n").distribute_saved_activations);
+  EXPECT_FALSE(none.nccl_ub);
+  EXPECT_TRUE(read("  nccl_ub ......................................... True\n").nccl_ub);
   EXPECT_FALSE(te.fp8_param_gather);  // the fixture trains in bf16: no FP8 parameters
   EXPECT_FALSE(read("  cross_entropy_fusion_impl ....................... te\n").te_cross_entropy);
   EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);
