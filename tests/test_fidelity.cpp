@@ -653,6 +653,9 @@ TEST(Fidelity, BlackwellPresetsFollowTheirSpecSheets) {
   EXPECT_DOUBLE_EQ(b200->system.peak_flops_fp8, 4.5e15);
   EXPECT_DOUBLE_EQ(b200->system.peak_flops_bf16, 2.25e15);
   EXPECT_EQ(nvl72->system.devices_per_node, 72);  // the NVLink domain
+  EXPECT_EQ(b200->system.sm_count, 148);
+  EXPECT_EQ(nvl72->system.sm_count, 148);
+  EXPECT_EQ(h200->system.sm_count, 132);
   EXPECT_NEAR(h200->system.hbm_capacity_bytes, 141e9, 0.5e9);
   EXPECT_DOUBLE_EQ(h200->system.hbm_bandwidth_bytes_per_s, 4.8e12);
 }
