@@ -28,8 +28,8 @@ const std::array<ParamInfo, kNumParams>& param_table() {
        "software latency of one ring step or point-to-point message, added to the link's nominal latency", 20,
        "the number of collective calls or ring steps"},
       {"dp_overlap", "fraction", 0.0, 1.0, &PlatformParams::dp_overlap,
-       "fraction of each second of data-parallel traffic run beside compute that costs it nothing (the rest is "
-       "contention: NCCL kernels' SMs and HBM traffic)",
+       "fraction of each second of NCCL traffic run beside compute (data-parallel, the interleaved pipeline's "
+       "sends, the CP ring) that costs it nothing (the rest is contention: NCCL kernels' SMs and HBM traffic)",
        0.3, "how data-parallel traffic overlaps compute (bucketing, contention, pipeline slack)"},
       {"runtime_memory_gib", "GiB", 0.0, 16.0, &PlatformParams::runtime_memory_gib,
        "constant per-device memory outside tensors: runtime context, workspaces, communicator buffers", 1,

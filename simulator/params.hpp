@@ -18,7 +18,7 @@ struct PlatformParams {
   double intra_node_bandwidth_efficiency = 0.70;  // fraction of the intra-node link bandwidth a ring reaches
   double inter_node_bandwidth_efficiency = 0.70;  // fraction of the inter-node bandwidth a ring reaches
   double collective_latency_us = 10;              // software latency per ring step, on top of the link's own
-  double dp_overlap = 0.5;                        // overlapped DP traffic share that costs no compute
+  double dp_overlap = 0.5;                        // overlapped NCCL traffic share costing no compute
   double runtime_memory_gib = 0.5;                // per-device constant: context, workspaces, communicator buffers
   double runtime_memory_fraction = 0.05;          // allocator caching / fragmentation, fraction of allocated bytes
   double attention_score_bytes = 5;               // bytes kept per materialised attention-score element

@@ -254,6 +254,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     if (r == OpRole::attn_core) return backward ? 2 * lt.attn_fwd : lt.attn_fwd;
     return call[role_index(r)];
   };
+  const double nccl_share = 1 - c.p->dp_overlap;  // see overlap_dp_traffic
   visit_layer_collectives(c, moe, [&](const Collective& k) {
     const double one = collective_time_s(c, k.prim, k.group, k.bytes);
     const double f = k.fwd * one, b = k.bwd * one;
@@ -265,11 +266,14 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         lt.tp_hidden += f - fe + b - be;
         break;
       case Group::cp:
-      case Group::cp_ring:
-        lt.cp_fwd += fe;
-        lt.cp_bwd += be;
-        lt.cp_hidden += f - fe + b - be;
+      case Group::cp_ring: {
+        // The ring's NCCL sends beside the attention core slow it as overlapped DP traffic does (`nccl_share`).
+        const double cost = nccl_share * (f - fe + b - be);
+        lt.cp_fwd += fe + nccl_share * (f - fe);
+        lt.cp_bwd += be + nccl_share * (b - be);
+        lt.cp_hidden += f - fe + b - be - cost;
         break;
+      }
       default:
         lt.ep_fwd += fe;
         lt.ep_bwd += be;
@@ -604,10 +608,12 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) +
                    lm * (paired * (moe_t.ep_fwd + moe_t.ep_bwd) + (1.0 - paired) * moe_t.ep_alone);
     // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
-    // next chunk: a boundary's traffic hides under one chunk's compute.
+    // next chunk: a boundary's traffic hides under one chunk's compute, whose NCCL send/recv kernels slow it as
+    // overlapped DP traffic does (1 - dp_overlap of each hidden second).
     const double chunk_compute =
         (st.forward_compute_s + st.backward_compute_s + st.recompute_s) / static_cast<double>(vpp);
-    const double p2p_exposed = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
+    const double p2p_beyond = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
+    const double p2p_exposed = p2p_beyond + (1 - p.dp_overlap) * (p2p - p2p_beyond);  // contention, as DP's
     st.pp_comm_s = vpp * p2p_exposed;
     st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
     const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, is_first, is_last);

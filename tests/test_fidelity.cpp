@@ -291,6 +291,30 @@ TEST(Fidelity, OverlappedDataParallelTrafficSlowsTheComputeBesideIt) {
   EXPECT_NEAR(run(0.25).dp_comm_exposed_s, traffic, 1e-9);
 }
 
+// The interleaved schedule's overlapped pipeline sends and context parallelism's ring under the attention core are
+// NCCL kernels too: each second they hide costs 1 - dp_overlap seconds, as data-parallel traffic does.
+TEST(Fidelity, OverlappedPipelineAndRingTrafficCostTheirContention) {
+  const Model& m = preset("Llama-3-70B");
+  TrainingSettings t = run_settings(16384, 64);
+  t.overlap_p2p_comm = true;
+  Strategy s = strat(2, 8, 4);
+  s.context_parallel = 2;
+  s.virtual_pipeline = 5;
+  s.sequence_parallel = true;
+  PlatformParams free_overlap, half;
+  free_overlap.dp_overlap = 1;
+  half.dp_overlap = 0.5;
+  const Prediction a = simulate(m, s, h100(), t, free_overlap), b = simulate(m, s, h100(), t, half);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_GT(a.breakdown.pp_comm_overlapped_s, 0);
+  ASSERT_GT(a.breakdown.cp_comm_overlapped_s, 0);
+  EXPECT_NEAR(b.breakdown.pp_comm_s - a.breakdown.pp_comm_s, 0.5 * a.breakdown.pp_comm_overlapped_s, 1e-9);
+  EXPECT_NEAR(b.breakdown.cp_comm_exposed_s - a.breakdown.cp_comm_exposed_s, 0.5 * a.breakdown.cp_comm_overlapped_s,
+              1e-9);
+  // What is charged as contention is no longer counted hidden.
+  EXPECT_NEAR(b.breakdown.cp_comm_overlapped_s, 0.5 * a.breakdown.cp_comm_overlapped_s, 1e-9);
+}
+
 // Without gradient-accumulation fusion a weight gradient is added into its buffer (read, add, write) under
 // Megatron's DDP, copied into the bucket its reduce-scatter sends under Megatron-FSDP (written only).
 TEST(Fidelity, UnfusedGradientAccumulationCopiesUnderFsdp) {
