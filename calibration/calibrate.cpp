@@ -100,7 +100,12 @@ void choose_free(Problem& pb) {
   bool crosses = false, scores = false, fp8 = false, memory = false, overlap = false, flash = false;
   for (const auto& s : pb.samples) {
     memory |= s.mem_max_bytes > 0;
+    // dp_overlap prices every NCCL transfer hidden under compute: DP traffic, the interleaved pipeline's sends and
+    // CP's ring.
     overlap |= (s.settings.overlap_grad_reduce || s.settings.overlap_param_gather) && s.strategy.data_parallel > 1;
+    overlap |= s.settings.overlap_p2p_comm && s.strategy.virtual_pipeline > 1;
+    const CpCommType cp_type = s.strategy.cp_comm_type.value_or(s.settings.cp_comm_type);
+    overlap |= s.strategy.context_parallel > 1 && (cp_type == CpCommType::p2p || cp_type == CpCommType::a2a_p2p);
     crosses |= s.strategy.devices() > pb.system.devices_per_node;
     scores |= !s.settings.flash_attention;
     fp8 |= s.settings.precision == Precision::fp8;
