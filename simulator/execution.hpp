@@ -754,13 +754,18 @@ struct DpCollective {
   double bytes;
   bool grad;
 };
+// The share of a GPU's compute that NCCL's conventional kernels take while they run beside compute, per second of
+// traffic: fitted as 1 - dp_overlap (their SM count and HBM traffic are on no spec sheet). Charged to overlapped
+// DP traffic, the interleaved schedule's overlapped pipeline sends and CP's ring.
+inline double nccl_contention_share(const Ctx& c) { return 1.0 - c.p->dp_overlap; }
+
 // The share of a GPU's compute that a data-parallel collective takes while it runs beside compute. With NCCL user
 // buffers (`nccl_ub`) it is the SMs its zero-copy algorithms use over the GPU's: Megatron-core's
 // DistributedDataParallelConfig.nccl_ub table, all-gather / reduce-scatter, 4 / 5 SMs inside an NVLink domain and
-// 16 / 16 across nodes without SHARP (an all-reduce counted as a reduce-scatter). Otherwise the fitted 1 - dp_overlap:
-// NCCL's conventional kernels and their HBM traffic, which no spec sheet states.
-inline double dp_contention_share(const Ctx& c, const DpCollective& k, double dp_overlap) {
-  if (!c.t.nccl_ub || c.sys->sm_count <= 0) return 1.0 - dp_overlap;
+// 16 / 16 across nodes without SHARP (an all-reduce counted as a reduce-scatter). Otherwise NCCL's conventional
+// kernels' share.
+inline double dp_contention_share(const Ctx& c, const DpCollective& k) {
+  if (!c.t.nccl_ub || c.sys->sm_count <= 0) return nccl_contention_share(c);
   const double sms = c.group(k.group).nodes > 1 ? 16.0 : k.prim == Prim::all_gather ? 4.0 : 5.0;
   return std::min(1.0, sms / c.sys->sm_count);
 }

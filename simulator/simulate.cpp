@@ -254,7 +254,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     if (r == OpRole::attn_core) return backward ? 2 * lt.attn_fwd : lt.attn_fwd;
     return call[role_index(r)];
   };
-  const double nccl_share = 1 - c.p->dp_overlap;  // see overlap_dp_traffic
+  const double nccl_share = nccl_contention_share(c);
   visit_layer_collectives(c, moe, [&](const Collective& k) {
     const double one = collective_time_s(c, k.prim, k.group, k.bytes);
     const double f = k.fwd * one, b = k.bwd * one;
@@ -613,7 +613,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double chunk_compute =
         (st.forward_compute_s + st.backward_compute_s + st.recompute_s) / static_cast<double>(vpp);
     const double p2p_beyond = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;
-    const double p2p_exposed = p2p_beyond + (1 - p.dp_overlap) * (p2p - p2p_beyond);  // contention, as DP's
+    const double p2p_exposed = p2p_beyond + nccl_contention_share(c) * (p2p - p2p_beyond);
     st.pp_comm_s = vpp * p2p_exposed;
     st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
     const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, is_first, is_last);
@@ -625,7 +625,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
         const double time = collective_time_s(c, k.prim, k.group, k.bytes);
         (k.grad ? grad_time : param_time) += time;
-        (k.grad ? grad_share : param_share) += time * dp_contention_share(c, k, p.dp_overlap);
+        (k.grad ? grad_share : param_share) += time * dp_contention_share(c, k);
       });
       grad_share = grad_time > 0 ? grad_share / grad_time : 0.0;  // time-weighted over the stage's collectives
       param_share = param_time > 0 ? param_share / param_time : 0.0;
