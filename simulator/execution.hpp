@@ -117,6 +117,9 @@ struct Gemm {
   double launches = 1;
   RecomputeModule module = RecomputeModule::none;  // the --recompute-modules submodule it belongs to
   bool expert = false;                             // a routed expert's weight: reduced over the expert-DP group
+  // One of the four linear layers Transformer Engine gives userbuffers (qkv, proj, fc1, fc2: Megatron-core's
+  // tp_comm_buffer_name), whose TP collectives tp_comm_overlap pipelines with the GEMM (tp_overlap_splits).
+  bool userbuffers = false;
 };
 // Whether a GEMM multiplies by a weight (its k x n matrix per batch entry, as sharded on this rank) or by
 // activations (the attention core).
@@ -191,17 +194,36 @@ inline double gemm_call_s(const Ctx& c, const Gemm& g) {
     t += vector_time_s(c, 4 * g.batch * (g.m * g.k + g.k * g.n + g.m * g.n), 1);
   return t;
 }
-// A GEMM's time in the schedule. Forward: one call, plus (FP8) the input and weight casts. Backward: two calls
-// of the same size (input and weight gradients), plus (FP8) the output-gradient cast; the flash-attention core
-// 2.5x its forward.
+// Transformer Engine's userbuffers TP overlap (tp_comm_overlap, with SP; TE `module/base.py` initialize_ub and
+// NeMo's `recipes/tp_overlap_configs/userbuffers.py`): the all-gather feeding a column-parallel linear's forward
+// (qkv, fc1) and the output-gradient all-gather feeding a row-parallel linear's input-gradient GEMM (proj, fc2)
+// run as a ring exchange, one GEMM per slice received: tp calls of 1/tp of the rows. The reduce-scatter after a
+// row-parallel forward is split alike (ring exchange in the FP8 recipes; the BF16 recipes' pipelined reduce-scatter
+// runs 4 splits, the same at tp 4). A column-parallel linear's backward overlaps its collectives in bulk, and
+// weight gradients run whole: 1 split. Splits along the rows lower the GEMM's smallest dimension and so its
+// efficiency (gemm_kernel_s), and each split is its own launch.
+inline double tp_overlap_splits(const Ctx& c, const Gemm& g, bool input_grad) {
+  if (!g.userbuffers || c.tp <= 1 || !c.r.sequence_parallel || !c.t.tp_comm_overlap) return 1;
+  const bool row_parallel = g.role == OpRole::attn_out || g.role == OpRole::mlp_out;
+  return !input_grad || row_parallel ? c.tp : 1.0;
+}
+inline double gemm_split_call_s(const Ctx& c, Gemm g, double splits) {
+  g.m /= splits;
+  return splits * gemm_call_s(c, g);
+}
+// A GEMM's time in the schedule. Forward: one call, plus (FP8) the input and weight casts. Backward: the input-
+// and weight-gradient calls (each the forward's size), plus (FP8) the output-gradient cast; the flash-attention
+// core 2.5x its forward. `call` and `input_grad` are what can hide a TP collective (forward; backward).
 struct GemmTime {
-  double call, forward, backward;
+  double call, input_grad, forward, backward;
 };
 inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   GemmTime t;
-  t.call = gemm_call_s(c, g);
+  const double whole = gemm_call_s(c, g);
+  t.call = gemm_split_call_s(c, g, tp_overlap_splits(c, g, false));
+  t.input_grad = gemm_split_call_s(c, g, tp_overlap_splits(c, g, true));
   t.forward = t.call;
-  t.backward = (is_flash_core(c, g) ? kFlashBackwardFlopRatio : 2.0) * t.call;
+  t.backward = is_flash_core(c, g) ? kFlashBackwardFlopRatio * t.call : t.input_grad + whole;
   if (runs_fp8(c, g)) {
     // The weight's FP8 copy is cast on an iteration's first micro-batch and cached for the others (Megatron-core
     // sets TE's is_first_microbatch each iteration): amortised over the micro-batches.
@@ -424,8 +446,8 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
          norm_w * kvl);  // keeps the latents
     gemm(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, R::mla_up_proj});
   } else {
-    gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h}, lin * S * h / sp, R::layernorm,
-         m.qkv_bias ? (c.a + 2 * c.g) * c.d / t : 0.0);
+    gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h, 1, R::none, false, true}, lin * S * h / sp,
+         R::layernorm, m.qkv_bias ? (c.a + 2 * c.g) * c.d / t : 0.0);
   }
   if (m.qk_norm) {  // one norm of head_dim each for q and k, shared by the heads, replicated across TP
     LayerOp o{"qk_norm"};
@@ -489,7 +511,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   }
   // The out-projection keeps its input, the attention output; flash attention keeps its own 16-bit copy besides
   // an FP8 one.
-  gemm(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t},
+  gemm(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t, 1, R::none, false, true},
        (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd / t);
   // The residual adds (two reads, one write each); with dropout a 1-byte mask is written and kept. Fused kernels do
   // the bias-dropout-add in one pass (3 or 3.5 tensors); unfused, dropout is its own kernel (2.5 tensors).
@@ -503,9 +525,10 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   const double gate = m.is_gated() ? 2.0 : 1.0;
   const double gate_in = m.is_gated() ? (fused ? 3.0 : 5.0) : 2.0;
   if (!moe) {
-    gemm(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, R::mlp}, lin * S * h / sp, R::layernorm);
+    gemm(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, R::mlp, false, true}, lin * S * h / sp, R::layernorm);
     inside("activation", gate_in * S * c.f / t * 2, 1, R::mlp, 2 * S * c.f * gate, R::mlp);  // keeps FC1's output
-    gemm(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, R::mlp}, (lin + unfused_gate) * S * c.f / t, R::mlp);
+    gemm(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, R::mlp, false, true}, (lin + unfused_gate) * S * c.f / t,
+         R::mlp);
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);

@@ -218,7 +218,8 @@ double unfused_wgrad_accumulation_s(const Ctx& c, double weights, double gemm_ca
 
 LayerTime layer_time(const Ctx& c, bool moe) {
   LayerTime lt{};
-  std::array<double, kNumRoles> call{};  // one forward call of each role's GEMMs (compute that can hide a collective)
+  // One forward call and one input-gradient call of each role's GEMMs (compute that can hide a collective).
+  std::array<double, kNumRoles> call{}, input_grad{};
   std::array<double, kNumRecomputeModules + 1> module_gemm_fwd{};  // forward GEMM time per recompute module
   double gemm_fwd = 0, gemm_bwd = 0, weights = 0, weight_gemms = 0;
   VectorWork v;
@@ -234,6 +235,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
     lt.model_flops += 3 * 2 * g.batch * g.m * g.n * g.k * causal;
     call[role_index(g.role)] += gt.call;
+    input_grad[role_index(g.role)] += gt.input_grad;
     if (has_weight(g.role)) {
       weights += o.params;
       weight_gemms += g.launches;
@@ -247,12 +249,12 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   lt.bwd_compute = gemm_bwd + vector_time_s(c, v.bwd_bytes, v.bwd_kernels()) + score_bwd +
                    unfused_wgrad_accumulation_s(c, weights, weight_gemms);
   lt.attn_fwd = call[role_index(OpRole::attn_core)] + score_fwd;
-  // Compute that can hide a collective: one call of a linear (forward, or one of its two backward GEMMs), or the
-  // attention core (forward; backward is twice as long).
+  // Compute that can hide a collective: a linear's forward call or (backward) its input-gradient call, as long as
+  // its weight-gradient one unless userbuffers split it; or the attention core (forward; backward is twice as long).
   auto window = [&](OpRole r, bool backward) {
     if (r == OpRole::head) return 0.0;
     if (r == OpRole::attn_core) return backward ? 2 * lt.attn_fwd : lt.attn_fwd;
-    return call[role_index(r)];
+    return (backward ? input_grad : call)[role_index(r)];
   };
   const double nccl_share = nccl_contention_share(c);
   visit_layer_collectives(c, moe, [&](const Collective& k) {

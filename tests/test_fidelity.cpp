@@ -352,6 +352,44 @@ TEST(Fidelity, TensorParallelCommOverlapHidesTheSequenceParallelCollectives) {
   EXPECT_LT(ub.iteration_time_s, plain.iteration_time_s);
 }
 
+// Userbuffers run each overlapped GEMM as tp splits of 1/tp of the rows: the four linear forwards and the two
+// row-parallel input gradients; the column-parallel backward (bulk overlap) and the weight gradients run whole.
+TEST(Fidelity, TensorParallelCommOverlapSplitsTheOverlappedGemmsAlongTheRows) {
+  const Model& m = preset("Llama-3-70B");
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 32;
+  t.sequence_parallel = true;
+  const Strategy s = strat(4, 4, 2);
+  auto compute = [&](bool overlap, const PlatformParams& p) {
+    t.tp_comm_overlap = overlap;
+    const Prediction r = simulate(m, s, h100(), t, p);
+    EXPECT_TRUE(r.ok()) << describe(r.rejection);
+    return std::pair{r.stages[0].forward_compute_s, r.stages[0].backward_compute_s};
+  };
+  PlatformParams flat;  // size-independent efficiency, launches alone differ
+  flat.matmul_half_dim = 0;
+  flat.kernel_launch_us = 0;
+  const auto [f0, b0] = compute(false, flat);
+  const auto [f1, b1] = compute(true, flat);
+  EXPECT_NEAR(f1, f0, 1e-12 * f0);
+  EXPECT_NEAR(b1, b0, 1e-12 * b0);
+  flat.kernel_launch_us = 10;
+  const auto [f2, b2] = compute(false, flat);
+  const auto [f3, b3] = compute(true, flat);
+  const double layers = 40, tp = 4, launch_s = 10e-6;  // 80 layers over 2 stages
+  EXPECT_NEAR(f3 - f2, layers * 4 * (tp - 1) * launch_s, 1e-9);
+  EXPECT_NEAR(b3 - b2, layers * 2 * (tp - 1) * launch_s, 1e-9);
+  // Thinner GEMMs run at a lower efficiency: the split forward is slower, by less at twice the rows.
+  PlatformParams sized;
+  sized.kernel_launch_us = 0;
+  const double slow1 = compute(true, sized).first / compute(false, sized).first;
+  t.micro_batch_size = 2;
+  const double slow2 = compute(true, sized).first / compute(false, sized).first;
+  EXPECT_GT(slow1, slow2);
+  EXPECT_GT(slow2, 1.0);
+}
+
 TEST(Fidelity, PublishedLayoutsWithUnevenEndStagesPredict) {
   TrainingSettings t;
   t.seq_length = 8192;
