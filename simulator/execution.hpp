@@ -118,7 +118,7 @@ struct Gemm {
   RecomputeModule module = RecomputeModule::none;  // the --recompute-modules submodule it belongs to
   bool expert = false;                             // a routed expert's weight: reduced over the expert-DP group
   // One of the four linear layers Transformer Engine gives userbuffers (qkv, proj, fc1, fc2: Megatron-core's
-  // tp_comm_buffer_name), whose TP collectives tp_comm_overlap pipelines with the GEMM (tp_overlap_splits).
+  // tp_comm_buffer_name), whose TP collectives tp_comm_overlap pipelines with the GEMM (userbuffers_split).
   bool userbuffers = false;
 };
 // Whether a GEMM multiplies by a weight (its k x n matrix per batch entry, as sharded on this rank) or by
@@ -143,6 +143,8 @@ inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.
 // matrix products against the forward's two: 2.5x the forward's FLOPs.
 inline bool is_flash_core(const Ctx& c, const Gemm& g) { return c.t.flash_attention && g.role == OpRole::attn_core; }
 constexpr double kFlashBackwardFlopRatio = 2.5;
+// Transformer Engine's default pipelined overlap (`module/base.py`, initialize_ub): num_splits 4, num_sm 16.
+constexpr double kPipelineOverlapSplits = 4, kPipelineOverlapSms = 16;
 
 // The flash kernel's efficiency at sequence length L per call: an asymptote reached as L grows past the
 // half-length, the way the FlashAttention-3 paper's (Shah et al. 2024) throughput curves rise from 1K to 16K
@@ -195,21 +197,31 @@ inline double gemm_call_s(const Ctx& c, const Gemm& g) {
   return t;
 }
 // Transformer Engine's userbuffers TP overlap (tp_comm_overlap, with SP; TE `module/base.py` initialize_ub and
-// NeMo's `recipes/tp_overlap_configs/userbuffers.py`): the all-gather feeding a column-parallel linear's forward
-// (qkv, fc1) and the output-gradient all-gather feeding a row-parallel linear's input-gradient GEMM (proj, fc2)
-// run as a ring exchange, one GEMM per slice received: tp calls of 1/tp of the rows. The reduce-scatter after a
-// row-parallel forward is split alike (ring exchange in the FP8 recipes; the BF16 recipes' pipelined reduce-scatter
-// runs 4 splits, the same at tp 4). A column-parallel linear's backward overlaps its collectives in bulk, and
-// weight gradients run whole: 1 split. Splits along the rows lower the GEMM's smallest dimension and so its
-// efficiency (gemm_kernel_s), and each split is its own launch.
-inline double tp_overlap_splits(const Ctx& c, const Gemm& g, bool input_grad) {
-  if (!g.userbuffers || c.tp <= 1 || !c.r.sequence_parallel || !c.t.tp_comm_overlap) return 1;
+// NeMo's `recipes/tp_overlap_configs/userbuffers.py`) splits the GEMMs it overlaps along their rows:
+// - the all-gather feeding a column-parallel linear's forward (qkv, fc1) and the output-gradient all-gather feeding
+//   a row-parallel linear's input-gradient GEMM (proj, fc2) run as a ring exchange, one GEMM per slice received:
+//   tp calls of 1/tp of the rows, the copies on the copy engines;
+// - the reduce-scatter after a row-parallel forward (proj, fc2) runs as a ring exchange too in the FP8 recipes,
+//   its reduction kernel on 1 SM the GEMMs leave free; elsewhere as TE's default pipeline, 4 splits whose
+//   reduce-scatter kernels take 16 SMs the GEMMs leave free (`set_sm_margin`);
+// - a column-parallel linear's backward overlaps its collectives in bulk, and weight gradients run whole.
+// Thinner splits run at the lower efficiency of their shape (gemm_kernel_s), each with its own launch; a margin of
+// m SMs slows each split by sm_count / (sm_count - m).
+struct UserbuffersSplit {
+  double splits = 1, sm_margin = 0;
+};
+inline UserbuffersSplit userbuffers_split(const Ctx& c, const Gemm& g, bool input_grad) {
+  if (!g.userbuffers || c.tp <= 1 || !c.r.sequence_parallel || !c.t.tp_comm_overlap) return {};
   const bool row_parallel = g.role == OpRole::attn_out || g.role == OpRole::mlp_out;
-  return !input_grad || row_parallel ? c.tp : 1.0;
+  if (input_grad) return row_parallel ? UserbuffersSplit{c.tp, 0} : UserbuffersSplit{};
+  if (!row_parallel) return {c.tp, 0};
+  return runs_fp8(c, g) ? UserbuffersSplit{c.tp, 1} : UserbuffersSplit{kPipelineOverlapSplits, kPipelineOverlapSms};
 }
-inline double gemm_split_call_s(const Ctx& c, Gemm g, double splits) {
-  g.m /= splits;
-  return splits * gemm_call_s(c, g);
+inline double gemm_split_call_s(const Ctx& c, Gemm g, UserbuffersSplit u) {
+  g.m /= u.splits;
+  const double sms = c.sys->sm_count;
+  const double slowdown = sms > u.sm_margin ? sms / (sms - u.sm_margin) : 1.0;
+  return u.splits * (gemm_call_s(c, g) + (slowdown - 1) * gemm_kernel_time_s(c, g));
 }
 // A GEMM's time in the schedule. Forward: one call, plus (FP8) the input and weight casts. Backward: the input-
 // and weight-gradient calls (each the forward's size), plus (FP8) the output-gradient cast; the flash-attention
@@ -220,8 +232,8 @@ struct GemmTime {
 inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   GemmTime t;
   const double whole = gemm_call_s(c, g);
-  t.call = gemm_split_call_s(c, g, tp_overlap_splits(c, g, false));
-  t.input_grad = gemm_split_call_s(c, g, tp_overlap_splits(c, g, true));
+  t.call = gemm_split_call_s(c, g, userbuffers_split(c, g, false));
+  t.input_grad = gemm_split_call_s(c, g, userbuffers_split(c, g, true));
   t.forward = t.call;
   t.backward = is_flash_core(c, g) ? kFlashBackwardFlopRatio * t.call : t.input_grad + whole;
   if (runs_fp8(c, g)) {

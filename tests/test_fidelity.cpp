@@ -352,34 +352,57 @@ TEST(Fidelity, TensorParallelCommOverlapHidesTheSequenceParallelCollectives) {
   EXPECT_LT(ub.iteration_time_s, plain.iteration_time_s);
 }
 
-// Userbuffers run each overlapped GEMM as tp splits of 1/tp of the rows: the four linear forwards and the two
-// row-parallel input gradients; the column-parallel backward (bulk overlap) and the weight gradients run whole.
+// Userbuffers run each overlapped GEMM in splits along its rows: tp ring-exchange splits for the column-parallel
+// forwards and the row-parallel input gradients; the row-parallel forwards tp splits in FP8 (ring exchange) and
+// TE's 4 pipelined splits beside 16 reduce-scatter SMs in BF16; the column-parallel backward (bulk overlap) and the
+// weight gradients run whole.
 TEST(Fidelity, TensorParallelCommOverlapSplitsTheOverlappedGemmsAlongTheRows) {
   const Model& m = preset("Llama-3-70B");
   TrainingSettings t;
   t.seq_length = 4096;
   t.global_batch_size = 32;
   t.sequence_parallel = true;
-  const Strategy s = strat(4, 4, 2);
+  const Strategy s = strat(2, 8, 2);
+  System sys = h100();
+  sys.sm_count = 0;  // no SM margin: splits alone
   auto compute = [&](bool overlap, const PlatformParams& p) {
     t.tp_comm_overlap = overlap;
-    const Prediction r = simulate(m, s, h100(), t, p);
+    const Prediction r = simulate(m, s, sys, t, p);
     EXPECT_TRUE(r.ok()) << describe(r.rejection);
     return std::pair{r.stages[0].forward_compute_s, r.stages[0].backward_compute_s};
   };
-  PlatformParams flat;  // size-independent efficiency, launches alone differ
+  PlatformParams flat;  // size-independent efficiency: only launches and SM margins differ
   flat.matmul_half_dim = 0;
   flat.kernel_launch_us = 0;
   const auto [f0, b0] = compute(false, flat);
   const auto [f1, b1] = compute(true, flat);
   EXPECT_NEAR(f1, f0, 1e-12 * f0);
   EXPECT_NEAR(b1, b0, 1e-12 * b0);
-  flat.kernel_launch_us = 10;
-  const auto [f2, b2] = compute(false, flat);
-  const auto [f3, b3] = compute(true, flat);
-  const double layers = 40, tp = 4, launch_s = 10e-6;  // 80 layers over 2 stages
-  EXPECT_NEAR(f3 - f2, layers * 4 * (tp - 1) * launch_s, 1e-9);
-  EXPECT_NEAR(b3 - b2, layers * 2 * (tp - 1) * launch_s, 1e-9);
+  const double layers = 40, tp = 8, launch_s = 10e-6;  // 80 layers over 2 stages
+  auto extra_launches = [&](Precision precision) {
+    t.precision = precision;
+    flat.kernel_launch_us = 10;
+    const auto [fa, ba] = compute(false, flat);
+    const auto [fb, bb] = compute(true, flat);
+    flat.kernel_launch_us = 0;
+    return std::pair{(fb - fa) / (layers * launch_s), (bb - ba) / (layers * launch_s)};
+  };
+  const auto [bf16_fwd, bf16_bwd] = extra_launches(Precision::bf16);
+  EXPECT_NEAR(bf16_fwd, 2 * (tp - 1) + 2 * (4 - 1), 1e-6);
+  EXPECT_NEAR(bf16_bwd, 2 * (tp - 1), 1e-6);
+  const auto [fp8_fwd, fp8_bwd] = extra_launches(Precision::fp8);
+  EXPECT_NEAR(fp8_fwd, 4 * (tp - 1), 1e-6);
+  EXPECT_NEAR(fp8_bwd, 2 * (tp - 1), 1e-6);
+
+  // BF16's pipelined reduce-scatter leaves its GEMMs 132 - 16 of H100's SMs: proj and fc2 forward 132/116 as long.
+  t.precision = Precision::bf16;
+  sys.sm_count = 132;
+  const double margin = compute(true, flat).first - compute(false, flat).first;
+  double row_parallel_s = 0;
+  for (const auto& g : gemm_diagnostics(m, s, sys, t, flat))
+    if (g.stage == 0 && (g.name == "out" || g.name == "fc2")) row_parallel_s += g.predicted_us * 1e-6;
+  EXPECT_NEAR(margin, layers * row_parallel_s * (132.0 / 116 - 1), 1e-9);
+
   // Thinner GEMMs run at a lower efficiency: the split forward is slower, by less at twice the rows.
   PlatformParams sized;
   sized.kernel_launch_us = 0;
