@@ -73,6 +73,7 @@ struct Ctx {
   double peak_flops;         // 16-bit dense FLOP/s (the training precision, or bf16/fp16 under FP8)
   double peak_flops_linear;  // FLOP/s of the linear layers: FP8 peak under FP8 training, else peak_flops
   bool fp8;
+  bool userbuffers;  // Transformer Engine's userbuffers overlap the TP collectives: tp > 1, SP and tp_comm_overlap
   double hbm_bw;
   LinkUse intra, inter;
   std::array<GroupUse, kNumGroups> groups;
@@ -211,7 +212,7 @@ struct UserbuffersSplit {
   double splits = 1, sm_margin = 0;
 };
 inline UserbuffersSplit userbuffers_split(const Ctx& c, const Gemm& g, bool input_grad) {
-  if (!g.userbuffers || c.tp <= 1 || !c.r.sequence_parallel || !c.t.tp_comm_overlap) return {};
+  if (!g.userbuffers || !c.userbuffers) return {};
   const bool row_parallel = g.role == OpRole::attn_out || g.role == OpRole::mlp_out;
   if (input_grad) return row_parallel ? UserbuffersSplit{c.tp, 0} : UserbuffersSplit{};
   if (!row_parallel) return {c.tp, 0};
@@ -232,8 +233,11 @@ struct GemmTime {
 inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   GemmTime t;
   const double whole = gemm_call_s(c, g);
-  t.call = gemm_split_call_s(c, g, userbuffers_split(c, g, false));
-  t.input_grad = gemm_split_call_s(c, g, userbuffers_split(c, g, true));
+  t.call = t.input_grad = whole;
+  if (g.userbuffers && c.userbuffers) {
+    t.call = gemm_split_call_s(c, g, userbuffers_split(c, g, false));
+    t.input_grad = gemm_split_call_s(c, g, userbuffers_split(c, g, true));
+  }
   t.forward = t.call;
   t.backward = is_flash_core(c, g) ? kFlashBackwardFlopRatio * t.call : t.input_grad + whole;
   if (runs_fp8(c, g)) {
