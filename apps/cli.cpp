@@ -13,9 +13,7 @@
 #ifndef LMSIM_VERSION
 #define LMSIM_VERSION "0.0.0"
 #endif
-#ifndef LMSIM_COMMIT
-#define LMSIM_COMMIT "unknown commit"
-#endif
+#include "lmsim_commit.hpp"  // LMSIM_COMMIT, generated at build time
 
 namespace lmsim::app {
 

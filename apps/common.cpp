@@ -9,10 +9,7 @@
 #include <map>
 
 #include "io/hash.hpp"
-
-#ifndef LMSIM_COMMIT
-#define LMSIM_COMMIT "unknown commit"
-#endif
+#include "lmsim_commit.hpp"  // LMSIM_COMMIT, generated at build time
 
 namespace lmsim::app {
 
