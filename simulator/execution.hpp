@@ -233,11 +233,12 @@ struct GemmTime {
 inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   GemmTime t;
   const double whole = gemm_call_s(c, g);
-  t.call = t.input_grad = whole;
-  if (g.userbuffers && c.userbuffers) {
-    t.call = gemm_split_call_s(c, g, userbuffers_split(c, g, false));
-    t.input_grad = gemm_split_call_s(c, g, userbuffers_split(c, g, true));
-  }
+  auto split_call = [&](bool input_grad) {
+    const UserbuffersSplit u = userbuffers_split(c, g, input_grad);
+    return u.splits == 1 && u.sm_margin == 0 ? whole : gemm_split_call_s(c, g, u);
+  };
+  t.call = split_call(false);
+  t.input_grad = split_call(true);
   t.forward = t.call;
   t.backward = is_flash_core(c, g) ? kFlashBackwardFlopRatio * t.call : t.input_grad + whole;
   if (runs_fp8(c, g)) {
@@ -633,7 +634,7 @@ template <class F>
 void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
   const double act = c.tokens * c.h * 2;  // one 16-bit hidden-state tensor of the local tokens
   if (c.tp > 1) {
-    const bool uo = c.r.sequence_parallel && c.t.tp_comm_overlap;
+    const bool uo = c.userbuffers;
     const OpRole in_roles[2] = {OpRole::attn_in, OpRole::mlp_in}, out_roles[2] = {OpRole::attn_out, OpRole::mlp_out};
     for (int blk = 0; blk < 2; ++blk) {
       const OpRole in = in_roles[blk], out = out_roles[blk], none = OpRole::head;
