@@ -210,6 +210,7 @@ inline double gemm_call_s(const Ctx& c, const Gemm& g) {
 // m SMs slows each split by sm_count / (sm_count - m).
 struct UserbuffersSplit {
   double splits = 1, sm_margin = 0;
+  bool whole() const { return splits == 1 && sm_margin == 0; }
 };
 inline UserbuffersSplit userbuffers_split(const Ctx& c, const Gemm& g, bool input_grad) {
   if (!g.userbuffers || !c.userbuffers) return {};
@@ -235,7 +236,7 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   const double whole = gemm_call_s(c, g);
   auto split_call = [&](bool input_grad) {
     const UserbuffersSplit u = userbuffers_split(c, g, input_grad);
-    return u.splits == 1 && u.sm_margin == 0 ? whole : gemm_split_call_s(c, g, u);
+    return u.whole() ? whole : gemm_split_call_s(c, g, u);
   };
   t.call = split_call(false);
   t.input_grad = split_call(true);

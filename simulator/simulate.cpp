@@ -889,19 +889,39 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
   for (int i = 0; i < s.pipeline_parallel; ++i) {
     const StageLayers sl = stage_layers(m, split, s, i);
     const StageCounts n = stage_counts(m, s, sl);
-    auto add = [&](const Gemm& g, double layers, double passes) {
-      out.push_back({g.name, i, static_cast<std::int64_t>(g.batch), static_cast<std::int64_t>(g.m),
-                     static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
-                     runs_fp8(c, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision), layers * passes * mb,
-                     gemm_call_s(c, g) * 1e6});
+    // `count` calls of g per micro-batch, as userbuffers' split u runs them: u.splits calls of 1/u.splits of the
+    // rows each, `scale` times a call's time. A call of the same shape and time as the previous record adds to it.
+    auto add = [&](const Gemm& g, UserbuffersSplit u, double count, double scale = 1) {
+      Gemm call = g;
+      call.m /= u.splits;
+      const double us = scale * (u.whole() ? gemm_call_s(c, g) : gemm_split_call_s(c, g, u) / u.splits) * 1e6;
+      GemmRecord r{g.name,
+                   i,
+                   static_cast<std::int64_t>(call.batch),
+                   static_cast<std::int64_t>(call.m),
+                   static_cast<std::int64_t>(call.n),
+                   static_cast<std::int64_t>(call.k),
+                   runs_fp8(c, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision),
+                   count * u.splits * mb,
+                   us};
+      GemmRecord* last = out.empty() ? nullptr : &out.back();
+      if (last && last->name == r.name && last->stage == i && last->m == r.m && last->predicted_us == r.predicted_us)
+        last->count += r.count;
+      else
+        out.push_back(r);
     };
-    // Three passes per layer, and a fourth where the layer's recompute replays the GEMM.
+    // As gemm_time runs them: the forward (again where the layer's recompute replays the GEMM), the input gradient
+    // and the weight gradient (whole); the flash-attention core's backward as one kernel 2.5x its forward.
     auto calls = [&](const Gemm& g, double layers, double replayed) {
-      if (layers > 0) add(g, 1, 3 * layers + replayed * replays_gemm(c, g));
+      if (layers <= 0) return;
+      add(g, userbuffers_split(c, g, false), layers + replayed * replays_gemm(c, g));
+      if (is_flash_core(c, g)) return add(g, UserbuffersSplit{}, layers, kFlashBackwardFlopRatio);
+      add(g, userbuffers_split(c, g, true), layers);
+      add(g, UserbuffersSplit{}, layers);
     };
     visit_layer_ops(c, false, [&](const Gemm& g) { calls(g, n.dense, n.replay_dense); });
     visit_layer_ops(c, true, [&](const Gemm& g) { calls(g, n.moe, n.replay_moe); });
-    if (i == s.pipeline_parallel - 1) add(head_gemm(c), 1 + sl.mtp, 3);
+    if (i == s.pipeline_parallel - 1) add(head_gemm(c), UserbuffersSplit{}, 3 * (1 + sl.mtp));
   }
   return out;
 }

@@ -144,14 +144,15 @@ RankCoord rank_coord(const Strategy& s, int rank);
 // Peak memory of every rank of the job, bytes, index = global rank.
 std::vector<double> per_rank_peak_memory(const Prediction& pr, const Strategy& s);
 
-// Diagnostics, produced on request only.
+// Diagnostics, produced on request only. A GEMM's calls in the shapes its kernels run: a call userbuffers split
+// into tp slices is tp calls of 1/tp of the rows, each with the slice's time.
 struct GemmRecord {
   std::string name;  // qkv, scores, pv, out, fc1, fc2, router, expert_fc1, ..., lm_head
   int stage;
   std::int64_t batch, m, n, k;
   Precision dtype;
-  double count;         // calls per iteration on one rank of the stage (forward + backward)
-  double predicted_us;  // per call
+  double count;         // calls per iteration on one rank of the stage (forward, backward, recompute replays)
+  double predicted_us;  // per call, as simulate() times it (without FP8 casts)
 };
 struct CollectiveRecord {
   std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
