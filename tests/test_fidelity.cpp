@@ -454,7 +454,7 @@ TEST(Fidelity, GemmDiagnosticsListTheUserbuffersSplitsAsTheirKernelsRun) {
     std::int64_t rows = 0;
     for (const auto& g : whole)
       if (g.name == name) rows = g.m;
-    const bool row_parallel = std::string(name) == "out" || name == std::string("fc2");
+    const bool row_parallel = std::string(name) == "out" || std::string(name) == "fc2";
     const double sliced_passes = row_parallel ? 2 : 1;
     EXPECT_DOUBLE_EQ(sum(split, name, rows / 8).calls, 8 * sliced_passes * a.calls / 3) << name;
     EXPECT_DOUBLE_EQ(sum(split, name, rows).calls, (3 - sliced_passes) * a.calls / 3) << name;
