@@ -890,17 +890,16 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
     const StageLayers sl = stage_layers(m, split, s, i);
     const StageCounts n = stage_counts(m, s, sl);
     // `count` calls of g per micro-batch, as userbuffers' split u runs them: u.splits calls of 1/u.splits of the
-    // rows each, `scale` times a call's time. A call of the same shape and time as the previous record adds to it.
+    // rows each (a whole call is one split), `scale` times a call's time. A call of the same shape and time as the
+    // previous record adds to it.
     auto add = [&](const Gemm& g, UserbuffersSplit u, double count, double scale = 1) {
-      Gemm call = g;
-      call.m /= u.splits;
-      const double us = scale * (u.whole() ? gemm_call_s(c, g) : gemm_split_call_s(c, g, u) / u.splits) * 1e6;
+      const double us = scale * gemm_split_call_s(c, g, u) / u.splits * 1e6;
       GemmRecord r{g.name,
                    i,
-                   static_cast<std::int64_t>(call.batch),
-                   static_cast<std::int64_t>(call.m),
-                   static_cast<std::int64_t>(call.n),
-                   static_cast<std::int64_t>(call.k),
+                   static_cast<std::int64_t>(g.batch),
+                   static_cast<std::int64_t>(g.m / u.splits),
+                   static_cast<std::int64_t>(g.n),
+                   static_cast<std::int64_t>(g.k),
                    runs_fp8(c, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision),
                    count * u.splits * mb,
                    us};
