@@ -225,23 +225,39 @@ inline double gemm_split_call_s(const Ctx& c, Gemm g, UserbuffersSplit u) {
   const double slowdown = sms > u.sm_margin ? sms / (sms - u.sm_margin) : 1.0;
   return u.splits * (gemm_call_s(c, g) + (slowdown - 1) * gemm_kernel_time_s(c, g));
 }
-// A GEMM's time in the schedule. Forward: one call, plus (FP8) the input and weight casts. Backward: the input-
-// and weight-gradient calls (each the forward's size), plus (FP8) the output-gradient cast; the flash-attention
-// core 2.5x its forward. `call` and `input_grad` are what can hide a TP collective (forward; backward).
+// The kernels one GEMM runs per micro-batch, pass by pass: the forward at userbuffers' forward split; the input
+// gradient at its backward split and the weight gradient whole, each the forward's size; the flash-attention
+// core's backward (dQ, dK, dV: input gradients only) as one fused kernel kFlashBackwardFlopRatio times its
+// forward. f(pass, split, scale) runs `scale` times the calls of `split`. gemm_time sums these passes and
+// gemm_diagnostics lists them, so both see one structure.
+enum class GemmPass { forward, input_grad, weight_grad };
+template <class F>
+inline void visit_gemm_calls(const Ctx& c, const Gemm& g, F&& f) {
+  f(GemmPass::forward, userbuffers_split(c, g, false), 1.0);
+  if (is_flash_core(c, g)) return f(GemmPass::input_grad, UserbuffersSplit{}, kFlashBackwardFlopRatio);
+  f(GemmPass::input_grad, userbuffers_split(c, g, true), 1.0);
+  f(GemmPass::weight_grad, UserbuffersSplit{}, 1.0);
+}
+// A GEMM's time in the schedule: its passes (visit_gemm_calls), plus (FP8) the input and weight casts in the
+// forward and the output-gradient cast in the backward. `call` and `input_grad` are what can hide a TP collective
+// (forward; backward).
 struct GemmTime {
-  double call, input_grad, forward, backward;
+  double call = 0, input_grad = 0, forward = 0, backward = 0;
 };
 inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   GemmTime t;
   const double whole = gemm_call_s(c, g);
-  auto split_call = [&](bool input_grad) {
-    const UserbuffersSplit u = userbuffers_split(c, g, input_grad);
-    return u.whole() ? whole : gemm_split_call_s(c, g, u);
-  };
-  t.call = split_call(false);
-  t.input_grad = split_call(true);
+  double weight_grad = 0;
+  visit_gemm_calls(c, g, [&](GemmPass pass, UserbuffersSplit u, double scale) {
+    const double s = scale * (u.whole() ? whole : gemm_split_call_s(c, g, u));
+    switch (pass) {
+      case GemmPass::forward: t.call = s; break;
+      case GemmPass::input_grad: t.input_grad = s; break;
+      case GemmPass::weight_grad: weight_grad = s; break;
+    }
+  });
   t.forward = t.call;
-  t.backward = is_flash_core(c, g) ? kFlashBackwardFlopRatio * t.call : t.input_grad + whole;
+  t.backward = t.input_grad + weight_grad;
   if (runs_fp8(c, g)) {
     // The weight's FP8 copy is cast on an iteration's first micro-batch and cached for the others (Megatron-core
     // sets TE's is_first_microbatch each iteration): amortised over the micro-batches.

@@ -909,18 +909,16 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
       else
         out.push_back(r);
     };
-    // As gemm_time runs them: the forward (again where the layer's recompute replays the GEMM), the input gradient
-    // and the weight gradient (whole); the flash-attention core's backward as one kernel 2.5x its forward.
+    // Each pass as gemm_time runs it (visit_gemm_calls); the forward again where the layer's recompute replays it.
     auto calls = [&](const Gemm& g, double layers, double replayed) {
       if (layers <= 0) return;
-      add(g, userbuffers_split(c, g, false), layers + replayed * replays_gemm(c, g));
-      if (is_flash_core(c, g)) return add(g, UserbuffersSplit{}, layers, kFlashBackwardFlopRatio);
-      add(g, userbuffers_split(c, g, true), layers);
-      add(g, UserbuffersSplit{}, layers);
+      visit_gemm_calls(c, g, [&](GemmPass pass, UserbuffersSplit u, double scale) {
+        add(g, u, pass == GemmPass::forward ? layers + replayed * replays_gemm(c, g) : layers, scale);
+      });
     };
     visit_layer_ops(c, false, [&](const Gemm& g) { calls(g, n.dense, n.replay_dense); });
     visit_layer_ops(c, true, [&](const Gemm& g) { calls(g, n.moe, n.replay_moe); });
-    if (i == s.pipeline_parallel - 1) add(head_gemm(c), UserbuffersSplit{}, 3 * (1 + sl.mtp));
+    if (i == s.pipeline_parallel - 1) calls(head_gemm(c), 1 + sl.mtp, 0);  // once more per MTP module
   }
   return out;
 }
