@@ -11,6 +11,9 @@ echo "== simulate() speed (target: <= 1 us median for an 8-device dense configur
 "$lmsim_build/bench/simulate_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_min_time=0.2 2>/dev/null | grep -E "median|^Run on|CPU"
 echo
+echo "== simulate() instructions per call (callgrind: independent of the machine's load, for comparing builds)"
+bash "$root/bench/simulate_instructions.sh" "$lmsim_build"
+echo
 echo "== calibration (targets: in-sample time MAPE <= 4 %, memory MAPE <= 5 %; LOO time <= 5 %, memory <= 6 %)"
 OMP_NUM_THREADS=1 "$lmsim_build/bench/calibration_bench" "$@"
 echo
