@@ -7,10 +7,9 @@ set -u
 lmsim="$1"
 source "$(dirname "$0")/mpi_common.sh"
 same() {  # same a.h5 b.h5 dataset...
-  local a=$1 b=$2 d
-  shift 2
-  [ -f "$a" ] && [ -f "$b" ] || { bad "missing $a or $b"; return 1; }
-  for d in "$@"; do cmp -s <(dump "$a" "$d") <(dump "$b" "$d") || { bad "$a and $b differ in $d"; return 1; }; done
+  local msg
+  [ -f "$1" ] && [ -f "$2" ] || { bad "missing $1 or $2"; return 1; }
+  msg=$(same_datasets "$@") || { bad "$1 and $2: $msg"; return 1; }
 }
 all_sets=(/all/scenario /all/dp /all/tp /all/pp /all/vpp /all/micro_batch_size /all/recompute /all/sequence_parallel
           /all/status /all/iteration_time_s /all/max_peak_memory_bytes /ranking/config_name /feasibility/count)
