@@ -590,6 +590,22 @@ void run(SearchCli sc, std::ostream& out) {
     }
   }
   prov["best_leans_on_unfitted"] = leans;
+  // A stack whose context parallelism turns flash attention on (MindSpeed-LLM: flash_attention_with_cp) while its
+  // runs without CP store the scores: a best candidate with cp > 1 may owe its place to the flash kernel, not to
+  // CP. Said, so the user can weigh flash attention at cp 1 as well.
+  bool flash_from_cp = false;
+  if (!r.ranking.empty()) {
+    const auto c = space.at(r.ranking[0].index);
+    const TrainingSettings& t = space.scenarios()[c.scenario].settings;
+    flash_from_cp = !t.flash_attention && t.flash_in(c.strategy.context_parallel);
+    if (flash_from_cp)
+      spdlog::info(
+          "search: the best candidate, {}, runs flash attention only because its context parallelism turns it on "
+          "(flash_attention_with_cp, as MindSpeed-LLM does with cp > 1); these settings store the s x s scores "
+          "without CP. To weigh flash attention without CP as well, search again with --set flash_attention=true",
+          config_name(c.strategy));
+  }
+  prov["best_flash_attention_from_cp"] = flash_from_cp;
   prov["rank_by"] = sc.rank_by;
   prov["allow_uneven_layers"] = o.validity.allow_uneven_layers;
   if (!sc.out.empty()) {

@@ -287,6 +287,22 @@ assert "-RC-" in best["config_name"] and "-RC-block" in alt["config_name"], (bes
 assert alt["iteration_time_s"] < best["iteration_time_s"], (best, alt)
 assert q["partial_recompute_of_best"] is None and q["ranking"][0]["config_name"] == alt["config_name"], q["ranking"][0]
 PY
+# A first place with CP on a stack whose CP alone turns flash attention on (the bundled 910B3's MindSpeed-LLM) says
+# so; with flash attention on everywhere it does not.
+mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 --seq 4096 \
+  --global-batch 32 --top 3 --json > "$tmp/f.json" 2> "$tmp/f.err"
+python3 - "$tmp/f.json" <<'PY' || fail "flash attention through CP: $(cat "$tmp/f.err")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["best_flash_attention_from_cp"] is True and "-cp1-" not in j["ranking"][0]["config_name"], j["ranking"][0]
+PY
+grep -q "runs flash attention only because its context parallelism turns it on" "$tmp/f.err" ||
+  fail "no flash-attention-through-CP note: $(cat "$tmp/f.err")"
+mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 --seq 4096 \
+  --global-batch 32 --top 3 --set flash_attention=true --json > "$tmp/f.json" 2> "$tmp/f.err"
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["best_flash_attention_from_cp"] is False' "$tmp/f.json" ||
+  fail "flash attention through CP said with flash attention on"
+! grep -q "context parallelism turns it on" "$tmp/f.err" || fail "flash-through-CP note with flash attention on"
 # predict says the same of a full-recompute strategy, in text and JSON; nothing for one without recompute.
 "$lmsim" --log-level warn predict --model Llama-3-70B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
   --global-batch 128 --strategy "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"])' "$tmp/p.json")" \
