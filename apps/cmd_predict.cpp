@@ -47,7 +47,12 @@ std::vector<std::vector<std::string>> merged_stage_rows(const std::vector<Record
 std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
-  out += t.flash_in(s.context_parallel) ? ", flash attention" : ", attention scores stored";
+  if (!t.flash_in(s.context_parallel))
+    out += ", attention scores stored";
+  else if (t.flash_attention)
+    out += ", flash attention";
+  else
+    out += ", flash attention (turned on by context parallelism: flash_attention_with_cp)";
   if (r.sequence_parallel) out += ", SP";
   if (r.synchronous_tp_allreduce) out += ", synchronous backward TP all-reduce";
   if (s.context_parallel > 1) {

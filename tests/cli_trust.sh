@@ -303,6 +303,10 @@ mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stac
 python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["best_flash_attention_from_cp"] is False' "$tmp/f.json" ||
   fail "flash attention through CP said with flash attention on"
 ! grep -q "context parallelism turns it on" "$tmp/f.err" || fail "flash-through-CP note with flash attention on"
+"$lmsim" --log-level error predict --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 \
+  --strategy dp4-tp1-pp1-cp2-noRC > "$tmp/o"
+grep -q "^settings        bf16, flash attention (turned on by context parallelism" "$tmp/o" ||
+  fail "predict: flash attention through CP not said: $(cat "$tmp/o")"
 # predict says the same of a full-recompute strategy, in text and JSON; nothing for one without recompute.
 "$lmsim" --log-level warn predict --model Llama-3-70B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
   --global-batch 128 --strategy "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranking"][0]["config_name"])' "$tmp/p.json")" \
