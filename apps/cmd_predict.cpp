@@ -49,10 +49,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   std::string out = to_string(t.precision);
   if (!t.flash_in(s.context_parallel))
     out += ", attention scores stored";
-  else if (t.flash_attention)
-    out += ", flash attention";
-  else
+  else if (t.flash_only_through_cp(s.context_parallel))
     out += ", flash attention (turned on by context parallelism: flash_attention_with_cp)";
+  else
+    out += ", flash attention";
   if (r.sequence_parallel) out += ", SP";
   if (r.synchronous_tp_allreduce) out += ", synchronous backward TP all-reduce";
   if (s.context_parallel > 1) {

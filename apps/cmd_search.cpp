@@ -568,9 +568,20 @@ void run(SearchCli sc, std::ostream& out) {
   // Whether the best candidate owes its place to a parameter θ's runs never measured (flash attention's efficiency
   // on a θ fitted on runs that stored their scores, say): said, and kept with the results.
   io::Json leans = io::Json::array();
+  bool flash_from_cp = false;
   if (!r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
     const search::Scenario& s = space.scenarios()[c.scenario];
+    // A stack whose context parallelism turns flash attention on (MindSpeed-LLM: flash_attention_with_cp) while
+    // its runs without CP store the scores: a first place with cp > 1 may owe it to the flash kernel, not to CP.
+    // Said, so the user can weigh flash attention at cp 1 as well.
+    flash_from_cp = s.settings.flash_only_through_cp(c.strategy.context_parallel);
+    if (flash_from_cp)
+      spdlog::info(
+          "search: the best candidate, {}, runs flash attention only because its context parallelism turns it on "
+          "(flash_attention_with_cp, as MindSpeed-LLM does with cp > 1); these settings store the s x s scores "
+          "without CP. To weigh flash attention without CP as well, search again with --set flash_attention=true",
+          config_name(c.strategy));
     if (unc[c.scenario]) {
       const SimOptions so = scenario_sim_options(s, o);
       if (const auto ls =
@@ -590,21 +601,6 @@ void run(SearchCli sc, std::ostream& out) {
     }
   }
   prov["best_leans_on_unfitted"] = leans;
-  // A stack whose context parallelism turns flash attention on (MindSpeed-LLM: flash_attention_with_cp) while its
-  // runs without CP store the scores: a best candidate with cp > 1 may owe its place to the flash kernel, not to
-  // CP. Said, so the user can weigh flash attention at cp 1 as well.
-  bool flash_from_cp = false;
-  if (!r.ranking.empty()) {
-    const auto c = space.at(r.ranking[0].index);
-    const TrainingSettings& t = space.scenarios()[c.scenario].settings;
-    flash_from_cp = !t.flash_attention && t.flash_in(c.strategy.context_parallel);
-    if (flash_from_cp)
-      spdlog::info(
-          "search: the best candidate, {}, runs flash attention only because its context parallelism turns it on "
-          "(flash_attention_with_cp, as MindSpeed-LLM does with cp > 1); these settings store the s x s scores "
-          "without CP. To weigh flash attention without CP as well, search again with --set flash_attention=true",
-          config_name(c.strategy));
-  }
   prov["best_flash_attention_from_cp"] = flash_from_cp;
   prov["rank_by"] = sc.rank_by;
   prov["allow_uneven_layers"] = o.validity.allow_uneven_layers;

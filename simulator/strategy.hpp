@@ -92,6 +92,8 @@ struct TrainingSettings {
   bool flash_in(int context_parallel) const {
     return flash_attention || (context_parallel > 1 && flash_attention_with_cp);
   }
+  // Flash attention that only context parallelism brings in: without CP these settings store the scores.
+  bool flash_only_through_cp(int context_parallel) const { return !flash_attention && flash_in(context_parallel); }
   bool fused_kernels = true;  // fused norm / rotary / softmax / cross-entropy / bias-activation kernels
   // The stored-scores softmax as one fused scale-mask-softmax kernel (Megatron --masked-softmax-fusion, on by
   // default; MindSpeed-LLM's recipes pass --no-masked-softmax-fusion). Needs fused_kernels; moot under flash.
