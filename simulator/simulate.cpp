@@ -388,6 +388,11 @@ struct StageLayers {
   // Under full recompute: layers replayed (of which MoE), checkpoints kept, and the layers one replay
   // re-materialises at once (a uniform group, at most the widest chunk).
   double replayed = 0, replayed_moe = 0, checkpoints = 0, replay_group = 1;
+  // The same layers, wherever they start.
+  bool same_layers(const StageLayers& o) const {
+    return layers == o.layers && moe == o.moe && mtp == o.mtp && replayed == o.replayed &&
+           replayed_moe == o.replayed_moe && checkpoints == o.checkpoints && replay_group == o.replay_group;
+  }
 };
 StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy& s, int i) {
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
@@ -575,29 +580,30 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   // A multi-token-prediction module's extra pass through the LM head and loss (its compute; only MTP models).
   const EdgeTime head_only = m.mtp_layers > 0 ? edge_time(c, false, true) : EdgeTime{};
 
-  double max_c = 0, sum_c = 0, max_grad_tail = 0, max_step_tail = 0;
-  int crit = 0, grad_stage = 0, step_stage = 0;
-  std::array<double, kMaxStages> grad_exposed, param_exposed, fsdp_exposed_mb;  // [0, pp) written below
+  // What a stage costs per micro-batch and what it keeps follow from its layers and whether it holds the model's
+  // ends (StageWork); where it sits in the schedule (its warm-up depth, in-flight micro-batches and the idle time
+  // its DP traffic runs in) is applied per stage in the loop below. Middle stages holding the same layers share one
+  // StageWork: in a uniform split it is worked out for the first, second and last stage only.
+  struct StageWork {  // beside the StageResult fields it fills: all but first_layer, ep, DP, activations, peak
+    double ld, lm;    // dense and MoE layers (MTP modules included)
+    double model_flops, fsdp_exposed, fsdp_hidden, stored;
+    double grad_time, param_time, grad_share, param_share;  // share: dp_contention_share, time-weighted
+  };
   StageParams dp_key{-1, -1};
-  double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;  // share: dp_contention_share
-  for (int i = 0; i < pp; ++i) {
-    StageResult& st = pr.stages[static_cast<std::size_t>(i)];
-    st = StageResult{};
-    const StageLayers sl = stage_layers(m, split, s, i);
-    const bool is_first = i == 0, is_last = i == pp - 1;
+  double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;
+  const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
+  auto stage_work = [&](const StageLayers& sl, bool is_first, bool is_last, StageResult& st) {
+    StageWork w{};
     // MTP modules: one layer each plus another pass through the LM head and loss.
     const StageCounts n = stage_counts(m, s, sl);
     const double ld = n.dense, lm = n.moe;
-    st.first_layer = sl.first;
+    w.ld = ld;
+    w.lm = lm;
     st.num_layers = static_cast<int>(sl.layers);
     st.mtp_layers = sl.mtp;
     const EdgeTime e = edge_time(c, is_first, is_last);
     st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * head_only.fwd;
-    const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
-    pr.model_flops_per_device +=
-        static_cast<double>(mb) *
-        (ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0)) /
-        static_cast<double>(pp);
+    w.model_flops = ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0);
     st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * head_only.bwd;
     st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
     st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd +
@@ -605,11 +611,6 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden + lm * moe_t.tp_hidden;
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
-    // With the batch-level overlap only the steady phase pairs a forward with another micro-batch's backward: the
-    // warm-up forwards and cool-down backwards (Megatron's warm-up count) keep their all-to-alls exposed.
-    const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i, c.r.vp_group) : 1.0;
-    st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) +
-                   lm * (paired * (moe_t.ep_fwd + moe_t.ep_bwd) + (1.0 - paired) * moe_t.ep_alone);
     // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
     // next chunk: a boundary's traffic hides under one chunk's compute, whose NCCL send/recv kernels slow it as
     // overlapped DP traffic does (1 - dp_overlap of each hidden second).
@@ -622,7 +623,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, is_first, is_last);
     const double params = sp.dense + sp.expert;
     // Data-parallel traffic of the stage: its gradient reduction and (distributed optimizer) parameter gather.
-    if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // middle stages share their parameter counts
+    if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // stages often share their parameter counts
       dp_key = sp;
       grad_time = param_time = grad_share = param_share = 0;
       visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
@@ -633,20 +634,20 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       grad_share = grad_time > 0 ? grad_share / grad_time : 0.0;  // time-weighted over the stage's collectives
       param_share = param_time > 0 ? param_share / param_time : 0.0;
     }
+    w.grad_time = grad_time;
+    w.param_time = param_time;
+    w.grad_share = grad_share;
+    w.param_share = param_share;
     // FSDP repeats them every micro-batch, layer by layer: gather before the forward and again before the
     // backward, reduce-scatter after it, prefetched under the neighbouring layers' compute.
-    double fsdp_exposed = 0, fsdp_hidden = 0;
     if (c.r.fsdp) {
       const double comm = 2 * param_time + grad_time;
       const Overlapped o =
           overlap_dp_traffic(comm, 0.0, st.forward_compute_s + st.backward_compute_s + st.recompute_s,
                              comm > 0 ? (2 * param_time * param_share + grad_time * grad_share) / comm : 0.0);
-      fsdp_exposed = o.exposed_s;
-      fsdp_hidden = o.hidden_s;
+      w.fsdp_exposed = o.exposed_s;
+      w.fsdp_hidden = o.hidden_s;
     }
-    st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
-                          st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s + fsdp_exposed;
-
     const bool dist = c.r.distributed_optimizer;
     const double owned = dist ? sp.dense / c.group(Group::dp).size + sp.expert / c.group(Group::edp).size : params;
     // Under FSDP a rank keeps its shard plus the gathered parameters of the layer it computes and of the one it
@@ -655,20 +656,52 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.weight_bytes = weight_bytes * (c.r.fsdp ? owned + 2 * layer_params : params);
     st.gradient_bytes = grad_bytes * (c.r.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
-    st.inflight_microbatches = inflight(pp, vpp, mb, i, c.r.vp_group);
     // Full recompute keeps its checkpoints and, where it leaves layers unreplayed (block), their whole activations;
     // its replay re-materialises a layer (a uniform group of them) at a time.
     const bool full = s.recompute == Recompute::full;
-    const double stored = full ? n.stored_layers * dense_f.checkpoint + (ld - n.replay_dense) * dense_f.full +
-                                     (lm - n.replay_moe) * moe_f.full
-                               : ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
-    st.activation_bytes = st.inflight_microbatches * stored;
+    w.stored = full ? n.stored_layers * dense_f.checkpoint + (ld - n.replay_dense) * dense_f.full +
+                          (lm - n.replay_moe) * moe_f.full
+                    : ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
     const double replay_live = !full ? 1.0 : n.replay_dense + n.replay_moe > 0 ? sl.replay_group : 0.0;
-    const double live = std::max(
+    st.transient_bytes = std::max(
         ld + lm > 0 ? replay_live * (lm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes)
                     : 0.0,
         is_last ? logits_bytes : 0.0);
-    st.transient_bytes = live;
+    const OptimizerStepBytes ob = optimizer_step_bytes_per_param(t);
+    st.optimizer_s = vector_time_s(c, ob.per_owned * owned + ob.per_local * (c.r.fsdp ? owned : params),
+                                   6 + 2.0 * (sl.layers + sl.mtp));
+    return w;
+  };
+
+  double max_c = 0, sum_c = 0, max_grad_tail = 0, max_step_tail = 0;
+  int crit = 0, grad_stage = 0, step_stage = 0;
+  std::array<double, kMaxStages> grad_exposed, param_exposed, fsdp_exposed_mb;  // [0, pp) written below
+  StageWork w{};
+  StageLayers prev{};
+  for (int i = 0; i < pp; ++i) {
+    const StageLayers sl = stage_layers(m, split, s, i);
+    const bool is_first = i == 0, is_last = i == pp - 1;
+    // Stage i - 1 is a middle stage from i = 2 on: the same layers there cost the same here.
+    StageResult& st = pr.stages[static_cast<std::size_t>(i)];
+    if (i >= 2 && !is_last && sl.same_layers(prev)) {
+      st = pr.stages[static_cast<std::size_t>(i - 1)];
+    } else {
+      st = StageResult{};
+      w = stage_work(sl, is_first, is_last, st);
+    }
+    prev = sl;
+    st.first_layer = sl.first;
+    const double ld = w.ld, lm = w.lm;
+    pr.model_flops_per_device += static_cast<double>(mb) * w.model_flops / static_cast<double>(pp);
+    // With the batch-level overlap only the steady phase pairs a forward with another micro-batch's backward: the
+    // warm-up forwards and cool-down backwards (Megatron's warm-up count) keep their all-to-alls exposed.
+    const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i, c.r.vp_group) : 1.0;
+    st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) +
+                   lm * (paired * (moe_t.ep_fwd + moe_t.ep_bwd) + (1.0 - paired) * moe_t.ep_alone);
+    st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +
+                          st.cp_comm_exposed_s + st.ep_comm_s + st.pp_comm_s + w.fsdp_exposed;
+    st.inflight_microbatches = inflight(pp, vpp, mb, i, c.r.vp_group);
+    st.activation_bytes = st.inflight_microbatches * w.stored;
     const double allocated =
         st.weight_bytes + st.gradient_bytes + st.optimizer_bytes + st.activation_bytes + st.transient_bytes;
     st.runtime_bytes = p.runtime_memory_gib * 1073741824.0 + p.runtime_memory_fraction * allocated;
@@ -679,13 +712,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // --overlap-param-gather the parameter all-gather runs during the first micro-batch's forward. In 1F1B stage i
     // also idles i chunk-backwards at the end of the iteration (and i chunk-forwards at the start), time in which
     // its traffic proceeds unhindered.
-    const double iter_grad = c.r.fsdp ? 0.0 : grad_time, iter_param = c.r.fsdp ? 0.0 : param_time;
+    const double iter_grad = c.r.fsdp ? 0.0 : w.grad_time, iter_param = c.r.fsdp ? 0.0 : w.param_time;
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
     const Overlapped grad = t.overlap_grad_reduce
-                                ? overlap_dp_traffic(iter_grad, i * bwd_window / vpp, bwd_window, grad_share)
+                                ? overlap_dp_traffic(iter_grad, i * bwd_window / vpp, bwd_window, w.grad_share)
                                 : Overlapped{iter_grad, 0.0};
-    const Overlapped param = (t.overlap_param_gather && dist)
-                                 ? overlap_dp_traffic(iter_param, i * fwd_window / vpp, fwd_window, param_share)
+    const Overlapped param = (t.overlap_param_gather && c.r.distributed_optimizer)
+                                 ? overlap_dp_traffic(iter_param, i * fwd_window / vpp, fwd_window, w.param_share)
                                  : Overlapped{iter_param, 0.0};
     const double grad_hidden = grad.hidden_s, param_hidden = param.hidden_s;
     grad_exposed[static_cast<std::size_t>(i)] = grad.exposed_s;
@@ -694,12 +727,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       grad_exposed[static_cast<std::size_t>(i)] +=
           collective_time_s(c, Prim::all_reduce, c.embedding_pair, grad_bytes * c.vocab_padded * c.h / c.tp);
     st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)] +
-                           static_cast<double>(mb) * fsdp_exposed;
-    st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * fsdp_hidden;
-    fsdp_exposed_mb[static_cast<std::size_t>(i)] = fsdp_exposed;
-    const OptimizerStepBytes ob = optimizer_step_bytes_per_param(t);
-    st.optimizer_s = vector_time_s(c, ob.per_owned * owned + ob.per_local * (c.r.fsdp ? owned : params),
-                                   6 + 2.0 * (sl.layers + sl.mtp));
+                           static_cast<double>(mb) * w.fsdp_exposed;
+    st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * w.fsdp_hidden;
+    fsdp_exposed_mb[static_cast<std::size_t>(i)] = w.fsdp_exposed;
 
     if (st.per_microbatch_s > max_c) {
       max_c = st.per_microbatch_s;

@@ -355,6 +355,28 @@ TEST(Simulator, PipelineStagesOnlyLastCarriesLogitsFirstHoldsMostActivations) {
   EXPECT_DOUBLE_EQ(mem[7], p.stages[3].peak_bytes);
 }
 
+TEST(Simulator, MiddleStagesCostWhatTheirOwnLayersCost) {
+  // Every other layer MoE and three layers a stage: the middle stages alternate between one and two MoE layers, so
+  // each costs and holds what the stage two before it does and not what its neighbour does; each keeps its own
+  // place (first layer, in-flight micro-batches).
+  Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
+  m.num_layers = 24;
+  m.moe_layer_frequency = 2;
+  const Prediction p = simulate(m, strat(1, 1, 8), sys(), settings(true), PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  for (std::size_t i = 1; i < 7; ++i) {
+    const StageResult &st = p.stages[i], &prev = p.stages[i - 1];
+    EXPECT_EQ(st.first_layer, 3 * static_cast<int>(i)) << i;
+    EXPECT_DOUBLE_EQ(st.inflight_microbatches, 8.0 - static_cast<double>(i)) << i;
+    if (i == 1) continue;  // stage 0 also holds the embedding
+    EXPECT_NE(st.weight_bytes, prev.weight_bytes) << i;
+    EXPECT_NE(st.forward_compute_s, prev.forward_compute_s) << i;
+    if (i < 3) continue;
+    EXPECT_EQ(st.weight_bytes, p.stages[i - 2].weight_bytes) << i;
+    EXPECT_EQ(st.per_microbatch_s, p.stages[i - 2].per_microbatch_s) << i;
+  }
+}
+
 TEST(Simulator, InterleavingShrinksTheBubbleAndAddsActivations) {
   const Model m = io::presets().find_model("Llama-3-8B")->model;
   TrainingSettings t = settings(true);
