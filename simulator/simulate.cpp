@@ -663,10 +663,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
                           (lm - n.replay_moe) * moe_f.full
                     : ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
     const double replay_live = !full ? 1.0 : n.replay_dense + n.replay_moe > 0 ? sl.replay_group : 0.0;
-    st.transient_bytes = std::max(
-        ld + lm > 0 ? replay_live * (lm > 0 ? std::max(dense_a.live_bytes, moe_a.live_bytes) : dense_a.live_bytes)
-                    : 0.0,
-        is_last ? logits_bytes : 0.0);
+    // The largest working set of the layer kinds the stage holds (an MoE-only stage has no dense layer's).
+    const double layer_live = std::max(ld > 0 ? dense_a.live_bytes : 0.0, lm > 0 ? moe_a.live_bytes : 0.0);
+    st.transient_bytes = std::max(replay_live * layer_live, is_last ? logits_bytes : 0.0);
     const OptimizerStepBytes ob = optimizer_step_bytes_per_param(t);
     st.optimizer_s = vector_time_s(c, ob.per_owned * owned + ob.per_local * (c.r.fsdp ? owned : params),
                                    6 + 2.0 * (sl.layers + sl.mtp));

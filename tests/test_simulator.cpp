@@ -377,6 +377,26 @@ TEST(Simulator, MiddleStagesCostWhatTheirOwnLayersCost) {
   }
 }
 
+TEST(Simulator, AnAllMoeModelIgnoresTheDenseMlpWidthItNeverUses) {
+  // Every layer of Qwen3-30B-A3B is MoE: its ffn_hidden_size describes no layer, so no time or byte may follow it.
+  const Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
+  Model wide = m;
+  wide.ffn_hidden_size = 16 * m.ffn_hidden_size;
+  for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+    Strategy s = strat(2, 2, 2);
+    s.expert_parallel = 2;
+    s.recompute = rc;
+    const Prediction a = simulate(m, s, sys(), settings(true), PlatformParams{});
+    const Prediction b = simulate(wide, s, sys(), settings(true), PlatformParams{});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(a.stages[i].transient_bytes, b.stages[i].transient_bytes) << i;
+      EXPECT_EQ(a.stages[i].peak_bytes, b.stages[i].peak_bytes) << i;
+    }
+  }
+}
+
 TEST(Simulator, InterleavingShrinksTheBubbleAndAddsActivations) {
   const Model m = io::presets().find_model("Llama-3-8B")->model;
   TrainingSettings t = settings(true);
