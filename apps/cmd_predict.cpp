@@ -202,8 +202,9 @@ void run(const PredictCli& o, std::ostream& os) {
   for (const auto& t : breakdown_terms())
     terms.push_back({t.name, to_string(t.kind), fmt(p.breakdown.*(t.field)), t.doc});
   os << table({"term", "kind", "seconds", "what"}, terms) << "pipeline split: " << to_string(p.pipeline_split)
-     << "; one dense layer, one micro-batch: forward " << fmt(p.layer.forward_s * 1e3, 2) << " ms, backward "
-     << fmt(p.layer.backward_s * 1e3, 2) << " ms (recompute " << fmt(p.layer.recompute_s * 1e3, 2) << " ms)\n\n";
+     << "; one " << (p.layer.moe ? "MoE" : "dense") << " layer, one micro-batch: forward "
+     << fmt(p.layer.forward_s * 1e3, 2) << " ms, backward " << fmt(p.layer.backward_s * 1e3, 2) << " ms (recompute "
+     << fmt(p.layer.recompute_s * 1e3, 2) << " ms)\n\n";
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < p.num_stages; ++i) {
     const StageResult& st = p.stages[static_cast<std::size_t>(i)];

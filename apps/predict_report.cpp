@@ -157,7 +157,8 @@ io::Json PredictResult::json() const {
   j["num_micro_batches"] = p.num_micro_batches;
   j["breakdown"] = terms_json(p.breakdown, breakdown_terms());
   j["pipeline_split"] = to_string(p.pipeline_split);
-  j["layer"] = {{"forward_s", p.layer.forward_s},
+  j["layer"] = {{"moe", p.layer.moe},
+                {"forward_s", p.layer.forward_s},
                 {"backward_s", p.layer.backward_s},
                 {"recompute_s", p.layer.recompute_s},
                 {"tp_comm_exposed_s", p.layer.tp_comm_exposed_s},

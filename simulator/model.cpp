@@ -58,8 +58,6 @@ std::string validate(const Model& m) {
   if (m.num_kv_heads > m.num_attention_heads) return "num_kv_heads exceeds num_attention_heads";
   if (m.num_attention_heads % m.num_kv_heads != 0) return "num_attention_heads must be a multiple of num_kv_heads";
   if (!positive(m.head_dim)) return "head_dim must be positive";
-  if (!positive(m.ffn_hidden_size) && m.first_dense_layers > 0) return "ffn_hidden_size must be positive";
-  if (!m.is_moe() && !positive(m.ffn_hidden_size)) return "ffn_hidden_size must be positive";
   if (!positive(m.vocab_size)) return "vocab_size must be positive";
   if (m.sliding_window < 0 || m.window_attn_skip_freq < 0 || m.attention_chunk_size < 0)
     return "sliding_window, attention_chunk_size and window_attn_skip_freq must not be negative";
@@ -74,6 +72,8 @@ std::string validate(const Model& m) {
     if (m.first_dense_layers < 0 || m.first_dense_layers >= m.num_layers)
       return "first_dense_layers must be in [0, num_layers)";
   }
+  if (!positive(m.ffn_hidden_size) && m.has_dense_layers())
+    return "ffn_hidden_size must be positive (the model has layers with a dense MLP)";
   if (m.num_shared_experts < 0) return "num_shared_experts must not be negative";
   if (m.is_mla() && (!positive(m.qk_rope_head_dim) || !positive(m.v_head_dim)))
     return "MLA needs qk_rope_head_dim and v_head_dim";

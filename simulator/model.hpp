@@ -69,6 +69,11 @@ struct Model {
     return is_moe() && layer >= first_dense_layers && (layer - first_dense_layers) % moe_layer_frequency == 0;
   }
   std::int64_t num_moe_layers() const;
+  // Whether any layer keeps a dense MLP: every layer of a dense model; an MoE model's leading dense layers and, with
+  // moe_layer_frequency > 1, the layers between its MoE ones. Qwen3-30B-A3B has none.
+  bool has_dense_layers() const {
+    return !is_moe() || first_dense_layers > 0 || (moe_layer_frequency > 1 && num_layers > 1);
+  }
   // The share of full causal attention's work (query-key pairs) the model's layers do on average at sequence
   // length seq: a windowed layer pairs a query with at most sliding_window keys, w·s − w²/2 pairs against s²/2; a
   // chunked one does the causal square of each chunk, (⌊s/c⌋·c² + (s mod c)²)/2.

@@ -550,18 +550,21 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const PipelineSplit split = *pipeline_split(m, s, o.validity.allow_uneven_layers);
   pr.pipeline_split = split.kind;
   const Ctx c = make_ctx(m, s, sys, t, p);
-  const LayerFootprint dense_f = layer_footprint(c, false);
-  const LayerFootprint moe_f = m.is_moe() ? layer_footprint(c, true) : dense_f;
+  // A model without dense layers (Qwen3-30B-A3B) has its MoE layer in the dense slots too: no layer counts as
+  // dense, and the per-layer report gives the MoE layer.
+  const bool dense_layers = m.has_dense_layers(), two_kinds = m.is_moe() && dense_layers;
+  const LayerFootprint dense_f = layer_footprint(c, !dense_layers);
+  const LayerFootprint moe_f = two_kinds ? layer_footprint(c, true) : dense_f;
   const StageParams dense_params = dense_f.params, moe_params = moe_f.params;
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
   const std::int64_t mb = c.r.num_micro_batches;
   pr.num_micro_batches = mb;
   pr.num_stages = pp;
 
-  const LayerTime dense_t = layer_time(c, false);
-  const LayerTime moe_t = m.is_moe() ? layer_time(c, true) : dense_t;
+  const LayerTime dense_t = layer_time(c, !dense_layers);
+  const LayerTime moe_t = two_kinds ? layer_time(c, true) : dense_t;
   const LayerActivation dense_a = layer_activation_from(c, dense_f);
-  const LayerActivation moe_a = m.is_moe() ? layer_activation_from(c, moe_f) : dense_a;
+  const LayerActivation moe_a = two_kinds ? layer_activation_from(c, moe_f) : dense_a;
 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
   visit_pipeline_collectives(
@@ -774,6 +777,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
                         mbd * fsdp_exposed_mb[static_cast<std::size_t>(crit)];
   b.dp_comm_overlapped_s = pr.stages[static_cast<std::size_t>(grad_stage)].dp_comm_overlapped_s;
   b.optimizer_s = pr.stages[static_cast<std::size_t>(step_stage)].optimizer_s;
+  pr.layer.moe = !dense_layers;
   pr.layer.forward_s = dense_t.fwd_compute + dense_t.tp_fwd + dense_t.cp_fwd + dense_t.ep_fwd;
   // A checkpointed layer (its own checkpoint: uniform groups of one) gathers its distributed input first.
   pr.layer.backward_s =

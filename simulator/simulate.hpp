@@ -89,9 +89,11 @@ const std::array<TermInfo<StageResult>, kNumStageTimeTerms>& stage_time_terms();
 constexpr std::size_t kNumStageMemoryTerms = 7;
 const std::array<TermInfo<StageResult>, kNumStageMemoryTerms>& stage_memory_terms();
 
-// One dense transformer layer, one micro-batch, on one rank of the critical stage: what Korthikanti et al. 2022
-// Table 4 reports. Forward includes its exposed communication; backward includes recomputation.
+// One dense transformer layer (an MoE one where the model has no dense layers), one micro-batch, on one rank of the
+// critical stage: what Korthikanti et al. 2022 Table 4 reports. Forward includes its exposed communication;
+// backward includes recomputation.
 struct LayerTiming {
+  bool moe = false;  // the layer reported is an MoE layer
   double forward_s = 0;
   double backward_s = 0;
   double recompute_s = 0;

@@ -397,6 +397,31 @@ TEST(Simulator, AnAllMoeModelIgnoresTheDenseMlpWidthItNeverUses) {
   }
 }
 
+TEST(Simulator, TheLayerReportIsDenseWhereTheModelHasDenseLayersElseMoe) {
+  Model m = io::presets().find_model("Qwen3-30B-A3B")->model;
+  Strategy s = strat(2, 2, 2);
+  s.expert_parallel = 2;
+  EXPECT_FALSE(m.has_dense_layers());
+  const Prediction all_moe = simulate(m, s, sys(), settings(true), PlatformParams{});
+  ASSERT_TRUE(all_moe.ok());
+  EXPECT_TRUE(all_moe.layer.moe);
+  EXPECT_GT(all_moe.layer.forward_s, 0.0);
+  // Every other layer dense: the report is the dense layer.
+  m.moe_layer_frequency = 2;
+  EXPECT_TRUE(m.has_dense_layers());
+  const Prediction mixed = simulate(m, s, sys(), settings(true), PlatformParams{});
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_FALSE(mixed.layer.moe);
+  EXPECT_NE(mixed.layer.forward_s, all_moe.layer.forward_s);
+  // Those dense layers need their MLP width; the all-MoE model does not.
+  m.ffn_hidden_size = 0;
+  EXPECT_NE(validate(m).find("ffn_hidden_size"), std::string::npos);
+  m.moe_layer_frequency = 1;
+  EXPECT_EQ(validate(m), "");
+  m.first_dense_layers = 1;
+  EXPECT_NE(validate(m).find("ffn_hidden_size"), std::string::npos);
+}
+
 TEST(Simulator, InterleavingShrinksTheBubbleAndAddsActivations) {
   const Model m = io::presets().find_model("Llama-3-8B")->model;
   TrainingSettings t = settings(true);
