@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace lmsim {
 
@@ -66,17 +67,22 @@ LinkTable::LinkTable(const System& s) : s_(s), n_(s.devices_per_node) {
   if (!direct()) return;
   host_ = s_.intra_node_host_bandwidth_bytes_per_s / s_.intra_node.bandwidth_bytes_per_s;
   // One pass over the matrix (simulate() builds the table every call): each device's link count, and whether every
-  // pair is joined alike.
+  // pair is joined alike. With a zero diagonal (validate) the pairs are alike when no entry exceeds links(0, 1) and
+  // the least-linked device has n - 1 times it: sums and maxima only, which the compiler vectorises.
   max_degree_ = 0;
-  mesh_ = n_ > 1 && links(0, 1) > 0;
+  int min_degree = std::numeric_limits<int>::max(), max_link = 0;
   for (int i = 0; i < n_; ++i) {
+    const int* row = &s_.intra_node_links[static_cast<std::size_t>(i * n_)];
     int degree = 0;
     for (int j = 0; j < n_; ++j) {
-      degree += links(i, j);
-      mesh_ = mesh_ && (i == j || links(i, j) == links(0, 1));
+      degree += row[j];
+      max_link = std::max(max_link, row[j]);
     }
     max_degree_ = std::max(max_degree_, degree);
+    min_degree = std::min(min_degree, degree);
   }
+  const int pair = n_ > 1 ? links(0, 1) : 0;
+  mesh_ = pair > 0 && max_link == pair && min_degree == (n_ - 1) * pair;
 }
 
 // Both shares are the worst over groups of one member's link count. They fold the counts as integers (the fewest
