@@ -632,6 +632,17 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_DOUBLE_EQ(ring_neighbour_share(v100, 4, 1), 1.0 / 6);  // 0 -> 1 on one NVLink; 3 -> 0 closes on two
   EXPECT_DOUBLE_EQ(ring_neighbour_share(v100, 4, 2), host);     // 0 -> 2 -> 4: GPUs 2 and 4 have no NVLink
   EXPECT_DOUBLE_EQ(ring_neighbour_share(h100(), 8, 1), 1.0);
+  // The 910B3 server's full mesh, one HCCS link per pair: a group gets its members' links among themselves.
+  System npu = io::presets().find_system("ascend_910b3_64g")->system;
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, 2, 1), 1.0 / 7);
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, 4, 1), 3.0 / 7);
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, 8, 1), 1.0);
+  EXPECT_DOUBLE_EQ(ring_neighbour_share(npu, 4, 2), 1.0 / 7);
+  // A second link between devices 0 and 1 makes it no mesh: the pairs {2, 3}, {4, 5}, {6, 7} keep one link of the
+  // best-linked device's eight.
+  npu.intra_node_links[1] = npu.intra_node_links[8] = 2;
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, 2, 1), 1.0 / 8);
+  EXPECT_DOUBLE_EQ(ring_neighbour_share(npu, 8, 1), 1.0 / 8);
 
   // In the simulator: a TP pair's all-reduce on the cube-mesh takes 6x the switch's bandwidth term.
   System mesh_sys = v100;
