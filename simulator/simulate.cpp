@@ -587,8 +587,10 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   // ends (StageWork); where it sits in the schedule (its warm-up depth, in-flight micro-batches and the idle time
   // its DP traffic runs in) is applied per stage in the loop below. Middle stages holding the same layers share one
   // StageWork: in a uniform split it is worked out for the first, second and last stage only.
-  struct StageWork {  // beside the StageResult fields it fills: all but first_layer, ep, DP, activations, peak
-    double ld, lm;    // dense and MoE layers (MTP modules included)
+  // stage_work also fills the StageResult: every field but first_layer, ep_comm_s, per_microbatch_s, the DP terms,
+  // the in-flight micro-batches and the activation, runtime and peak bytes.
+  struct StageWork {
+    double ld, lm;  // dense and MoE layers (MTP modules included)
     double model_flops, fsdp_exposed, fsdp_hidden, stored;
     double grad_time, param_time, grad_share, param_share;  // share: dp_contention_share, time-weighted
   };
@@ -683,8 +685,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   for (int i = 0; i < pp; ++i) {
     const StageLayers sl = stage_layers(m, split, s, i);
     const bool is_first = i == 0, is_last = i == pp - 1;
-    // Stage i - 1 is a middle stage from i = 2 on: the same layers there cost the same here.
     StageResult& st = pr.stages[static_cast<std::size_t>(i)];
+    // Stage i - 1 is a middle stage from i = 2 on: the same layers there cost the same here.
     if (i >= 2 && !is_last && sl.same_layers(prev)) {
       st = pr.stages[static_cast<std::size_t>(i - 1)];
     } else {
