@@ -28,7 +28,7 @@ struct SearchCli {
   std::vector<std::string> systems, params, recompute, recompute_layers;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
-  std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type;
+  std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type, flash_attention;
   std::size_t top = 20;
   double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
@@ -305,6 +305,8 @@ void run(SearchCli sc, std::ostream& out) {
   std::vector<std::optional<calib::Uncertainty>> unc;  // per scenario: its θ's covariance, when known
   std::vector<std::string> theta_file;                 // per scenario: the θ file read (empty: preset defaults)
   std::vector<calib::FittedRange> ranges;              // per scenario: its θ's fitted runs' range (empty: unknown)
+  const std::vector<bool> flash = bools(sc.flash_attention, "--flash-attention");
+  const bool flash_on = std::find(flash.begin(), flash.end(), true) != flash.end();
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;
@@ -316,11 +318,16 @@ void run(SearchCli sc, std::ostream& out) {
     const Resolved base = resolve(ro);
     const std::size_t first = scen.size();
     try {
-      for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs))
+      for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs, flash))
         scen.push_back(std::move(s));
     } catch (const std::invalid_argument& e) {
       throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
     }
+    if (flash_on && !base.system.fused_attention && rank == 0)
+      spdlog::warn(
+          "--flash-attention on: {} ({}) runs neither FlashAttention-2 nor cuDNN fused attention (they need compute "
+          "capability 8.0); its flash scenarios weigh a memory-efficient kernel such as PyTorch's SDPA",
+          base.system.name, base.system.device);
     // Scenarios beyond the runs θ was fitted on (sequence length, device count): said once per system, on rank 0.
     if (base.fit && rank == 0) {
       std::vector<std::vector<std::pair<std::string, double>>> runs;
@@ -580,8 +587,11 @@ void run(SearchCli sc, std::ostream& out) {
       spdlog::info(
           "search: the best candidate, {}, runs flash attention only because its context parallelism turns it on "
           "(flash_attention_with_cp, as MindSpeed-LLM does with cp > 1); these settings store the s x s scores "
-          "without CP. To weigh flash attention without CP as well, search again with --set flash_attention=true",
-          config_name(c.strategy));
+          "without CP. {}",
+          config_name(c.strategy),
+          flash_on ? "It beat the --flash-attention on scenarios, which run flash attention at every cp"
+                   : "To weigh flash attention without CP as well, search again with --flash-attention on,off "
+                     "(or --set flash_attention=true)");
     if (unc[c.scenario]) {
       const SimOptions so = scenario_sim_options(s, o);
       if (const auto ls =
@@ -806,6 +816,10 @@ void register_search(CLI::App& app) {
          "multiplies the full-recompute candidates by up to the layers per chunk")
       ->delimiter(',');
   cmd->add_option("--sp", sc.sp, "sequence parallel on/off")->delimiter(',');
+  cmd->add_option("--flash-attention", sc.flash_attention,
+                  "on/off: flash attention (--use-flash-attn) as a scenario dimension, labelled /flash or /noflash "
+                  "(default: as the settings say)")
+      ->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")
       ->delimiter(',');

@@ -45,7 +45,7 @@ for f in sorted(os.listdir(res)):
                 "", ", ".join("%s (time ± %.1f %%)" % (l["name"], 100 * l["time_log_sd"]) for l in leans)))
         if s.get("best_flash_attention_from_cp"):  # the stack turns flash attention on with CP only
             print("  %-12s      runs flash attention only because cp > 1 turns it on (as MindSpeed-LLM does); "
-                  "--set flash_attention=true weighs it without CP too" % "")
+                  "--flash-attention on,off weighs it without CP too" % "")
 print("\nNPU -> GPU shortlist (measured NPU times, scored on measured GPU times):")
 sl = json.load(open(os.path.join(res, "shortlist.json")))
 for ms, r in sl.items():

@@ -24,23 +24,34 @@ std::vector<int> divisors(std::int64_t n) {
 
 std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& params, const TrainingSettings& base,
                                    const std::vector<int>& devices, const std::vector<std::int64_t>& seqs,
-                                   const std::vector<std::int64_t>& global_batches) {
+                                   const std::vector<std::int64_t>& global_batches,
+                                   const std::vector<bool>& flash_attention) {
   std::vector<Scenario> out;
+  // -1: flash attention as the base settings say (not swept, no label part).
+  std::vector<int> flash;
+  for (bool f : flash_attention)
+    if (std::find(flash.begin(), flash.end(), f ? 1 : 0) == flash.end()) flash.push_back(f ? 1 : 0);
+  if (flash.empty()) flash.push_back(-1);
   for (int dev : devices)
     for (auto seq : seqs.empty() ? std::vector<std::int64_t>{base.seq_length} : seqs)
-      for (auto gbs : global_batches.empty() ? std::vector<std::int64_t>{base.global_batch_size} : global_batches) {
-        if (dev <= 0 || seq <= 0 || gbs <= 0)
-          throw std::invalid_argument("sizes must be positive (devices " + std::to_string(dev) + ", seq " +
-                                      std::to_string(seq) + ", global batch " + std::to_string(gbs) + ")");
-        Scenario s{system, params, base, dev, ""};
-        s.settings.seq_length = seq;
-        s.settings.global_batch_size = gbs;
-        s.settings.micro_batch_size = 1;
-        if (auto why = validate(s.settings); !why.empty()) throw std::invalid_argument(why);
-        s.label =
-            system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" + std::to_string(gbs);
-        out.push_back(std::move(s));
-      }
+      for (auto gbs : global_batches.empty() ? std::vector<std::int64_t>{base.global_batch_size} : global_batches)
+        for (int f : flash) {
+          if (dev <= 0 || seq <= 0 || gbs <= 0)
+            throw std::invalid_argument("sizes must be positive (devices " + std::to_string(dev) + ", seq " +
+                                        std::to_string(seq) + ", global batch " + std::to_string(gbs) + ")");
+          Scenario s{system, params, base, dev, ""};
+          s.settings.seq_length = seq;
+          s.settings.global_batch_size = gbs;
+          s.settings.micro_batch_size = 1;
+          if (f >= 0) s.settings.flash_attention = f == 1;
+          if (auto why = validate(s.settings); !why.empty()) throw std::invalid_argument(why);
+          s.label = system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
+                    std::to_string(gbs) +
+                    (f < 0    ? ""
+                     : f == 1 ? "/flash"
+                              : "/noflash");
+          out.push_back(std::move(s));
+        }
   return out;
 }
 

@@ -20,18 +20,21 @@ namespace lmsim::search {
 struct Scenario {
   System system;
   PlatformParams params;
-  TrainingSettings settings;  // seq_length and global_batch_size set per scenario
+  TrainingSettings settings;  // seq_length and global_batch_size (and flash_attention, when swept) per scenario
   int devices;
-  std::string label;  // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024
+  std::string label;  // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024, with /flash or /noflash when that is swept
 };
 
-// The scenarios of one system: every (devices, sequence length, global batch) combination, each with the
-// base settings (micro-batch left to the space) and a label `<system>/<n>dev/seq<s>/gbs<b>`; empty lists take
-// the base settings' value. Throws std::invalid_argument naming the offending size when one is not positive or
-// the settings it makes are invalid (the same checks as a single prediction).
+// The scenarios of one system: every (devices, sequence length, global batch, flash attention) combination, each
+// with the base settings (micro-batch left to the space) and a label `<system>/<n>dev/seq<s>/gbs<b>`, followed by
+// `/flash` or `/noflash` where flash attention is swept; empty lists take the base settings' value. Flash
+// attention is a setting, not a layout: a framework flag (--use-flash-attn) that each layout can run with or
+// without. Throws std::invalid_argument naming the offending size when one is not positive or the settings it
+// makes are invalid (the same checks as a single prediction).
 std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& params, const TrainingSettings& base,
                                    const std::vector<int>& devices, const std::vector<std::int64_t>& seqs,
-                                   const std::vector<std::int64_t>& global_batches);
+                                   const std::vector<std::int64_t>& global_batches,
+                                   const std::vector<bool>& flash_attention = {});
 
 // Restrictions; an empty list means "all valid values".
 struct SpaceFilter {

@@ -303,6 +303,27 @@ mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stac
 python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["best_flash_attention_from_cp"] is False' "$tmp/f.json" ||
   fail "flash attention through CP said with flash attention on"
 ! grep -q "context parallelism turns it on" "$tmp/f.err" || fail "flash-through-CP note with flash attention on"
+# --flash-attention on,off sweeps it as a scenario dimension: both labels, each with its own settings, the first
+# place on the flash scenario at cp 1, and no note that only CP brings flash attention in.
+mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 --seq 4096 \
+  --global-batch 32 --top 3 --flash-attention on,off --emit mindspeed --json > "$tmp/f.json" 2> "$tmp/f.err"
+python3 - "$tmp/f.json" <<'PY' || fail "--flash-attention on,off: $(cat "$tmp/f.err")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+labels = [b["scenario"] for b in j["best_per_scenario"]]
+assert labels == ["ascend_910b3_64g/8dev/seq4096/gbs32/flash", "ascend_910b3_64g/8dev/seq4096/gbs32/noflash"], labels
+flash = {s["label"]: s["settings"]["flash_attention"] for s in j["scenarios"]}
+assert flash == {labels[0]: True, labels[1]: False}, flash
+best = j["ranking"][0]
+assert best["scenario"] == labels[0] and "-cp1-" in best["config_name"], best
+assert j["best_flash_attention_from_cp"] is False and "--use-flash-attn" in j["emit"]["flags"], j["emit"]
+# The best without flash attention is the CP layout the default search ranks first.
+assert "-cp1-" not in j["best_per_scenario"][1]["config_name"], j["best_per_scenario"][1]
+PY
+! grep -q "context parallelism turns it on" "$tmp/f.err" || fail "flash-through-CP note in a flash sweep"
+"$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --flash-attention maybe 2> "$tmp/f.err" &&
+  fail "--flash-attention maybe accepted"
+grep -q "flash-attention.*'maybe' is not on or off" "$tmp/f.err" || fail "--flash-attention maybe: $(cat "$tmp/f.err")"
 "$lmsim" --log-level error predict --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 \
   --strategy dp4-tp1-pp1-cp2-noRC > "$tmp/o"
 grep -q "^settings        bf16, flash attention (turned on by context parallelism" "$tmp/o" ||

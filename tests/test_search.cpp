@@ -458,4 +458,13 @@ TEST(Space, ScenariosCrossEverySizeAndRefuseBadOnes) {
   EXPECT_EQ(s[3].settings.micro_batch_size, 1);
   EXPECT_THROW(scenarios_of(sp.system, sp.default_params, TrainingSettings{}, {8}, {0}, {}), std::invalid_argument);
   EXPECT_THROW(scenarios_of(sp.system, sp.default_params, TrainingSettings{}, {-8}, {}, {}), std::invalid_argument);
+  // Flash attention swept: each size twice, labelled, the setting set; a repeated value is one scenario.
+  TrainingSettings scores;
+  scores.flash_attention = false;
+  const auto f = scenarios_of(sp.system, sp.default_params, scores, {8}, {}, {}, {true, false, true});
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].label, "a100_sxm_80g/8dev/seq4096/gbs32/flash");
+  EXPECT_TRUE(f[0].settings.flash_attention);
+  EXPECT_EQ(f[1].label, "a100_sxm_80g/8dev/seq4096/gbs32/noflash");
+  EXPECT_FALSE(f[1].settings.flash_attention);
 }
