@@ -27,7 +27,8 @@ std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& p
                                    const std::vector<std::int64_t>& global_batches,
                                    const std::vector<bool>& flash_attention) {
   std::vector<Scenario> out;
-  // -1: flash attention as the base settings say (not swept, no label part).
+  // -1: flash attention as the base settings say (not swept, no label part); else off (0) or on (1).
+  static constexpr const char* kFlashLabel[] = {"/noflash", "/flash"};
   std::vector<int> flash;
   for (bool f : flash_attention)
     if (std::find(flash.begin(), flash.end(), f ? 1 : 0) == flash.end()) flash.push_back(f ? 1 : 0);
@@ -46,10 +47,7 @@ std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& p
           if (f >= 0) s.settings.flash_attention = f == 1;
           if (auto why = validate(s.settings); !why.empty()) throw std::invalid_argument(why);
           s.label = system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
-                    std::to_string(gbs) +
-                    (f < 0    ? ""
-                     : f == 1 ? "/flash"
-                              : "/noflash");
+                    std::to_string(gbs) + (f < 0 ? "" : kFlashLabel[f]);
           out.push_back(std::move(s));
         }
   return out;
