@@ -434,4 +434,18 @@ grep -qE "^fc1 +0-62 +1 +2048 +12800 +25600 " "$tmp/diag.txt" || fail "diagnosti
 grep -qE "^lm_head +63 " "$tmp/diag.txt" || fail "diagnostics: no last-stage LM head: $(cat "$tmp/diag.txt")"
 grep -qE "^send_recv +pp +1-62 +2 " "$tmp/diag.txt" || fail "diagnostics collective ranges: $(cat "$tmp/diag.txt")"
 [ "$(grep -cE "^qkv " "$tmp/diag.txt")" = 2 ] || fail "diagnostics: stages not merged: $(cat "$tmp/diag.txt")"
+# The per-layer figure is a dense layer, or the MoE layer of a model that has no dense one (Qwen3-30B-A3B).
+"$lmsim" --log-level error predict --model Qwen3-30B-A3B --system h100_sxm_80g --devices 16 --global-batch 64 \
+  --strategy dp4-tp2-pp2-cp1-ep4-noRC > "$tmp/o"
+grep -q "one MoE layer, one micro-batch: forward" "$tmp/o" || fail "predict: all-MoE layer line: $(cat "$tmp/o")"
+"$lmsim" --log-level error predict --model Qwen3-30B-A3B --system h100_sxm_80g --devices 16 --global-batch 64 \
+  --strategy dp4-tp2-pp2-cp1-ep4-noRC --json > "$tmp/o.json"
+"$lmsim" --log-level error predict --model DeepSeek-V3 --system h100_sxm_80g --devices 64 --global-batch 64 \
+  --strategy dp8-tp8-pp1-cp1-ep8-etp1-RC --json > "$tmp/d.json"
+python3 - "$tmp/o.json" "$tmp/d.json" <<'PY' || fail "layer.moe in predict --json"
+import json, sys
+a, d = (json.load(open(f))["layer"] for f in sys.argv[1:3])
+assert a["moe"] is True and a["forward_s"] > 0, a
+assert d["moe"] is False and d["forward_s"] > 0, d  # DeepSeek-V3's first three layers are dense
+PY
 echo "cli_trust: all checks passed"
