@@ -740,19 +740,25 @@ void run(SearchCli sc, std::ostream& out) {
     if (r.rejections[i]) rej.push_back({search::reason_name(i), std::to_string(r.rejections[i])});
   if (!rej.empty()) out << "\nrejected:\n" << table({"reason", "count"}, rej);
   if (scen.size() > 1) {
+    // As in the ranking: the objective's own column only when it is not the iteration time.
+    std::vector<std::string> head = {"scenario", "configuration", "time_s", "peak_GiB"};
+    if (show_objective) head.push_back(search::to_string(o.objective));
+    head.push_back("MFU %");
     std::vector<std::vector<std::string>> rows;
     for (std::size_t si = 0; si < r.best_per_scenario.size(); ++si) {
       const auto& b = r.best_per_scenario[si];
+      std::vector<std::string> row{scen[si].label};
       if (!b) {
-        rows.push_back({scen[si].label, "(nothing fits)", "-", "-", "-", "-"});
-        continue;
+        row.push_back("(nothing fits)");
+        row.resize(head.size(), "-");
+      } else {
+        row.insert(row.end(), {config_name(space.at(b->index).strategy), fmt(b->time_s, 3), gib(b->peak_bytes)});
+        if (show_objective) row.push_back(fmt(objective_shown(o.objective, b->objective), 4));
+        row.push_back(fmt(100 * throughput_of(model, space, *b, o).mfu, 1));
       }
-      rows.push_back({scen[si].label, config_name(space.at(b->index).strategy), fmt(b->time_s, 3), gib(b->peak_bytes),
-                      fmt(objective_shown(o.objective, b->objective), 4),
-                      fmt(100 * throughput_of(model, space, *b, o).mfu, 1)});
+      rows.push_back(std::move(row));
     }
-    out << "\nbest per scenario:\n"
-        << table({"scenario", "configuration", "time_s", "peak_GiB", search::to_string(o.objective), "MFU %"}, rows);
+    out << "\nbest per scenario:\n" << table(head, rows);
   }
   if (why) out << "\n" << nothing_fits_text(*why, space, scen, o);
   if (!sc.emit.empty() && !r.ranking.empty()) {
