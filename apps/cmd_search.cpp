@@ -324,10 +324,7 @@ void run(SearchCli sc, std::ostream& out) {
       throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
     }
     if (flash_on && !base.system.fused_attention && rank == 0)
-      spdlog::warn(
-          "--flash-attention on: {} ({}) runs neither FlashAttention-2 nor cuDNN fused attention (they need compute "
-          "capability 8.0); its flash scenarios weigh a memory-efficient kernel such as PyTorch's SDPA",
-          base.system.name, base.system.device);
+      spdlog::warn("--flash-attention on: {} {}", base.system.name, no_fused_attention(base.system));
     // Scenarios beyond the runs θ was fitted on (sequence length, device count): said once per system, on rank 0.
     if (base.fit && rank == 0) {
       std::vector<std::vector<std::pair<std::string, double>>> runs;

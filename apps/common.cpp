@@ -215,6 +215,12 @@ std::vector<std::pair<std::string, double>> range_values(const Model& m, const S
   return v;
 }
 
+std::string no_fused_attention(const System& s) {
+  return "(" + s.device +
+         "), which runs neither FlashAttention-2 nor cuDNN fused attention (they need compute capability 8.0); only "
+         "a memory-efficient kernel such as PyTorch's SDPA would";
+}
+
 std::string widening_said(const std::optional<calib::Uncertainty>& u) {
   if (!u || u->extrapolation_n_time == 0)
     return ", and the intervals do not widen for it (θ records no extrapolation scale)";
@@ -298,10 +304,8 @@ Resolved resolve(const RunOptions& o) {
   if (!o.set_settings.empty())
     r.settings = io::settings_from_json(settings_of_set(o.set_settings), "--set", "", r.settings);
   if (r.settings.flash_attention && !r.system.fused_attention)
-    spdlog::warn(
-        "{}: flash_attention true on {} ({}), which FlashAttention-2 and cuDNN fused attention do not run "
-        "(they need compute capability 8.0); only a memory-efficient kernel such as PyTorch's SDPA would",
-        o.settings_file.empty() ? o.system : o.settings_file, r.system.name, r.system.device);
+    spdlog::warn("{}: flash_attention true on {} {}", o.settings_file.empty() ? o.system : o.settings_file,
+                 r.system.name, no_fused_attention(r.system));
   if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
     throw io::InputError("command line", 0, "", "sizes must be positive");
   if (o.seq) r.settings.seq_length = o.seq;

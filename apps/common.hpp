@@ -62,6 +62,9 @@ std::vector<std::pair<std::string, double>> range_values(const Model& m, const S
 // What a warning about a prediction beyond θ's fitted range says of its intervals: how much they widen per e-fold
 // (θ's measured extrapolation scale), or that they do not.
 std::string widening_said(const std::optional<calib::Uncertainty>& u);
+// Why flash attention on a device without a fused-attention kernel (System::fused_attention false) models
+// another kernel, said after the system's name wherever a run asks for it there.
+std::string no_fused_attention(const System& s);
 struct Resolved {
   Model model;
   System system;
