@@ -275,9 +275,18 @@ void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const
 
 io::Dataset read_dataset_warned(const std::string& root) {
   io::Dataset d = io::read_dataset(root);
-  for (const auto& c : d.collections)
+  for (const auto& c : d.collections) {
     if (!c.settings_contradicted.empty())
       spdlog::warn("{}: recorded settings contradicted: {}", c.directory, c.settings_contradicted);
+    if (c.settings_recorded) continue;
+    // Assumed settings are said, with what the runs themselves showed: every figure on them rests on the reading.
+    const bool stack = c.platform == "gpu" || c.platform == "npu";  // as io::read_dataset takes them
+    spdlog::info(
+        "{}: no training_settings.json: {}{}{}", c.directory,
+        stack ? fmt::format("the {} platform's stack assumed (--stack {}, `lmsim stacks`)", c.platform, c.platform)
+              : std::string("lmsim's default training settings assumed"),
+        c.settings_inferred.empty() ? "" : "; read from its own runs: ", c.settings_inferred);
+  }
   return d;
 }
 

@@ -100,49 +100,19 @@ std::string comm_group(const std::string& group) {
 
 namespace {
 
-// Defaults for a collection without training_settings.json: what the bundled collections of that platform show
-// (their training_settings.json notes), the same study's runs on the same software stack. The V100 Megatron-LM
-// FP16 stack runs without flash attention or SP, keeps 16-bit gradient buffers and is measured before Adam's first
-// applied step (the 6th iteration, while FP16 loss scaling still skips). The 910B3 MindSpeed-LLM stack runs BF16
-// with fused kernels but, whatever the paper's Table 27 lists, without SP in effect and with the s x s scores
-// stored (the bundled runs' communication mix and memory show both: taking the paper's flash attention and SP
-// instead puts those runs 18-30 % off in memory and 18-26 % in time); it keeps 16-bit gradient buffers, reuses the
-// fp32 master copy for the bf16 parameters and runs PyTorch's RMSNorm. What a collection's own runs show
-// otherwise (stored scores or unfused norms ruled out by a run that ran, SP's collectives measured)
-// infer_settings() reads.
+// Defaults for a collection without training_settings.json: the stack of the bundled collections of its platform
+// (`--stack gpu` / `--stack npu`: those collections' own training_settings.json, whose notes give the evidence),
+// the same study's runs on the same software stack, at the collection's sequence length. What a collection's own
+// runs show otherwise (stored scores or unfused norms ruled out by a run that ran, SP's collectives measured)
+// infer_settings() reads. Another platform's collection is a system preset's: lmsim's defaults, or what its
+// training_settings.json says.
 TrainingSettings platform_defaults(const std::string& platform, std::int64_t seq) {
   TrainingSettings t;
+  if (platform == "gpu" || platform == "npu") t = resolve_stack(platform).settings;
   t.seq_length = seq;
   t.micro_batch_size = 1;
   t.global_batch_size = 32;
   t.distributed_optimizer = true;
-  if (platform != "gpu" && platform != "npu") return t;  // another system: its training_settings.json says
-  if (platform == "gpu") {  // Megatron-LM on V100: FP16, no fused kernels, no sequence parallel
-    t.precision = Precision::fp16;
-    t.flash_attention = false;
-    t.fused_kernels = false;
-    t.sequence_parallel = false;
-    t.fp32_gradients = false;
-    t.optimizer_moments_allocated = false;
-    t.gradient_accumulation_fusion = false;  // no fused kernels: no APEX fused weight-gradient accumulation
-    t.overlap_grad_reduce = false;           // Megatron's default
-    t.pipeline_scatter_gather = false;       // Megatron-core's pipeline sends the whole tensor
-  } else {  // MindSpeed-LLM on Ascend: BF16, fused kernels; SP not in effect, scores stored
-    t.precision = Precision::bf16;
-    t.flash_attention = false;
-    t.fused_kernels = true;
-    t.sequence_parallel = false;
-    t.fp32_gradients = false;
-    t.reuse_fp32_param = true;
-    t.fused_norm = false;
-    t.gradient_accumulation_fusion = false;  // MindSpeed-LLM's recipes: --no-gradient-accumulation-fusion
-    t.masked_softmax_fusion = false;         // and --no-masked-softmax-fusion
-    t.overlap_grad_reduce = false;           // and leave --overlap-grad-reduce off, Megatron's default
-    t.pipeline_scatter_gather = false;       // Megatron-core's pipeline, which MindSpeed-LLM runs
-    // MindSpeed-LLM's argument validation: flash attention in every CP run; Ulysses repeats K, V to every head.
-    t.flash_attention_with_cp = true;
-    t.kv_head_repeat_before_uly_alltoall = true;
-  }
   return t;
 }
 

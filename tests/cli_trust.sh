@@ -60,6 +60,16 @@ grep -q "qwen3_0.6b_4k: recorded settings contradicted: flash_attention false: t
   fail "no contradicted-settings warning: $(cat "$tmp/e")"
 "$lmsim" dataset info "$LMSIM_DATA_DIR/lmsimbench" 2> "$tmp/e" > /dev/null
 ! grep -q "contradicted" "$tmp/e" || fail "contradicted-settings warning on the bundled data: $(cat "$tmp/e")"
+! grep -q "no training_settings.json" "$tmp/e" || fail "assumed-settings line on the bundled data: $(cat "$tmp/e")"
+# A collection without training_settings.json says which settings it was given, in every command reading it.
+rm "$tmp/ds/qwen3_1.7b_4k/training_settings.json"
+for cmd in "dataset info $tmp/ds" "evaluate --dataset $tmp/ds --models qwen3_1.7b_4k" \
+  "calibrate --dataset $tmp/ds --platform npu --models qwen3_1.7b_4k --global-evals 50 --local-evals 50 --starts 1 --json"; do
+  # shellcheck disable=SC2086
+  "$lmsim" $cmd 2> "$tmp/e" > /dev/null
+  grep -q "qwen3_1.7b_4k: no training_settings.json: the npu platform's stack assumed (--stack npu" "$tmp/e" ||
+    fail "$cmd: no assumed-settings line: $(cat "$tmp/e")"
+done
 # An MoE model is told what the MoE layer leaves out; a dense one is not.
 "$lmsim" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-ep8-noRC 2> "$tmp/e" > /dev/null
 grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "no MoE warning: $(cat "$tmp/e")"
