@@ -40,9 +40,18 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
   SimOptions so;
   so.validity = {r.system.devices_per_node, q.allow_cross_node, q.allow_uneven};
   res.p = simulate(r.model, s, r.system, r.settings, r.params, so);
-  if (!res.p.ok())
+  if (!res.p.ok()) {
+    // Experts split over TP leave no room for this EP; whole experts on each rank (-etp1) may (MoE parallel folding).
+    Strategy whole = s;
+    whole.set_expert_tensor(1);
+    const bool etp1 = res.p.rejection == Rejection::ep_not_dividing_dp_cp && s.expert_tensor_parallel == 0 &&
+                      check(r.model, whole, r.settings, so.validity) == Rejection::ok;
     throw io::InputError("--strategy", 0, "optimization_config",
-                         "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection));
+                         "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection) +
+                             (etp1 ? " (expert tensor parallel = tp by default; " + config_name(whole) +
+                                         " keeps each expert whole on a rank and runs)"
+                                   : std::string()));
+  }
   res.mem = per_rank_peak_memory(res.p, s);
   if (res.p.feasible)
     res.partial = search::partial_recompute_alternative(r.model, s, r.system, r.settings, r.params, so);

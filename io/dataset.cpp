@@ -428,6 +428,33 @@ MemoryReading read_memory_settings(const Collection& c, const Proven& proven) {
   return out;
 }
 
+// A measured MoE run named without an expert-TP degree, whose experts could not have been split over TP as
+// Megatron-core's default does (expert TP = TP: ep·tp must divide the stage's tp·cp·dp ranks), ran with whole
+// experts on each rank and EP spread over the TP ranks too (Megatron-core's MoE parallel folding with expert TP 1;
+// MindSpeed-LLM's --moe-tp-extend-ep): it ran, so it is read so, and said in `settings_inferred`. Runs that either
+// reading allows keep the default.
+void read_expert_tensor_parallel(Collection& c) {
+  const Model& model = presets().find_model(c.model)->model;
+  if (!model.is_moe()) return;
+  std::string folded;
+  for (Run& r : c.runs) {
+    Strategy& s = r.strategy;
+    if (s.expert_parallel <= 1 || s.expert_tensor_parallel > 0 || s.tensor_parallel <= 1) continue;
+    if (check(model, s, c.settings, measured_validity(c)) != Rejection::ep_not_dividing_dp_cp) continue;
+    Strategy whole = s;
+    whole.set_expert_tensor(1);
+    if (check(model, whole, c.settings, measured_validity(c)) == Rejection::ep_not_dividing_dp_cp) continue;
+    s = whole;
+    folded += (folded.empty() ? "'" : ", '") + r.config + "'";
+  }
+  if (folded.empty()) return;
+  c.settings_inferred += (c.settings_inferred.empty() ? "" : "; ") + std::string("expert tensor parallel 1 in ") +
+                         folded +
+                         ": their expert parallelism does not fit in the stage's tp x cp x dp ranks with experts split "
+                         "over tp, so the experts are whole on each rank (MoE parallel folding, MindSpeed-LLM's "
+                         "--moe-tp-extend-ep)";
+}
+
 // A collection without training_settings.json: what its own runs show beyond its platform's defaults, said in
 // `settings_inferred`. Sequence parallelism shows in the tensor-parallel group's measured collectives
 // (comm_summary.csv): all-gathers and reduce-scatters with it, all-reduces without; the context-parallel algorithm
@@ -588,6 +615,7 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
     throw InputError((dir / "training_settings.json").string(), 0, "precision",
                      std::string("system ") + c.system + " has no " + to_string(c.settings.precision) + " throughput");
   read_views(c, dir);
+  read_expert_tensor_parallel(c);
   infer_settings(c);
   for (const auto& r : c.runs)
     if (const Rejection why = check(presets().find_model(c.model)->model, r.strategy, c.settings, measured_validity(c));

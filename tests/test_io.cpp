@@ -166,6 +166,38 @@ TEST(Dataset, ACollectionWithoutSettingsGetsItsStacksDefaults) {
 // A MindSpeed-LLM collection turns flash attention on for its context-parallel runs alone: the bundled Qwen3 runs
 // store their scores (memory) while the full collections also hold CP runs. A CP run says nothing of the others
 // there, as it does on a stack whose CP needs flash attention everywhere (Megatron-LM on the V100s).
+// A measured MoE run whose EP cannot fit beside experts split over TP (Megatron-core's default expert TP) ran with
+// whole experts: read as expert TP 1 and said; a run either reading allows keeps the default. The LM-SimBench
+// Phi-3.5-MoE collection (16 devices, dp 1 throughout, ep up to 8) holds such runs.
+TEST(Dataset, AnMoERunThatCouldOnlyHaveRunWithWholeExpertsIsReadSo) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_etp_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "phi35_moe_4k");
+  spit(root / "phi35_moe_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp1-tp2-pp8-cp1-ep2-RC,9000\ndp2-tp2-pp4-cp1-ep2-RC,8000\n"
+       "dp1-tp4-pp4-cp1-ep2-etp2-RC,8500\n");
+  const io::Dataset ds = io::read_dataset(root.string());
+  ASSERT_EQ(ds.collections.size(), 1u);
+  const io::Collection& c = ds.collections[0];
+  EXPECT_EQ(c.find("dp1-tp2-pp8-cp1-ep2-RC")->strategy.expert_tensor(), 1);
+  EXPECT_EQ(c.find("dp2-tp2-pp4-cp1-ep2-RC")->strategy.expert_tensor(), 2);       // ep·tp = 4 fits tp·dp = 4
+  EXPECT_EQ(c.find("dp1-tp4-pp4-cp1-ep2-etp2-RC")->strategy.expert_tensor(), 2);  // named: kept (and fits)
+  EXPECT_NE(c.settings_inferred.find("expert tensor parallel 1 in 'dp1-tp2-pp8-cp1-ep2-RC':"), std::string::npos)
+      << c.settings_inferred;
+  EXPECT_EQ(c.settings_inferred.find("dp2-tp2"), std::string::npos) << c.settings_inferred;
+  // A run no expert TP lets run stays an error naming it.
+  spit(root / "phi35_moe_4k" / "step_time_summary.csv",
+       "optimization_config,iteration_time_ms\ndp1-tp2-pp8-cp1-ep4-RC,9000\n");
+  try {
+    io::read_dataset(root.string());
+    ADD_FAILURE() << "accepted an EP wider than the stage's ranks";
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "optimization_config") << e.what();
+    EXPECT_NE(std::string(e.what()).find("'dp1-tp2-pp8-cp1-ep4-RC' is impossible"), std::string::npos) << e.what();
+  }
+  fs::remove_all(root);
+}
+
 TEST(Dataset, AContextParallelRunProvesFlashAttentionOnlyWhereTheStackDoesNotForceIt) {
   const fs::path root = fs::temp_directory_path() / ("lmsim_cp_flash_" + std::to_string(::getpid()));
   fs::remove_all(root);
