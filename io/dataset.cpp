@@ -494,9 +494,9 @@ void infer_settings(Collection& c) {
   CpEvidence evidence[] = {{"point_to_point", CpCommType::p2p, "point-to-point", 0},
                            {"all_to_all", CpCommType::a2a, "all-to-alls", 0},
                            {"all_gather", CpCommType::allgather, "all-gathers", 0}};
-  double dense_a2a_s = 0;
+  double all_to_all_s = 0;
   for (const auto& row : c.comm_summary) {
-    if (row.comm_type == "all_to_all") dense_a2a_s += row.elapsed_time_sum_s;
+    if (row.comm_type == "all_to_all") all_to_all_s += row.elapsed_time_sum_s;
     for (CpEvidence& e : evidence)
       if (row.comm_group == "cp" && row.comm_type == e.primitive) e.seconds += row.elapsed_time_sum_s;
   }
@@ -509,11 +509,23 @@ void infer_settings(Collection& c) {
     c.settings.cp_comm_type = most.type;
     say(std::string("cp_comm_type ") + to_string(most.type) + ": the cp group's measured collectives are " +
         most.words + " (comm_summary.csv)");
-  } else if (most.seconds == 0 && dense_a2a_s > 0 && has_cp && !presets().find_model(c.model)->model.is_moe() &&
+  } else if (most.seconds == 0 && all_to_all_s > 0 && has_cp && !presets().find_model(c.model)->model.is_moe() &&
              c.settings.cp_comm_type != CpCommType::a2a) {
     c.settings.cp_comm_type = CpCommType::a2a;
     say("cp_comm_type a2a: the dense model's runs measured all-to-alls, which only Ulysses context parallelism runs "
         "(comm_summary.csv)");
+  }
+  // The MoE dispatcher shows in what was not measured: Megatron-core's all-to-all dispatcher runs all-to-alls in
+  // every expert-parallel run, the all-gather one none (it all-gathers and reduce-scatters over expert TP x EP).
+  // A profile with collectives but no all-to-all, from a collection with an expert-parallel run, is the latter.
+  const bool ep_run = std::any_of(c.runs.begin(), c.runs.end(), [](const Run& r) {
+    return r.strategy.expert_parallel > 1 && (r.iteration_time_s || r.peak_memory_max_bytes);
+  });
+  if (ep_run && !c.comm_summary.empty() && all_to_all_s == 0 && presets().find_model(c.model)->model.is_moe() &&
+      c.settings.moe_token_dispatcher_type != MoeDispatcher::allgather) {
+    c.settings.moe_token_dispatcher_type = MoeDispatcher::allgather;
+    say("moe_token_dispatcher_type allgather: the measured collectives hold no all-to-all, which the all-to-all "
+        "dispatcher runs in every expert-parallel run (comm_summary.csv)");
   }
   // Memory-saving settings a run's feasibility can prove: a run that ran could not have needed more memory than
   // the device has. In order, each on top of what was read before it: flash attention (context parallelism needs

@@ -683,6 +683,12 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
   t.cp_comm_type = cp_comm_type_or(o, "cp_comm_type", t.cp_comm_type);
+  // Megatron-core's names; MindSpeed-LLM's alltoall_seq is the all-to-all exchange on SP-sharded tokens.
+  t.moe_token_dispatcher_type = o.choice<MoeDispatcher>("moe_token_dispatcher_type",
+                                                        {{"alltoall", MoeDispatcher::alltoall},
+                                                         {"alltoall_seq", MoeDispatcher::alltoall},
+                                                         {"allgather", MoeDispatcher::allgather}},
+                                                        t.moe_token_dispatcher_type);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
@@ -709,6 +715,7 @@ Json to_json(const TrainingSettings& t) {
   j["recompute_modules"] = recompute_module_names(t);
   j["moe_load_imbalance"] = t.moe_load_imbalance;
   j["cp_comm_type"] = to_string(t.cp_comm_type);
+  j["moe_token_dispatcher_type"] = to_string(t.moe_token_dispatcher_type);
   if (t.ulysses_degree_in_cp > 0) j["ulysses_degree_in_cp"] = t.ulysses_degree_in_cp;
   if (t.microbatch_group_size_per_vp_stage > 0)
     j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;

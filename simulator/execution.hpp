@@ -28,7 +28,7 @@ enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv 
 // expert-data-parallel group (tp·cp·dp / (ep·etp)) that reduces the expert weights' gradients.
 // `cp` is the context-parallel group, or under a2a+p2p its inner Ulysses part, and `cp_ring` the ring over those
 // parts (size 1 otherwise).
-enum class Group { tp, cp, cp_ring, ep, etp, dp, edp, pp, count_ };
+enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);
 const char* prim_name(Prim p);
@@ -571,7 +571,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // The rank's tokens (S / sp) are dispatched over EP; with SP the expert-TP ranks then gather each other's
     // (Megatron-core's all-to-all dispatcher), so an expert sees the tokens of its etp ranks. Tokens per local
     // expert: the busiest expert gets moe_load_imbalance x the mean.
-    const double tokens = S / sp * (sp > 1 ? et : 1.0);
+    // The all-gather dispatcher gathers the whole expert-TP x EP group's tokens, SP-sharded or not.
+    const bool gathered = c.t.moe_token_dispatcher_type == MoeDispatcher::allgather;
+    const double tokens = S / sp * (sp > 1 || gathered ? et : 1.0);
     const double rows = tokens * topk * c.ep / experts * c.t.moe_load_imbalance;
     const double routed = tokens * topk * c.t.moe_load_imbalance;  // expert rows this rank computes
     // The router scores the rank's own tokens (SP-sharded with SP, all S duplicated over TP without).
@@ -583,9 +585,13 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // Traffic (Megatron-core's all-to-all dispatcher): the permutation gathers each routed row of the rank's own
     // tokens (read and write), the un-permutation reads them back and writes the tokens; with more than one local
     // expert the dispatched rows are also sorted by expert and unsorted after the experts (read and write each).
+    // The all-gather dispatcher's permutation picks the rows routed to the local experts out of the gathered tokens
+    // (read and write), already in expert order; the un-permutation reads them back and scatters them into a
+    // zeroed buffer of the gathered size (written twice) for the reduce-scatter.
     // A permutation's backward is the inverse permutation, the same bytes. Router softmax / top-k: 3·S·E fp32.
     const double own_rows = S / sp * topk * h * 2, sorted_rows = tokens * topk * h * 2;
-    const double permutes = 3 * own_rows + S / sp * h * 2 + (local_experts > 1 ? 4 * sorted_rows : 0.0);
+    const double permutes = gathered ? 3 * sorted_rows + 2 * (S / sp * c.ep * et * h * 2)
+                                     : 3 * own_rows + S / sp * h * 2 + (local_experts > 1 ? 4 * sorted_rows : 0.0);
     LayerOp o{"permute"};
     o.fwd_bytes = permutes + 3 * S / sp * experts * 4;
     o.bwd_bytes = permutes + 1.5 * 3 * S / sp * experts * 4;
@@ -694,6 +700,23 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
       f(Collective{Prim::send_recv, ring, kv * repeat, c.cp_ring - 1, 2 * (c.cp_ring - 1), OpRole::attn_core,
                    OpRole::attn_core});
     }
+  }
+  if (moe && c.t.moe_token_dispatcher_type == MoeDispatcher::allgather) {
+    // The all-gather dispatcher (Megatron-core MoEAllGatherTokenDispatcher) over the expert-TP x EP group: the
+    // rank's (SP-sharded) hidden states all-gathered before the experts, their gradient reduce-scattered in
+    // backward; the experts' outputs reduce-scattered back at combine, all-gathered in backward. Beside them each
+    // rank gathers the group's routing map (one byte per token and expert) and router probabilities (16-bit),
+    // forward only. Sizes are the gathered buffers.
+    const double group = c.ep * c.etp, own = act / c.sp_div;
+    if (group <= 1) return;
+    const double meta = c.tokens / c.sp_div * static_cast<double>(c.m->num_experts) * group;
+    f(Collective{Prim::all_gather, Group::tp_ep, own * group, 1, 0});
+    f(Collective{Prim::reduce_scatter, Group::tp_ep, own * group, 0, 1});
+    f(Collective{Prim::reduce_scatter, Group::tp_ep, own * group, 1, 0});
+    f(Collective{Prim::all_gather, Group::tp_ep, own * group, 0, 1});
+    f(Collective{Prim::all_gather, Group::tp_ep, meta, 1, 0});      // routing map
+    f(Collective{Prim::all_gather, Group::tp_ep, meta * 2, 1, 0});  // probabilities
+    return;
   }
   const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
   // Before dispatching, the all-to-all dispatcher all-gathers every rank's per-expert token counts (one int64 per

@@ -37,6 +37,7 @@ const char* group_name(Group g) {
     case Group::cp_ring: return "cp_ring";
     case Group::ep: return "ep";
     case Group::etp: return "etp";
+    case Group::tp_ep: return "tp_ep";
     case Group::dp: return "dp";
     case Group::edp: return "edp";
     case Group::pp: return "pp";
@@ -130,6 +131,8 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   set(Group::cp_ring, c.cp_ulysses > 1 ? c.cp_ring : 1, c.tp * c.cp_ulysses);
   set(Group::ep, c.ep, c.etp);
   set(Group::etp, c.etp, 1);
+  // The expert-TP x EP ranks, contiguous: only the all-gather dispatcher sends over them (a group of 1 otherwise).
+  if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::allgather) set(Group::tp_ep, c.etp * c.ep, 1);
   set(Group::dp, c.dp * c.cp, c.tp);
   set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.

@@ -43,6 +43,8 @@ const char* to_string(CpCommType c) {
   return "?";
 }
 
+const char* to_string(MoeDispatcher d) { return d == MoeDispatcher::allgather ? "allgather" : "alltoall"; }
+
 std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");

@@ -59,6 +59,15 @@ enum class CpCommType : std::uint8_t { p2p, a2a, allgather, a2a_p2p };
 constexpr int kNumCpCommTypes = 4;
 const char* to_string(CpCommType c);
 
+// How an MoE layer hands its tokens to the experts (Megatron-core --moe-token-dispatcher-type). alltoall
+// (MoEAlltoAllTokenDispatcher): each rank sends its routed tokens over EP to the ranks holding their experts, and
+// with SP the expert-TP ranks gather each other's; MindSpeed-LLM's alltoall_seq is the same exchange. allgather
+// (MoEAllGatherTokenDispatcher; MindSpeed-LLM's Phi-3.5-MoE recipe): every rank of the expert-TP x EP group
+// all-gathers the group's tokens, keeps the rows routed to its local experts, and the experts' outputs are
+// reduce-scattered back.
+enum class MoeDispatcher : std::uint8_t { alltoall, allgather };
+const char* to_string(MoeDispatcher d);
+
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
 // messages. Readers of every format parse enum names through these, so a name is spelled in one place.
 template <class E>
@@ -128,7 +137,8 @@ struct TrainingSettings {
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
   double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
-  std::int64_t ulysses_degree_in_cp = 0;      // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
+  MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::alltoall;  // Megatron-core's default
+  std::int64_t ulysses_degree_in_cp = 0;  // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
   // Interleaved schedule: the micro-batches a virtual stage runs in a row (Megatron-core
   // --microbatch-group-size-per-virtual-pipeline-stage, since November 2024); 0: pipeline_parallel, the default,
   // which needs the micro-batches divisible by pipeline_parallel. A group of N in [p, m] lets any m run whose last

@@ -18,6 +18,13 @@ n=$(run --strategy dp8-tp8-pp8-cp2-selRC-vpp8-nosp --emit nemo)
 e=$(run --strategy dp8-tp8-pp8-cp2-noRC-first15-last15-sp --emit mindspeed)
 [[ "$e" == *"--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15"* ]] || fail "uneven: $e"
 [[ "$e" != *"--recompute"* ]] || fail "noRC emitted recompute: $e"
+# An MoE layout names its dispatcher (Megatron-core's default is allgather, lmsim's alltoall), a dense one none.
+moe() { "$lmsim" --log-level error predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 "$@"; }
+e=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --emit megatron)
+[[ "$e" == *"--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"* ]] || fail "moe dispatcher: $e"
+e=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set moe_token_dispatcher_type=allgather --emit nemo)
+[[ "$e" == *"model.config.moe_token_dispatcher_type=allgather"* ]] || fail "nemo moe dispatcher: $e"
+[[ "$m" != *"dispatcher"* ]] || fail "dense model emitted a dispatcher: $m"
 j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron --json)
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framework']=='megatron' and '--sequence-parallel' in j['emit']['flags']" "$j" || fail "json emit"
 # FSDP and module recompute: from the name token and the settings, into the flags and the report's settings line.

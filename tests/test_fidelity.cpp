@@ -551,6 +551,42 @@ TEST(Fidelity, AGroupedMatmulKernelLaunchesOncePerCall) {
   EXPECT_DOUBLE_EQ(call_us(h100(), "qkv"), call_us(grouped, "qkv"));
 }
 
+TEST(Fidelity, TheAllGatherDispatcherGathersTheExpertGroupsTokensInsteadOfAllToAlls) {
+  // Phi-3.5-MoE (16 experts, top 2) on 16 devices, dp2-tp2-pp4-ep2 with SP: the expert-TP x EP group is 4 ranks.
+  const Model& m = preset("Phi-3.5-MoE-instruct");
+  TrainingSettings a2a = run_settings(4096, 32);
+  a2a.sequence_parallel = true;
+  TrainingSettings ag = a2a;
+  ag.moe_token_dispatcher_type = MoeDispatcher::allgather;
+  const Strategy s = *parse_config_name("dp2-tp2-pp4-cp1-ep2-RC").strategy;
+  const auto ca = collective_diagnostics(m, s, h100(), a2a, PlatformParams{});
+  const auto cg = collective_diagnostics(m, s, h100(), ag, PlatformParams{});
+  const double own = 4096.0 / 2 * static_cast<double>(m.hidden_size) * 2;  // the rank's SP-sharded hidden states
+  EXPECT_DOUBLE_EQ(bytes_of(cg, "all_gather", "tp_ep"), 4 * own);
+  EXPECT_DOUBLE_EQ(bytes_of(cg, "reduce_scatter", "tp_ep"), 4 * own);
+  EXPECT_EQ(bytes_of(cg, "all_to_all", "ep"), 0);
+  EXPECT_EQ(bytes_of(cg, "all_gather", "etp"), 0);
+  EXPECT_EQ(bytes_of(ca, "all_gather", "tp_ep"), 0);
+  EXPECT_GT(bytes_of(ca, "all_to_all", "ep"), 0);
+  // The experts see the same rows either way: each local expert gets its share of the group's routed tokens.
+  auto expert_rows = [&](const TrainingSettings& t) {
+    for (const auto& g : gemm_diagnostics(m, s, h100(), t, PlatformParams{}))
+      if (g.name == "expert_fc1") return g.m;
+    ADD_FAILURE() << "no expert_fc1";
+    return std::int64_t{0};
+  };
+  EXPECT_EQ(expert_rows(ag), expert_rows(a2a));
+  const Prediction pa = simulate(m, s, h100(), a2a, PlatformParams{}),
+                   pg = simulate(m, s, h100(), ag, PlatformParams{});
+  ASSERT_TRUE(pa.ok() && pg.ok());
+  EXPECT_NE(pg.breakdown.ep_comm_s, pa.breakdown.ep_comm_s);
+  // Written and read back by name; MindSpeed-LLM's alltoall_seq is the all-to-all exchange.
+  EXPECT_EQ(io::settings_from_json(io::to_json(ag), "t", "").moe_token_dispatcher_type, MoeDispatcher::allgather);
+  EXPECT_EQ(io::settings_from_json(io::Json{{"moe_token_dispatcher_type", "alltoall_seq"}}, "t", "")
+                .moe_token_dispatcher_type,
+            MoeDispatcher::alltoall);
+}
+
 TEST(Fidelity, MoeParallelFoldingShardsExpertsOverEpTimesEtp) {
   // Qwen3-235B-A22B on 256 H100s, tp2 pp8 dp16: EP 32 spans the TP ranks only when expert TP is set apart.
   const Model& m = preset("Qwen3-235B-A22B");

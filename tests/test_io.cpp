@@ -198,6 +198,32 @@ TEST(Dataset, AnMoERunThatCouldOnlyHaveRunWithWholeExpertsIsReadSo) {
   fs::remove_all(root);
 }
 
+// An MoE collection's profile without all-to-alls ran the all-gather dispatcher (Megatron-core's all-to-all one
+// runs them in every expert-parallel run); one with them keeps the default.
+TEST(Dataset, AnMoEProfileWithoutAllToAllsReadsTheAllGatherDispatcher) {
+  const fs::path root = fs::temp_directory_path() / ("lmsim_dispatch_" + std::to_string(::getpid()));
+  const fs::path dir = root / "phi35_moe_4k";
+  auto read = [&](const std::string& comm) {
+    fs::remove_all(root);
+    fs::create_directories(dir);
+    spit(dir / "step_time_summary.csv", "optimization_config,iteration_time_ms\ndp2-tp2-pp4-cp1-ep2-RC,9000\n");
+    spit(dir / "comm_summary.csv",
+         "comm_scope,comm_type,comm_group,op_count,elapsed_time_sum_ms,wait_time_sum_ms,link_bandwidth\n"
+         "intra,all_gather,tp,100,500,10,100\nintra,reduce_scatter,tp,100,500,10,100\n" +
+             comm);
+    const io::Dataset ds = io::read_dataset(root.string());
+    return ds.collections.at(0);
+  };
+  const io::Collection gathered = read("");
+  EXPECT_EQ(gathered.settings.moe_token_dispatcher_type, MoeDispatcher::allgather);
+  EXPECT_NE(gathered.settings_inferred.find("moe_token_dispatcher_type allgather"), std::string::npos)
+      << gathered.settings_inferred;
+  const io::Collection exchanged = read("intra,all_to_all,ep,50,300,10,100\n");
+  EXPECT_EQ(exchanged.settings.moe_token_dispatcher_type, MoeDispatcher::alltoall);
+  EXPECT_EQ(exchanged.settings_inferred.find("moe_token_dispatcher_type"), std::string::npos);
+  fs::remove_all(root);
+}
+
 TEST(Dataset, AContextParallelRunProvesFlashAttentionOnlyWhereTheStackDoesNotForceIt) {
   const fs::path root = fs::temp_directory_path() / ("lmsim_cp_flash_" + std::to_string(::getpid()));
   fs::remove_all(root);
