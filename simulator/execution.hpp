@@ -27,7 +27,8 @@ enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv 
 // The parallel groups a rank belongs to; `etp` shards the routed experts (tp unless set apart), `edp` is the
 // expert-data-parallel group (tp·cp·dp / (ep·etp)) that reduces the expert weights' gradients.
 // `cp` is the context-parallel group, or under a2a+p2p its inner Ulysses part, and `cp_ring` the ring over those
-// parts (size 1 otherwise).
+// parts (size 1 otherwise). `tp_ep` is the expert-TP x EP group the all-gather MoE dispatcher gathers over (size 1
+// under the all-to-all one).
 enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);

@@ -137,7 +137,8 @@ struct TrainingSettings {
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
   double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
-  MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::alltoall;  // Megatron-core's default
+  // The published recipes' dispatcher; Megatron-core's own default is allgather (emitted flags always name it).
+  MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::alltoall;
   std::int64_t ulysses_degree_in_cp = 0;  // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
   // Interleaved schedule: the micro-batches a virtual stage runs in a row (Megatron-core
   // --microbatch-group-size-per-virtual-pipeline-stage, since November 2024); 0: pipeline_parallel, the default,
