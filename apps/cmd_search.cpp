@@ -28,7 +28,7 @@ struct SearchCli {
   std::vector<std::string> systems, params, recompute, recompute_layers;
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
-  std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type, flash_attention;
+  std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type, flash_attention, moe_dispatcher;
   std::size_t top = 20;
   double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
   std::uint64_t chunk = 0;
@@ -305,8 +305,19 @@ void run(SearchCli sc, std::ostream& out) {
   std::vector<std::optional<calib::Uncertainty>> unc;  // per scenario: its θ's covariance, when known
   std::vector<std::string> theta_file;                 // per scenario: the θ file read (empty: preset defaults)
   std::vector<calib::FittedRange> ranges;              // per scenario: its θ's fitted runs' range (empty: unknown)
-  const std::vector<bool> flash = bools(sc.flash_attention, "--flash-attention");
-  const bool flash_on = std::find(flash.begin(), flash.end(), true) != flash.end();
+  search::SettingSweep sweep;
+  sweep.flash_attention = bools(sc.flash_attention, "--flash-attention");
+  const bool flash_on =
+      std::find(sweep.flash_attention.begin(), sweep.flash_attention.end(), true) != sweep.flash_attention.end();
+  for (const auto& name : sc.moe_dispatcher) {
+    const auto d = from_name<MoeDispatcher>(name, kNumMoeDispatchers);
+    if (!d)
+      throw io::InputError("command line", 0, "--moe-dispatcher",
+                           "'" + name + "' is not one of " + names_of<MoeDispatcher>(kNumMoeDispatchers));
+    sweep.moe_dispatcher.push_back(*d);
+  }
+  if (!sweep.moe_dispatcher.empty() && !model.is_moe())
+    throw io::InputError("command line", 0, "--moe-dispatcher", model.name + " has no experts to dispatch to");
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;
@@ -318,7 +329,7 @@ void run(SearchCli sc, std::ostream& out) {
     const Resolved base = resolve(ro);
     const std::size_t first = scen.size();
     try {
-      for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs, flash))
+      for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs, sweep))
         scen.push_back(std::move(s));
     } catch (const std::invalid_argument& e) {
       throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
@@ -822,6 +833,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("--flash-attention", sc.flash_attention,
                   "on/off: flash attention (--use-flash-attn) as a scenario dimension, labelled /flash or /noflash "
                   "(default: as the settings say)")
+      ->delimiter(',');
+  cmd->add_option("--moe-dispatcher", sc.moe_dispatcher,
+                  "alltoall,allgather: an MoE model's token dispatcher (--moe-token-dispatcher-type) as a scenario "
+                  "dimension, labelled /alltoall or /allgather (default: as the settings say)")
       ->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")

@@ -22,34 +22,44 @@ std::vector<int> divisors(std::int64_t n) {
   return low;
 }
 
+namespace {
+// The distinct values of a swept setting, in order given; {nullopt}, "as the base settings say", when none.
+template <class T>
+std::vector<std::optional<T>> sweep_values(const std::vector<T>& given) {
+  std::vector<std::optional<T>> out;
+  for (const T& v : given)
+    if (std::find(out.begin(), out.end(), std::optional<T>(v)) == out.end()) out.emplace_back(v);
+  if (out.empty()) out.emplace_back(std::nullopt);
+  return out;
+}
+}  // namespace
+
 std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& params, const TrainingSettings& base,
                                    const std::vector<int>& devices, const std::vector<std::int64_t>& seqs,
-                                   const std::vector<std::int64_t>& global_batches,
-                                   const std::vector<bool>& flash_attention) {
+                                   const std::vector<std::int64_t>& global_batches, const SettingSweep& sweep) {
   std::vector<Scenario> out;
-  // -1: flash attention as the base settings say (not swept, no label part); else off (0) or on (1).
-  static constexpr const char* kFlashLabel[] = {"/noflash", "/flash"};
-  std::vector<int> flash;
-  for (bool f : flash_attention)
-    if (std::find(flash.begin(), flash.end(), f ? 1 : 0) == flash.end()) flash.push_back(f ? 1 : 0);
-  if (flash.empty()) flash.push_back(-1);
+  const auto flash = sweep_values(sweep.flash_attention);
+  const auto dispatcher = sweep_values(sweep.moe_dispatcher);
   for (int dev : devices)
     for (auto seq : seqs.empty() ? std::vector<std::int64_t>{base.seq_length} : seqs)
       for (auto gbs : global_batches.empty() ? std::vector<std::int64_t>{base.global_batch_size} : global_batches)
-        for (int f : flash) {
-          if (dev <= 0 || seq <= 0 || gbs <= 0)
-            throw std::invalid_argument("sizes must be positive (devices " + std::to_string(dev) + ", seq " +
-                                        std::to_string(seq) + ", global batch " + std::to_string(gbs) + ")");
-          Scenario s{system, params, base, dev, ""};
-          s.settings.seq_length = seq;
-          s.settings.global_batch_size = gbs;
-          s.settings.micro_batch_size = 1;
-          if (f >= 0) s.settings.flash_attention = f == 1;
-          if (auto why = validate(s.settings); !why.empty()) throw std::invalid_argument(why);
-          s.label = system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
-                    std::to_string(gbs) + (f < 0 ? "" : kFlashLabel[f]);
-          out.push_back(std::move(s));
-        }
+        for (const auto& f : flash)
+          for (const auto& d : dispatcher) {
+            if (dev <= 0 || seq <= 0 || gbs <= 0)
+              throw std::invalid_argument("sizes must be positive (devices " + std::to_string(dev) + ", seq " +
+                                          std::to_string(seq) + ", global batch " + std::to_string(gbs) + ")");
+            Scenario s{system, params, base, dev, ""};
+            s.settings.seq_length = seq;
+            s.settings.global_batch_size = gbs;
+            s.settings.micro_batch_size = 1;
+            if (f) s.settings.flash_attention = *f;
+            if (d) s.settings.moe_token_dispatcher_type = *d;
+            if (auto why = validate(s.settings); !why.empty()) throw std::invalid_argument(why);
+            s.label = system.name + "/" + std::to_string(dev) + "dev/seq" + std::to_string(seq) + "/gbs" +
+                      std::to_string(gbs) + (f ? (*f ? "/flash" : "/noflash") : "") +
+                      (d ? std::string("/") + to_string(*d) : "");
+            out.push_back(std::move(s));
+          }
   return out;
 }
 

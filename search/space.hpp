@@ -22,19 +22,25 @@ struct Scenario {
   PlatformParams params;
   TrainingSettings settings;  // seq_length and global_batch_size (and flash_attention, when swept) per scenario
   int devices;
-  std::string label;  // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024, with /flash or /noflash when that is swept
+  std::string label;  // e.g. h100_sxm_80g/1024dev/seq8192/gbs1024, with /flash, /allgather, ... where swept
 };
 
-// The scenarios of one system: every (devices, sequence length, global batch, flash attention) combination, each
+// Training settings swept as scenario dimensions, not layouts: framework flags that each layout can run with or
+// without. Empty: as the base settings say (no label part).
+struct SettingSweep {
+  std::vector<bool> flash_attention;          // --use-flash-attn: labelled /flash, /noflash
+  std::vector<MoeDispatcher> moe_dispatcher;  // --moe-token-dispatcher-type: labelled /alltoall, /allgather
+};
+
+// The scenarios of one system: every (devices, sequence length, global batch, swept setting) combination, each
 // with the base settings (micro-batch left to the space) and a label `<system>/<n>dev/seq<s>/gbs<b>`, followed by
-// `/flash` or `/noflash` where flash attention is swept; empty lists take the base settings' value. Flash
-// attention is a setting, not a layout: a framework flag (--use-flash-attn) that each layout can run with or
-// without. Throws std::invalid_argument naming the offending size when one is not positive or the settings it
-// makes are invalid (the same checks as a single prediction).
+// `/flash` or `/noflash` where flash attention is swept and `/alltoall` or `/allgather` where the MoE dispatcher
+// is; empty lists take the base settings' value, a repeated value is one scenario. Throws std::invalid_argument
+// naming the offending size when one is not positive or the settings it makes are invalid (the same checks as a
+// single prediction).
 std::vector<Scenario> scenarios_of(const System& system, const PlatformParams& params, const TrainingSettings& base,
                                    const std::vector<int>& devices, const std::vector<std::int64_t>& seqs,
-                                   const std::vector<std::int64_t>& global_batches,
-                                   const std::vector<bool>& flash_attention = {});
+                                   const std::vector<std::int64_t>& global_batches, const SettingSweep& sweep = {});
 
 // Restrictions; an empty list means "all valid values".
 struct SpaceFilter {

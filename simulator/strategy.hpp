@@ -66,6 +66,7 @@ const char* to_string(CpCommType c);
 // all-gathers the group's tokens, keeps the rows routed to its local experts, and the experts' outputs are
 // reduce-scattered back.
 enum class MoeDispatcher : std::uint8_t { alltoall, allgather };
+constexpr int kNumMoeDispatchers = 2;
 const char* to_string(MoeDispatcher d);
 
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for

@@ -334,6 +334,24 @@ PY
 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --flash-attention maybe 2> "$tmp/f.err" &&
   fail "--flash-attention maybe accepted"
 grep -q "flash-attention.*'maybe' is not on or off" "$tmp/f.err" || fail "--flash-attention maybe: $(cat "$tmp/f.err")"
+# --moe-dispatcher sweeps an MoE model's dispatcher likewise, each scenario with its setting, the emitted flags
+# following the winner's; a dense model has nothing to dispatch.
+mpirun -np 1 "$lmsim" search --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --stack npu --devices 16 \
+  --top 3 --moe-dispatcher allgather,alltoall --emit megatron --json > "$tmp/d.json" 2> "$tmp/d.err"
+python3 - "$tmp/d.json" <<'PY' || fail "--moe-dispatcher: $(cat "$tmp/d.err")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+labels = [b["scenario"] for b in j["best_per_scenario"]]
+assert labels == ["ascend_910b3_64g/16dev/seq4096/gbs32/allgather", "ascend_910b3_64g/16dev/seq4096/gbs32/alltoall"], labels
+kind = {s["label"]: s["settings"]["moe_token_dispatcher_type"] for s in j["scenarios"]}
+assert kind == {labels[0]: "allgather", labels[1]: "alltoall"}, kind
+won = j["ranking"][0]["scenario"].rsplit("/", 1)[1]
+assert "--moe-token-dispatcher-type " + won in j["emit"]["flags"], (won, j["emit"])
+PY
+"$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --moe-dispatcher allgather 2> "$tmp/d.err" &&
+  fail "--moe-dispatcher on a dense model accepted"
+grep -q "moe-dispatcher.*Qwen3-0.6B has no experts to dispatch to" "$tmp/d.err" ||
+  fail "--moe-dispatcher on a dense model: $(cat "$tmp/d.err")"
 "$lmsim" --log-level error predict --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 \
   --strategy dp4-tp1-pp1-cp2-noRC > "$tmp/o"
 grep -q "^settings        bf16, flash attention (turned on by context parallelism" "$tmp/o" ||

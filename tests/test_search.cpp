@@ -461,10 +461,19 @@ TEST(Space, ScenariosCrossEverySizeAndRefuseBadOnes) {
   // Flash attention swept: each size twice, labelled, the setting set; a repeated value is one scenario.
   TrainingSettings scores;
   scores.flash_attention = false;
-  const auto f = scenarios_of(sp.system, sp.default_params, scores, {8}, {}, {}, {true, false, true});
+  const auto f = scenarios_of(sp.system, sp.default_params, scores, {8}, {}, {}, {{true, false, true}, {}});
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].label, "a100_sxm_80g/8dev/seq4096/gbs32/flash");
   EXPECT_TRUE(f[0].settings.flash_attention);
   EXPECT_EQ(f[1].label, "a100_sxm_80g/8dev/seq4096/gbs32/noflash");
   EXPECT_FALSE(f[1].settings.flash_attention);
+  // The MoE dispatcher swept beside it: every combination, flash attention's part first.
+  const auto d = scenarios_of(sp.system, sp.default_params, scores, {8}, {}, {},
+                              {{true}, {MoeDispatcher::allgather, MoeDispatcher::alltoall}});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].label, "a100_sxm_80g/8dev/seq4096/gbs32/flash/allgather");
+  EXPECT_EQ(d[0].settings.moe_token_dispatcher_type, MoeDispatcher::allgather);
+  EXPECT_TRUE(d[0].settings.flash_attention);
+  EXPECT_EQ(d[1].label, "a100_sxm_80g/8dev/seq4096/gbs32/flash/alltoall");
+  EXPECT_EQ(d[1].settings.moe_token_dispatcher_type, MoeDispatcher::alltoall);
 }
