@@ -385,18 +385,64 @@ std::map<std::string, double> predicted_times(const io::Dataset& d, const std::s
   return out;
 }
 
+// A source-only model setting's shortlist: its measured runs simulated on the target platform's system (a gpu or
+// npu target is the bundled collections' system and stack; another target names a system preset, run with lmsim's
+// default settings), with the θ given for the target, else the system's shipped θ.
+struct ProposalResult {
+  std::string model_setting, system, how;
+  std::vector<search::ProposalConfig> configs;
+  std::size_t rejected = 0;  // measured configurations the target cannot run (a TP group wider than its node, ...)
+  std::map<std::string, std::size_t> why;  // those, by reason
+  search::Proposal proposal;
+};
+ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
+                            const std::map<std::string, eval::Theta>& given) {
+  ProposalResult out;
+  out.model_setting = src.model_setting;
+  const bool stack = sc.to == "gpu" || sc.to == "npu";
+  out.system = sc.to == "gpu" ? "v100_sxm2_32g" : sc.to == "npu" ? "ascend_910b3_64g" : sc.to;
+  const io::SystemPreset* sp = io::presets().find_system(out.system);
+  if (!sp) throw io::InputError("--to", 0, "platform", "'" + sc.to + "' is neither gpu, npu nor a system preset");
+  PlatformParams params = sp->params();
+  out.how = sp->params_source();
+  if (auto it = given.find(sc.to); it != given.end()) {
+    params = it->second.params;
+    out.how = "θ from --params";
+  }
+  TrainingSettings t = stack ? io::resolve_stack(sc.to).settings : TrainingSettings{};
+  t.seq_length = src.settings.seq_length;
+  t.global_batch_size = src.settings.global_batch_size;
+  t.micro_batch_size = src.settings.micro_batch_size;
+  const Model& model = io::presets().find_model(src.model)->model;
+  SimOptions so;
+  so.validity = {sp->system.devices_per_node, false, true, true};
+  for (const auto& r : src.runs) {
+    if (!r.iteration_time_s) continue;
+    const Prediction p = simulate(model, r.strategy, sp->system, t, params, so);
+    if (!p.ok()) {
+      ++out.rejected;
+      ++out.why[describe(p.rejection)];
+      continue;
+    }
+    out.configs.push_back({r.config, *r.iteration_time_s, p.iteration_time_s, p.max_peak_memory_bytes, p.feasible});
+  }
+  out.proposal = search::propose(out.configs, sc.k, sc.from, sc.to);
+  return out;
+}
+
 // One shortlist: options in, the report on `os`.
 void run_shortlist(const ShortCli& sc, std::ostream& os) {
   const io::Dataset d = read_dataset_warned(sc.dataset);
   const auto given = load_thetas(sc.params);
-  std::set<std::string> settings;
+  // Model settings measured on both platforms are scored (paired); those measured on the source only get the
+  // same rules unscored, the target simulated (`proposals`).
+  std::set<std::string> settings, source_only;
   for (const auto& c : d.collections)
-    if (d.find(c.model_setting, sc.from) && d.find(c.model_setting, sc.to) &&
+    if (c.platform == sc.from &&
         (sc.models.empty() || std::find(sc.models.begin(), sc.models.end(), c.model_setting) != sc.models.end()))
-      settings.insert(c.model_setting);
-  if (settings.empty())
-    throw io::InputError(sc.dataset, 0, "platform",
-                         "no model setting is measured on both " + sc.from + " and " + sc.to);
+      (d.find(c.model_setting, sc.to) ? settings : source_only).insert(c.model_setting);
+  if (settings.empty() && source_only.empty())
+    throw io::InputError(sc.dataset, 0, "platform", "no model setting is measured on " + sc.from);
   io::Json j = io::Json::object();
   struct Result {
     std::string model_setting;
@@ -471,6 +517,51 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
       w->attr(g, "report_json", j[ms].dump());
     }
   }
+  std::vector<ProposalResult> proposals;
+  for (const auto& ms : source_only) {
+    ProposalResult pr = propose_from(*d.find(ms, sc.from), sc, given);
+    io::Json rules = io::Json::array();
+    for (const auto& r : pr.proposal.rules) rules.push_back({{"rule", r.name}, {"shortlist", r.shortlist}});
+    io::Json configs = io::Json::array();
+    for (const auto& c : pr.configs)
+      configs.push_back({{"optimization_config", c.config},
+                         {sc.from + "_time_s", c.source_time_s},
+                         {sc.to + "_predicted_time_s", c.target_predicted_time_s},
+                         {sc.to + "_predicted_max_peak_memory_bytes", c.target_predicted_memory_bytes},
+                         {sc.to + "_predicted_fits", c.target_fits}});
+    j[ms] = {{"source", sc.from},
+             {"target", sc.to},
+             {"paired", false},
+             {"target_system", pr.system},
+             {"candidates", pr.proposal.candidates},
+             {"predicted_to_fit", pr.proposal.fitting},
+             {"not_runnable_on_target", pr.why},
+             {"k", pr.proposal.k},
+             {"rules", rules},
+             {"target_predictions", pr.how},
+             {"configurations", configs}};
+    if (w) {
+      const std::string g = "/" + ms + "/proposal";
+      w->group(g);
+      std::vector<std::string> names;
+      std::vector<double> st, tp, tm;
+      std::vector<std::int64_t> fits;
+      for (const auto& c : pr.configs) {
+        names.push_back(c.config);
+        st.push_back(c.source_time_s);
+        tp.push_back(c.target_predicted_time_s);
+        tm.push_back(c.target_predicted_memory_bytes);
+        fits.push_back(c.target_fits ? 1 : 0);
+      }
+      w->write(g + "/optimization_config", names);
+      w->write(g + "/" + sc.from + "_time_s", st);
+      w->write(g + "/" + sc.to + "_predicted_time_s", tp);
+      w->write(g + "/" + sc.to + "_predicted_max_peak_memory_bytes", tm);
+      w->write(g + "/" + sc.to + "_predicted_fits", fits);
+      w->attr(g, "report_json", j[ms].dump());
+    }
+    proposals.push_back(std::move(pr));
+  }
   if (w) {
     write_provenance(*w, "/", sc.params);
     w->commit();
@@ -501,6 +592,34 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
        << fmt(x.median_time_ratio, 3) << ", memory ratio " << fmt(x.median_memory_ratio, 3)
        << "; LOO median-ratio transfer: time sMAPE " << fmt(x.transfer_time_smape_pct, 2) << " %, R2 "
        << fmt(x.transfer_time_r2, 3) << "\n\n";
+  }
+  for (const auto& pr : proposals) {
+    const search::Proposal& p = pr.proposal;
+    std::string cannot;
+    for (const auto& [reason, n] : pr.why) cannot += (cannot.empty() ? "" : ", ") + std::to_string(n) + ": " + reason;
+    os << pr.model_setting << ": measured on " << sc.from << " only; " << p.candidates + pr.rejected
+       << " measured configurations, " << p.fitting << " predicted to fit " << pr.system
+       << (pr.rejected ? "; " + std::to_string(pr.rejected) + " cannot run there (" + cannot + ")" : std::string())
+       << "\n";
+    if (p.rules.empty()) {
+      os << "  none is predicted to fit " << pr.system << "\n\n";
+      continue;
+    }
+    std::vector<std::vector<std::string>> rows;
+    std::set<std::string> named;
+    for (const auto& rule : p.rules) {
+      rows.push_back({rule.name, join(rule.shortlist)});
+      named.insert(rule.shortlist.begin(), rule.shortlist.end());
+    }
+    os << table({"rule", "shortlist (unscored: no " + sc.to + " measurement)"}, rows) << "  (" << sc.to
+       << " predictions: " << pr.how << ")\n";
+    std::vector<std::vector<std::string>> cs;
+    for (const auto& c : pr.configs)
+      if (named.count(c.config))
+        cs.push_back({c.config, fmt(c.source_time_s, 3), fmt(c.target_predicted_time_s, 3),
+                      fmt(c.target_predicted_memory_bytes / 1073741824.0, 2)});
+    os << table({"configuration", sc.from + " measured s", sc.to + " predicted s", sc.to + " predicted GiB"}, cs)
+       << "\n";
   }
   if (!sc.out.empty()) os << "wrote " << sc.out << "\n";
 }

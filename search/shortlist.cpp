@@ -1,6 +1,7 @@
 #include "search/shortlist.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -19,7 +20,8 @@ std::vector<double> column(const std::vector<PairedConfig>& c, F f) {
   return v;
 }
 // Indices of the k best by score, ties broken by configuration name.
-std::vector<std::size_t> best_k(const std::vector<PairedConfig>& c, const std::vector<double>& score, std::size_t k) {
+template <class C>
+std::vector<std::size_t> best_k(const std::vector<C>& c, const std::vector<double>& score, std::size_t k) {
   std::vector<std::size_t> idx(c.size());
   std::iota(idx.begin(), idx.end(), 0);
   std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
@@ -71,6 +73,34 @@ ShortlistReport shortlist(const std::vector<PairedConfig>& c, std::size_t k, con
     for (std::size_t i = 0; i < c.size(); ++i) combined[i] = (rs[i] + rt[i]) / 2;
     add("combined (" + source + " measured rank + " + target + " predicted rank) top-" + std::to_string(k), combined);
   }
+  return r;
+}
+
+Proposal propose(const std::vector<ProposalConfig>& all, std::size_t k, const std::string& source,
+                 const std::string& target) {
+  Proposal r{all.size(), 0, k, {}};
+  std::vector<ProposalConfig> c;
+  for (const auto& x : all)
+    if (x.target_fits) c.push_back(x);
+  r.fitting = c.size();
+  if (c.empty()) return r;
+  const std::string top = " top-" + std::to_string(k);
+  auto add = [&](const std::string& name, const std::vector<double>& score) {
+    ShortlistRule rule{name, {}, false, std::nan(""), std::nan("")};
+    for (auto i : best_k(c, score, k)) rule.shortlist.push_back(c[i].config);
+    r.rules.push_back(rule);
+  };
+  std::vector<double> src, tp;
+  for (const auto& x : c) {
+    src.push_back(x.source_time_s);
+    tp.push_back(x.target_predicted_time_s);
+  }
+  add(source + " measured" + top, src);
+  add(target + " predicted" + top, tp);
+  const auto rs = m::average_ranks(src), rt = m::average_ranks(tp);
+  std::vector<double> combined(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) combined[i] = (rs[i] + rt[i]) / 2;
+  add("combined (" + source + " measured rank + " + target + " predicted rank)" + top, combined);
   return r;
 }
 

@@ -38,6 +38,26 @@ struct ShortlistReport {
 ShortlistReport shortlist(const std::vector<PairedConfig>& c, std::size_t k, const std::string& source,
                           const std::string& target);
 
+// A configuration measured on the source platform only (no target measurement to pair it with), with the target
+// simulator's prediction for it: what a user with one platform's runs takes to the other.
+struct ProposalConfig {
+  std::string config;
+  double source_time_s;                  // measured
+  double target_predicted_time_s;        // simulated on the target system with its θ
+  double target_predicted_memory_bytes;  // maximum over ranks
+  bool target_fits;                      // predicted to fit the target device
+};
+
+struct Proposal {
+  std::size_t candidates, fitting, k;  // measured configurations; those predicted to fit the target
+  std::vector<ShortlistRule> rules;    // no target measurement: regrets NaN, contains_target_optimum false
+};
+
+// The shortlist rules of shortlist() among the candidates predicted to fit the target (source measured top-k,
+// target predicted top-k, combined ranks), unscored: there is no target measurement to score them on.
+Proposal propose(const std::vector<ProposalConfig>& c, std::size_t k, const std::string& source,
+                 const std::string& target);
+
 struct StratumCorrelation {
   std::string stratum;  // all | noRC | RC
   std::size_t n;

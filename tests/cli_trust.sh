@@ -70,6 +70,24 @@ for cmd in "dataset info $tmp/ds" "evaluate --dataset $tmp/ds --models qwen3_1.7
   grep -q "qwen3_1.7b_4k: no training_settings.json: the npu platform's stack assumed (--stack npu" "$tmp/e" ||
     fail "$cmd: no assumed-settings line: $(cat "$tmp/e")"
 done
+# A model setting measured on the source platform only still gets its shortlist: the target simulated with its
+# shipped θ, the rules among what is predicted to fit, unscored; the paired settings are scored as before.
+cp -r "$LMSIM_DATA_DIR/lmsimbench" "$tmp/npu_only"
+rm -r "$tmp/npu_only/processed_gpu/qwen3_1.7b_4k_tp_pp_sweep_cp1_gpu"
+sed -i '/qwen3_1.7b_4k_tp_pp_sweep_cp1_gpu/d' "$tmp/npu_only/data_manifest.csv"
+"$lmsim" --log-level error shortlist --dataset "$tmp/npu_only" --json > "$tmp/sl.json"
+python3 - "$tmp/sl.json" <<'PY' || fail "shortlist of a source-only setting: $(cat "$tmp/sl.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["qwen3_1.7b_4k"]
+assert p["paired"] is False and p["target_system"] == "v100_sxm2_32g", p
+assert p["target_predictions"].startswith("fitted θ shipped for v100_sxm2_32g"), p["target_predictions"]
+assert [r["rule"] for r in p["rules"]][:2] == ["npu measured top-3", "gpu predicted top-3"], p["rules"]
+fits = {c["optimization_config"] for c in p["configurations"] if c["gpu_predicted_fits"]}
+assert len(p["configurations"]) == 11 and 0 < len(fits) == p["predicted_to_fit"], p
+assert all(set(r["shortlist"]) <= fits for r in p["rules"]), p
+assert "rules" in j["qwen3_0.6b_4k"] and j["qwen3_0.6b_4k"]["rules"][0]["top1_regret_pct"] == 0, j["qwen3_0.6b_4k"]
+PY
 # An MoE model is told what the MoE layer leaves out; a dense one is not.
 "$lmsim" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-ep8-noRC 2> "$tmp/e" > /dev/null
 grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "no MoE warning: $(cat "$tmp/e")"

@@ -60,6 +60,30 @@ TEST(CrossPlatform, ReproducesThePapersGoldenFigures) {
   }
 }
 
+// Source-only runs: the shortlist rules among the configurations predicted to fit the target, unscored.
+TEST(Shortlist, AProposalRanksOnlyWhatFitsTheTargetAndScoresNothing) {
+  const std::vector<search::ProposalConfig> c = {
+      {"a", 1.0, 9.0, 1e9, true},    // fastest measured, slowest predicted
+      {"b", 2.0, 5.0, 1e9, true},    //
+      {"c", 3.0, 4.0, 1e9, true},    // fastest predicted
+      {"d", 0.5, 1.0, 9e10, false},  // fastest of all, but predicted not to fit: in no shortlist
+  };
+  const search::Proposal p = search::propose(c, 2, "npu", "gpu");
+  EXPECT_EQ(p.candidates, 4u);
+  EXPECT_EQ(p.fitting, 3u);
+  ASSERT_EQ(p.rules.size(), 3u);
+  EXPECT_EQ(p.rules[0].name, "npu measured top-2");
+  EXPECT_EQ(p.rules[0].shortlist, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(p.rules[1].shortlist, (std::vector<std::string>{"c", "b"}));
+  // Mean ranks a (1+3)/2, b (2+2)/2, c (3+1)/2 all tie: by name.
+  EXPECT_EQ(p.rules[2].shortlist, (std::vector<std::string>{"a", "b"}));
+  for (const auto& r : p.rules) {
+    EXPECT_TRUE(std::isnan(r.top1_regret_pct)) << r.name;
+    EXPECT_FALSE(r.contains_target_optimum) << r.name;
+  }
+  EXPECT_TRUE(search::propose({c[3]}, 2, "npu", "gpu").rules.empty());
+}
+
 TEST(Evaluate, FixtureWithEveryViewAndPerRankMemory) {
   const io::Dataset d = io::read_dataset(std::string(LMSIM_TEST_FIXTURES) + "/mini");
   const auto ev = eval::evaluate_lmsim(d, {}, {});
