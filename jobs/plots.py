@@ -8,7 +8,8 @@ Each *.h5 file is recognised by its layout and gives one PNG beside it:
   <evaluation>.png       evaluate --out: predicted vs measured per platform, +-10 % bands, MAPE in the titles
   <search>_pareto.png    search --out: the (time, peak memory) Pareto front, the top-k, the device capacity and
                          margin lines, labels on the fastest points only
-  <shortlist>.png        shortlist --out: source-platform rank vs target-platform rank with the shortlist
+  <shortlist>.png        shortlist --out: source-platform rank vs target-platform rank with the shortlist (a
+                         source-only setting: measured source time vs predicted target time, shortlists marked)
 Usage: plots.py RESULTS_DIR [OUT_DIR]   (lmsim plot RESULTS_DIR runs this)"""
 import glob
 import json
@@ -146,10 +147,32 @@ def search(f, out):
     return out + "_pareto.png"
 
 
+def proposal(ax, ms, g):
+    """A source-only setting: measured source time against the target's predicted time, the shortlists marked."""
+    rep = json.loads(g.attrs["report_json"])
+    src, dst = rep.get("source", "npu"), rep.get("target", "gpu")
+    names = strings(g["optimization_config"])
+    a, b = g[f"{src}_time_s"][()], g[f"{dst}_predicted_time_s"][()]
+    fits = g[f"{dst}_predicted_fits"][()] > 0
+    ax.scatter(a[~fits], b[~fits], c="lightgrey", s=24, label=f"predicted not to fit {rep.get('target_system', dst)}")
+    ax.scatter(a[fits], b[fits], c="grey", s=28, label="predicted to fit")
+    marks = [("tab:blue", "o", 60), ("tab:orange", "s", 70), ("tab:green", "^", 80)]
+    for (color, marker, size), rule in zip(marks, rep["rules"]):
+        idx = [names.index(n) for n in rule["shortlist"] if n in names]
+        ax.scatter(a[idx], b[idx], facecolors="none", edgecolors=color, marker=marker, s=size, label=rule["rule"])
+    ax.set_xlabel(f"{src} measured time (s)")
+    ax.set_ylabel(f"{dst} predicted time (s)")
+    ax.set_title(f"{ms} (no {dst} measurement: unscored)")
+    ax.legend(fontsize=6)
+
+
 def shortlist(f, out):
-    settings = [s for s in f if "shortlist" in f[s]]
+    settings = [s for s in f if "shortlist" in f[s] or "proposal" in f[s]]
     fig, axes = plt.subplots(1, len(settings), figsize=(5.5 * len(settings), 5), squeeze=False)
     for ax, ms in zip(axes[0], settings):
+        if "proposal" in f[ms]:
+            proposal(ax, ms, f[ms]["proposal"])
+            continue
         g = f[ms]["shortlist"]
         rep = json.loads(g.attrs["report_json"])
         src, dst = rep.get("source", "npu"), rep.get("target", "gpu")
@@ -190,7 +213,7 @@ def main():
                     written.append(calibration_report(f, base))
                 elif "pareto" in f and "ranking" in f:
                     written.append(search(f, base))
-                elif any(isinstance(f[k], h5py.Group) and "shortlist" in f[k] for k in f):
+                elif any(isinstance(f[k], h5py.Group) and ("shortlist" in f[k] or "proposal" in f[k]) for k in f):
                     written.append(shortlist(f, base))
                 elif "summary_json" in f.attrs:
                     written.append(evaluation(f, base))
