@@ -30,6 +30,13 @@ std::vector<std::size_t> best_k(const std::vector<C>& c, const std::vector<doubl
   idx.resize(std::min(k, idx.size()));
   return idx;
 }
+// The combined rule's score: the mean of each configuration's rank by the two times.
+std::vector<double> mean_ranks(const std::vector<double>& a, const std::vector<double>& b) {
+  const auto ra = m::average_ranks(a), rb = m::average_ranks(b);
+  std::vector<double> out(ra.size());
+  for (std::size_t i = 0; i < ra.size(); ++i) out[i] = (ra[i] + rb[i]) / 2;
+  return out;
+}
 double regret(const std::vector<PairedConfig>& c, const std::vector<std::size_t>& chosen) {
   double best_all = 1e300, best_in = 1e300;
   for (const auto& x : c) best_all = std::min(best_all, x.target_time_s);
@@ -68,10 +75,8 @@ ShortlistReport shortlist(const std::vector<PairedConfig>& c, std::size_t k, con
   if (has_tgt_pred) {
     const auto tp = column(c, [](const auto& x) { return x.target_predicted_time_s; });
     add(target + " predicted top-" + std::to_string(k), tp);
-    const auto rs = m::average_ranks(src), rt = m::average_ranks(tp);
-    std::vector<double> combined(c.size());
-    for (std::size_t i = 0; i < c.size(); ++i) combined[i] = (rs[i] + rt[i]) / 2;
-    add("combined (" + source + " measured rank + " + target + " predicted rank) top-" + std::to_string(k), combined);
+    add("combined (" + source + " measured rank + " + target + " predicted rank) top-" + std::to_string(k),
+        mean_ranks(src, tp));
   }
   return r;
 }
@@ -97,10 +102,7 @@ Proposal propose(const std::vector<ProposalConfig>& all, std::size_t k, const st
   }
   add(source + " measured" + top, src);
   add(target + " predicted" + top, tp);
-  const auto rs = m::average_ranks(src), rt = m::average_ranks(tp);
-  std::vector<double> combined(c.size());
-  for (std::size_t i = 0; i < c.size(); ++i) combined[i] = (rs[i] + rt[i]) / 2;
-  add("combined (" + source + " measured rank + " + target + " predicted rank)" + top, combined);
+  add("combined (" + source + " measured rank + " + target + " predicted rank)" + top, mean_ranks(src, tp));
   return r;
 }
 

@@ -37,6 +37,17 @@ struct Scratch {
   }
 };
 
+// Expects reading the dataset at `root` to fail on an optimization_config with a message holding `why`.
+void expect_config_refused(const fs::path& root, const std::string& why) {
+  try {
+    io::read_dataset(root.string());
+    ADD_FAILURE() << "accepted: " << why;
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.field(), "optimization_config") << e.what();
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 // Expects read_dataset to fail with an InputError naming `file`, a line when `line` is set, and `field`.
 void expect_bad(const Scratch& s, const std::string& file, bool line, const std::string& field,
                 const std::string& why) {
@@ -188,13 +199,7 @@ TEST(Dataset, AnMoERunThatCouldOnlyHaveRunWithWholeExpertsIsReadSo) {
   // A run no expert TP lets run stays an error naming it.
   spit(root / "phi35_moe_4k" / "step_time_summary.csv",
        "optimization_config,iteration_time_ms\ndp1-tp2-pp8-cp1-ep4-RC,9000\n");
-  try {
-    io::read_dataset(root.string());
-    ADD_FAILURE() << "accepted an EP wider than the stage's ranks";
-  } catch (const io::InputError& e) {
-    EXPECT_EQ(e.field(), "optimization_config") << e.what();
-    EXPECT_NE(std::string(e.what()).find("'dp1-tp2-pp8-cp1-ep4-RC' is impossible"), std::string::npos) << e.what();
-  }
+  expect_config_refused(root, "'dp1-tp2-pp8-cp1-ep4-RC' is impossible");  // an EP wider than the stage's ranks
   fs::remove_all(root);
 }
 
@@ -326,13 +331,7 @@ TEST(Dataset, MoeNamesAreReadAsTheDatasetWritesThem) {
   // A name that multiplies to the device count neither way is refused, both products named.
   spit(root / "phi35_moe_4k" / "step_time_summary.csv",
        "optimization_config,iteration_time_ms\ndp1-tp2-pp1-cp1-ep4-RC,9000\n");
-  try {
-    io::read_dataset(root.string());
-    ADD_FAILURE() << "accepted a name on 8 devices in a 16-device collection";
-  } catch (const io::InputError& e) {
-    EXPECT_EQ(e.field(), "optimization_config");
-    EXPECT_NE(std::string(e.what()).find("dp*tp*pp*cp*ep = 8"), std::string::npos) << e.what();
-  }
+  expect_config_refused(root, "dp*tp*pp*cp*ep = 8");  // a name on 8 devices in a 16-device collection
   fs::remove_all(root);
 }
 
