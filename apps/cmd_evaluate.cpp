@@ -19,13 +19,14 @@ namespace {
 
 // A θ file as evaluate uses it: its values, covariance and fitted models.
 eval::Theta read_theta(const std::string& file, const io::Json& j, const PlatformParams& base, std::string source) {
-  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}, {}, {}};
+  eval::Theta t{io::load_params(file, base), std::move(source), load_uncertainty(j, file), {}, {}, {}, {}, {}};
   if (const auto fit = theta_fit(j, file, nullptr)) {
     t.fitted_models = fit->models;
     t.fitted_model_specs = fit->model_specs;
     t.fitted_configurations = fit->configurations;
     t.fitted_range = fit->range;
   }
+  t.file = file;
   return t;
 }
 
@@ -329,6 +330,10 @@ void run_evaluate(const EvalCli& ec, std::ostream& os) {
 struct ShortCli {
   std::string dataset, from = "npu", to = "gpu", source = "measured";
   std::vector<std::string> params, models;
+  // The target's training settings for source-only model settings (default: the gpu / npu platform's stack, or
+  // lmsim's defaults on a system preset).
+  std::string stack, settings_file;
+  std::vector<std::string> set;
   std::size_t k = 3;
   bool json = false;
   std::string out;
@@ -387,9 +392,11 @@ std::map<std::string, double> predicted_times(const io::Dataset& d, const std::s
 
 // A source-only model setting's shortlist: its measured runs simulated on the target platform's system (a gpu or
 // npu target is the bundled collections' system and stack; another target names a system preset, run with lmsim's
-// default settings), with the θ given for the target, else the system's shipped θ.
+// default settings; --stack, --settings and --set replace or amend those), with the θ given for the target, else the
+// system's shipped θ. The source's sequence length and batch sizes are kept.
 struct ProposalResult {
   std::string model_setting, system, how;
+  std::string settings;  // which training settings the target was simulated with
   std::vector<search::ProposalConfig> configs;
   std::size_t rejected = 0;  // measured configurations the target cannot run (a TP group wider than its node, ...)
   std::map<std::string, std::size_t> why;  // those, by reason
@@ -405,14 +412,31 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
   if (!sp) throw io::InputError("--to", 0, "platform", "'" + sc.to + "' is neither gpu, npu nor a system preset");
   PlatformParams params = sp->params();
   out.how = sp->params_source();
+  std::string theta_file = sp->calibrated_path;
   if (auto it = given.find(sc.to); it != given.end()) {
     params = it->second.params;
     out.how = "θ from --params";
+    theta_file = it->second.file;
   }
-  TrainingSettings t = stack ? io::resolve_stack(sc.to).settings : TrainingSettings{};
+  const std::string stack_name = !sc.stack.empty() ? sc.stack : stack ? sc.to : std::string();
+  TrainingSettings t =
+      with_settings_options(stack_settings_on(stack_name, sp->system), sc.settings_file, sc.set, sp->system);
+  out.settings = stack_name.empty() ? "lmsim's defaults" : "the " + stack_name + " stack";
+  if (!sc.settings_file.empty()) out.settings += ", " + sc.settings_file;
+  for (const auto& kv : sc.set) out.settings += ", " + kv;
   t.seq_length = src.settings.seq_length;
   t.global_batch_size = src.settings.global_batch_size;
   t.micro_batch_size = src.settings.micro_batch_size;
+  out.settings += fmt::format(" (sequence {}, global batch {}, micro-batch {} as measured on {})", t.seq_length,
+                              t.global_batch_size, t.micro_batch_size, sc.from);
+  const std::string given_by = !sc.set.empty() ? std::string("--set")
+                               : !sc.settings_file.empty()
+                                   ? sc.settings_file
+                                   : "the " + (stack_name.empty() ? sc.to : stack_name) + " settings";
+  if (auto why = validate(t); !why.empty()) throw io::InputError(given_by, 0, "", why);
+  if (sp->system.peak_flops(t.precision) <= 0)
+    throw io::InputError(given_by, 0, "precision", out.system + " has no " + to_string(t.precision) + " throughput");
+  if (!theta_file.empty()) warn_if_other_stack(io::parse_json_file(theta_file), theta_file, t);
   const Model& model = io::presets().find_model(src.model)->model;
   SimOptions so;
   so.validity = {sp->system.devices_per_node, false, true, true};
@@ -443,6 +467,11 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
       (d.find(c.model_setting, sc.to) ? settings : source_only).insert(c.model_setting);
   if (settings.empty() && source_only.empty())
     throw io::InputError(sc.dataset, 0, "platform", "no model setting is measured on " + sc.from);
+  if (source_only.empty() && (!sc.stack.empty() || !sc.settings_file.empty() || !sc.set.empty()))
+    spdlog::warn(
+        "--stack, --settings and --set set the {} settings of model settings measured on {} only; every one here is "
+        "measured on both, scored against the {} runs as they ran: the options change nothing",
+        sc.to, sc.from, sc.to);
   io::Json j = io::Json::object();
   struct Result {
     std::string model_setting;
@@ -539,6 +568,7 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
              {"k", pr.proposal.k},
              {"rules", rules},
              {"target_predictions", pr.how},
+             {"target_settings", pr.settings},
              {"configurations", configs}};
     if (w) {
       const std::string g = "/" + ms + "/proposal";
@@ -612,7 +642,7 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
       named.insert(rule.shortlist.begin(), rule.shortlist.end());
     }
     os << table({"rule", "shortlist (unscored: no " + sc.to + " measurement)"}, rows) << "  (" << sc.to
-       << " predictions: " << pr.how << ")\n";
+       << " predictions: " << pr.how << "; settings: " << pr.settings << ")\n";
     std::vector<std::vector<std::string>> cs;
     for (const auto& c : pr.configs)
       if (named.count(c.config))
@@ -660,6 +690,13 @@ void register_evaluate(CLI::App& app) {
   sl->add_option("--models", sc.models, "model settings")->delimiter(',');
   sl->add_option("--out", sc.out, "HDF5 file");
   sl->add_flag("--json", sc.json, "machine-readable output");
+  add_stack_option(*sl, sc.stack);
+  sl->add_option("--settings", sc.settings_file, "training settings JSON over the stack");
+  add_set_option(*sl, sc.set);
+  sl->footer(
+      "--stack, --settings and --set give the target's training settings for model settings measured on the source "
+      "only (default: the gpu / npu platform's stack, lmsim's defaults on a system preset); the source's sequence "
+      "length and batch sizes are kept. Model settings measured on both are scored as their target runs ran.");
   sl->callback([short_opts] { run_shortlist(*short_opts, std::cout); });
 }
 

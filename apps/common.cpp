@@ -257,8 +257,6 @@ std::vector<std::string> outside_fitted_range(const eval::FittedRange& range,
   return out;
 }
 
-namespace {
-// A θ records the training settings it was fitted under; a prediction under other settings is told so.
 void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const TrainingSettings& now) {
   if (!j.is_object() || !j.contains("provenance") || !j["provenance"].is_object()) return;
   const io::Json& p = j["provenance"];
@@ -271,7 +269,6 @@ void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const
           (diff.empty() ? "" : ", ") + it.key() + " " + cur[it.key()].dump() + " (fitted: " + it.value().dump() + ")";
   if (!diff.empty()) spdlog::warn("θ {} was fitted under other training settings: {}", theta_file, diff);
 }
-}  // namespace
 
 io::Dataset read_dataset_warned(const std::string& root) {
   io::Dataset d = io::read_dataset(root);
@@ -290,31 +287,41 @@ io::Dataset read_dataset_warned(const std::string& root) {
   return d;
 }
 
+TrainingSettings stack_settings_on(const std::string& stack, const System& sys) {
+  TrainingSettings t;
+  if (!stack.empty()) {
+    const io::StackPreset& st = io::resolve_stack(stack);
+    t = st.settings;
+    // A stack's FP8 recipe on a device without FP8 units runs its linear layers in BF16 (FP16 where BF16 is absent).
+    if (sys.peak_flops(t.precision) <= 0 && t.precision == Precision::fp8) {
+      t.precision = sys.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16;
+      t.fp8_param_gather = false;
+      spdlog::info("stack {} runs FP8 linear layers; {} has no FP8 units: {} instead", st.name, sys.name,
+                   to_string(t.precision));
+    }
+  } else {
+    if (sys.peak_flops_bf16 <= 0) t.precision = Precision::fp16;
+    if (!sys.fused_attention) t.flash_attention = false;
+  }
+  return t;
+}
+
+TrainingSettings with_settings_options(TrainingSettings t, const std::string& settings_file,
+                                       const std::vector<std::string>& set, const System& sys) {
+  if (!settings_file.empty()) t = io::settings_from_json(io::parse_json_file(settings_file), settings_file, "", t);
+  if (!set.empty()) t = io::settings_from_json(settings_of_set(set), "--set", "", t);
+  if (t.flash_attention && !sys.fused_attention)
+    spdlog::warn("{}: flash_attention true on {} {}", settings_file.empty() ? sys.name : settings_file, sys.name,
+                 no_fused_attention(sys));
+  return t;
+}
+
 Resolved resolve(const RunOptions& o) {
   Resolved r;
   r.model = io::resolve_model(o.model);
   r.system = io::resolve_system(o.system, &r.params, &r.params_source);
-  if (!o.platform_stack.empty()) {
-    const io::StackPreset& st = io::resolve_stack(o.platform_stack);
-    r.settings = st.settings;
-    // A stack's FP8 recipe on a device without FP8 units runs its linear layers in BF16 (FP16 where BF16 is absent).
-    if (r.system.peak_flops(r.settings.precision) <= 0 && r.settings.precision == Precision::fp8) {
-      r.settings.precision = r.system.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16;
-      r.settings.fp8_param_gather = false;
-      spdlog::info("stack {} runs FP8 linear layers; {} has no FP8 units: {} instead", st.name, r.system.name,
-                   to_string(r.settings.precision));
-    }
-  } else {
-    if (r.system.peak_flops_bf16 <= 0) r.settings.precision = Precision::fp16;
-    if (!r.system.fused_attention) r.settings.flash_attention = false;
-  }
-  if (!o.settings_file.empty())
-    r.settings = io::settings_from_json(io::parse_json_file(o.settings_file), o.settings_file, "", r.settings);
-  if (!o.set_settings.empty())
-    r.settings = io::settings_from_json(settings_of_set(o.set_settings), "--set", "", r.settings);
-  if (r.settings.flash_attention && !r.system.fused_attention)
-    spdlog::warn("{}: flash_attention true on {} {}", o.settings_file.empty() ? o.system : o.settings_file,
-                 r.system.name, no_fused_attention(r.system));
+  r.settings =
+      with_settings_options(stack_settings_on(o.platform_stack, r.system), o.settings_file, o.set_settings, r.system);
   if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
     throw io::InputError("command line", 0, "", "sizes must be positive");
   if (o.seq) r.settings.seq_length = o.seq;

@@ -83,6 +83,16 @@ std::optional<ThetaFit> theta_fit(const io::Json& theta, const std::string& file
 // The `uncertainty` object of a θ file (written by lmsim calibrate), when present.
 std::optional<calib::Uncertainty> load_uncertainty(const io::Json& theta, const std::string& theta_file);
 io::Json uncertainty_json(const calib::Uncertainty& u);
+// The training settings of stack `stack` on `sys` (its FP8 recipe runs BF16 on a device without FP8 units, said);
+// with no stack, lmsim's defaults with what `sys` lacks (BF16, a fused-attention kernel) turned off.
+TrainingSettings stack_settings_on(const std::string& stack, const System& sys);
+// `t` with a --settings file and then --set pairs over it; flash attention asked of a device without a fused
+// kernel is warned of.
+TrainingSettings with_settings_options(TrainingSettings t, const std::string& settings_file,
+                                       const std::vector<std::string>& set, const System& sys);
+// A θ file records the training settings it was fitted under (`provenance.training_settings`); a prediction under
+// others is warned of, naming each that differs.
+void warn_if_other_stack(const io::Json& theta, const std::string& theta_file, const TrainingSettings& now);
 Resolved resolve(const RunOptions& o);
 // io::read_dataset, warning of every collection whose recorded settings its measured peaks contradict.
 io::Dataset read_dataset_warned(const std::string& root);

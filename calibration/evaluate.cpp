@@ -231,7 +231,7 @@ std::vector<CollectionEvaluation> evaluate_lmsim(const io::Dataset& d, const std
   for (const auto& c : d.collections) {
     if (!wanted(c, models)) continue;
     CollectionEvaluation e = start(d, c, "lmsim");
-    Theta t{e.problem.start, "", std::nullopt, {}, {}, {}, {}};
+    Theta t{e.problem.start, "", std::nullopt, {}, {}, {}, {}, {}};
     if (auto it = theta.find(c.platform); it != theta.end()) {
       t = it->second;
       if (t.source.empty()) t.source = "given θ for platform " + c.platform;
@@ -268,7 +268,7 @@ std::vector<CollectionEvaluation> evaluate_published(const io::PublishedSet& ps,
   for (const auto& r : ps.runs) systems.insert(r.system);
   for (const auto& system : systems) {
     const calib::Problem pb = calib::make_problem(ps, system);
-    Theta t{pb.start, "", std::nullopt, {}, {}, {}, {}};
+    Theta t{pb.start, "", std::nullopt, {}, {}, {}, {}, {}};
     if (auto it = theta.find(system); it != theta.end()) {
       t = it->second;
       if (t.source.empty()) t.source = "given θ for system " + system;

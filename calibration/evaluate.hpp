@@ -43,6 +43,7 @@ struct Theta {
   // recorded); the CLI flags the runs beyond it.
   FittedRange fitted_range;
   std::vector<Model> fitted_model_specs;  // the fitted models' architectures (empty: not recorded)
+  std::string file;                       // the θ file it was read from (empty: not from a file)
 };
 // The fitted model `m` is, as θ's record names it: by name, or by architecture where the θ file records the fitted
 // models' specs (simulator same_architecture); nullopt when θ was not fitted on it.

@@ -155,6 +155,16 @@ expect 2 "no measured runs" calibrate --platform gpu --models NoSuch --out "$tmp
 expect 2 "matches no measured" calibrate --platform gpu --test-on dp9-tp1-pp1-cp1-RC --out "$tmp/p.json"
 expect 2 "exactly one" calibrate --out "$tmp/p.json"
 [ -e "$tmp/p.json" ] && { echo "FAIL: a failed calibrate left $tmp/p.json"; fail=1; }
+# The target settings of a source-only shortlist are checked like predict's, and a refused one writes nothing.
+cp -r "$LMSIM_DATA_DIR/lmsimbench" "$tmp/npu_only"
+rm -r "$tmp/npu_only/processed_gpu/qwen3_1.7b_4k_tp_pp_sweep_cp1_gpu"
+sed -i '/qwen3_1.7b_4k_tp_pp_sweep_cp1_gpu/d' "$tmp/npu_only/data_manifest.csv"
+expect 2 "--set: field 'bogus': unknown key" shortlist --dataset "$tmp/npu_only" --set bogus=1 --out "$tmp/sl.h5"
+expect 2 "--set: field 'precision': v100_sxm2_32g has no fp8 throughput" shortlist --dataset "$tmp/npu_only" \
+  --set precision=fp8 --out "$tmp/sl.h5"
+expect 2 "unknown stack" shortlist --dataset "$tmp/npu_only" --stack nosuch --out "$tmp/sl.h5"
+[ -e "$tmp/sl.h5" ] && { echo "FAIL: a refused shortlist left $tmp/sl.h5"; fail=1; }
+rm -r "$tmp/npu_only"
 ls "$tmp" | grep -q tmp && { echo "FAIL: temporary files left behind"; fail=1; }
 if [ $fail = 0 ]; then echo "cli_bad_input: all cases passed"; fi
 exit $fail

@@ -111,7 +111,7 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   calib::Uncertainty u = calib::laplace(pb, all, fr.params);
   u.unseen_time_log_sd = 10 * u.time_log_sd;  // a held-out scale far wider than the fitted runs'
   u.unseen_n_time = 26;
-  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}, {}, {}};
+  eval::Theta t{fr.params, "test θ", u, {"Qwen3-0.6B", "Qwen3-1.7B"}, {}, {}, {}, {}};
   const auto fitted = eval::evaluate_lmsim(d, {{"npu", t}}, {"qwen3_1.7b_4k"});
   const auto& f = fitted[fitted[0].platform == "npu" ? 0 : 1];
   ASSERT_EQ(f.platform, "npu");
@@ -153,7 +153,7 @@ TEST(Evaluate, IntervalsAndTheirCoverage) {
   EXPECT_FALSE(other[other[0].platform == "npu" ? 0 : 1].theta_fitted_on_model);
   // Without a covariance there are none.
   EXPECT_TRUE(
-      eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
+      eval::evaluate_lmsim(d, {{"npu", {fr.params, "bare", std::nullopt, {}, {}, {}, {}, {}}}}, {"qwen3_1.7b_4k"})[0]
           .intervals.empty());
 }
 
@@ -165,7 +165,7 @@ TEST(Evaluate, PublishedRunsThetaWasFittedOnAreScoredApart) {
   ASSERT_GE(train.size(), 4u);
   train.resize(train.size() - 3);  // the three largest models held out of the fit
   const calib::FitResult fr = calib::fit(pb, train, calib::FitOptions{});
-  eval::Theta t{fr.params, "test θ", calib::laplace(pb, train, fr.params), {}, {}, {}, {}};
+  eval::Theta t{fr.params, "test θ", calib::laplace(pb, train, fr.params), {}, {}, {}, {}, {}};
   for (auto i : train) {
     t.fitted_models.push_back(pb.samples[i].model.name);
     t.fitted_configurations.push_back(pb.samples[i].model_setting + ":" + pb.samples[i].config);
