@@ -436,7 +436,12 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
   if (auto why = validate(t); !why.empty()) throw io::InputError(given_by, 0, "", why);
   if (sp->system.peak_flops(t.precision) <= 0)
     throw io::InputError(given_by, 0, "precision", out.system + " has no " + to_string(t.precision) + " throughput");
-  if (!theta_file.empty()) warn_if_other_stack(io::parse_json_file(theta_file), theta_file, t);
+  if (!theta_file.empty()) {
+    const io::Json theta = io::parse_json_file(theta_file);
+    say_fitted_stacks(theta, given.count(sc.to) ? "θ " + theta_file : "the shipped θ for " + out.system, stack_name,
+                      !sc.settings_file.empty() || !sc.set.empty(), t);
+    warn_if_other_stack(theta, theta_file, t);
+  }
   const Model& model = io::presets().find_model(src.model)->model;
   SimOptions so;
   so.validity = {sp->system.devices_per_node, false, true, true};

@@ -270,6 +270,30 @@ void warn_if_other_stack(const io::Json& j, const std::string& theta_file, const
   if (!diff.empty()) spdlog::warn("θ {} was fitted under other training settings: {}", theta_file, diff);
 }
 
+void say_fitted_stacks(const io::Json& theta, const std::string& theta_label, const std::string& stack,
+                       bool settings_given, const TrainingSettings& t) {
+  std::vector<std::string> stacks_of_theta;
+  if (theta.is_object() && theta.contains("provenance") && theta["provenance"].is_object() &&
+      theta["provenance"].contains("stacks") && theta["provenance"]["stacks"].is_array())
+    for (const auto& n : theta["provenance"]["stacks"])
+      if (n.is_string()) stacks_of_theta.push_back(n.get<std::string>());
+  if (stacks_of_theta.empty()) return;
+  const std::string fitted_on = fmt::format("{}", fmt::join(stacks_of_theta, " or "));
+  if (stack.empty() && !settings_given)
+    spdlog::info(
+        "training settings: lmsim's defaults ({}); {} was fitted on runs of the {} stack: --stack {} predicts as "
+        "those runs ran",
+        fmt::format("{}, {}SP, {}TP communication overlap, {}overlapped parameter gather", to_string(t.precision),
+                    t.sequence_parallel ? "" : "no ", t.tp_comm_overlap ? "" : "no ",
+                    t.overlap_param_gather ? "" : "no "),
+        theta_label, fitted_on, stacks_of_theta.front());
+  else if (!stack.empty() && std::find(stacks_of_theta.begin(), stacks_of_theta.end(), stack) == stacks_of_theta.end())
+    spdlog::info(
+        "{} was fitted on runs of the {} stack, not {}: where their settings differ, the prediction rests on the "
+        "modelled effect of each setting, not on runs that had it",
+        theta_label, fitted_on, stack);
+}
+
 io::Dataset read_dataset_warned(const std::string& root) {
   io::Dataset d = io::read_dataset(root);
   for (const auto& c : d.collections) {
@@ -343,31 +367,11 @@ Resolved resolve(const RunOptions& o) {
   // fit, that fit's). Said when the settings are lmsim's generic defaults (which stack reproduces those runs) or
   // another stack's (its effects modelled, not fitted).
   const io::Json stacks_json = prior_file.empty() ? theta_json : io::parse_json_file(prior_file);
-  std::vector<std::string> stacks_of_theta;
-  if (stacks_json.is_object() && stacks_json.contains("provenance") && stacks_json["provenance"].is_object() &&
-      stacks_json["provenance"].contains("stacks") && stacks_json["provenance"]["stacks"].is_array())
-    for (const auto& n : stacks_json["provenance"]["stacks"])
-      if (n.is_string()) stacks_of_theta.push_back(n.get<std::string>());
-  if (!stacks_of_theta.empty()) {
-    const std::string fitted_on = fmt::format("{}", fmt::join(stacks_of_theta, " or "));
-    const std::string theta = !prior_file.empty()     ? "the fit " + r.system.name + "'s defaults come from"
-                              : o.params_file.empty() ? "the shipped θ for " + r.system.name
-                                                      : "θ " + o.params_file;
-    if (o.platform_stack.empty() && o.settings_file.empty() && o.set_settings.empty())
-      spdlog::info(
-          "training settings: lmsim's defaults ({}); {} was fitted on runs of the {} stack: --stack {} predicts as "
-          "those runs ran",
-          fmt::format("{}, {}SP, {}TP communication overlap, {}overlapped parameter gather",
-                      to_string(r.settings.precision), r.settings.sequence_parallel ? "" : "no ",
-                      r.settings.tp_comm_overlap ? "" : "no ", r.settings.overlap_param_gather ? "" : "no "),
-          theta, fitted_on, stacks_of_theta.front());
-    else if (!o.platform_stack.empty() &&
-             std::find(stacks_of_theta.begin(), stacks_of_theta.end(), o.platform_stack) == stacks_of_theta.end())
-      spdlog::info(
-          "{} was fitted on runs of the {} stack, not {}: where their settings differ, the prediction rests "
-          "on the modelled effect of each setting, not on runs that had it",
-          theta, fitted_on, o.platform_stack);
-  }
+  say_fitted_stacks(stacks_json,
+                    !prior_file.empty()     ? "the fit " + r.system.name + "'s defaults come from"
+                    : o.params_file.empty() ? "the shipped θ for " + r.system.name
+                                            : "θ " + o.params_file,
+                    o.platform_stack, !o.settings_file.empty() || !o.set_settings.empty(), r.settings);
   if (!theta_file.empty()) {
     warn_if_other_stack(theta_json, theta_file, r.settings);
     r.uncertainty = load_uncertainty(theta_json, theta_file);

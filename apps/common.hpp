@@ -93,6 +93,10 @@ TrainingSettings with_settings_options(TrainingSettings t, const std::string& se
 // A θ file records the training settings it was fitted under (`provenance.training_settings`); a prediction under
 // others is warned of, naming each that differs.
 void warn_if_other_stack(const io::Json& theta, const std::string& theta_file, const TrainingSettings& now);
+// θ's fitted stacks (`provenance.stacks`) against a prediction's settings: lmsim's generic defaults are told which
+// --stack predicts as the fitted runs ran; another stack, that its differences rest on modelled effects (info).
+void say_fitted_stacks(const io::Json& theta, const std::string& theta_label, const std::string& stack,
+                       bool settings_given, const TrainingSettings& t);
 Resolved resolve(const RunOptions& o);
 // io::read_dataset, warning of every collection whose recorded settings its measured peaks contradict.
 io::Dataset read_dataset_warned(const std::string& root);

@@ -107,6 +107,10 @@ PY
 "$lmsim" shortlist --models qwen3_1.7b_4k --stack megatron-bridge 2> "$tmp/e" > /dev/null
 grep -q "measured on both, scored against the gpu runs as they ran: the options change nothing" "$tmp/e" ||
   fail "shortlist --stack on paired settings: no warning: $(cat "$tmp/e")"
+# A system preset target is simulated with lmsim's defaults, told which stack its θ was fitted on.
+"$lmsim" shortlist --dataset "$tmp/npu_only" --models qwen3_1.7b_4k --to h100_sxm_80g 2> "$tmp/e" > /dev/null
+grep -q "training settings: lmsim's defaults .*the shipped θ for h100_sxm_80g was fitted on runs of the megatron-bridge or nemo-24.07 stack: --stack megatron-bridge" "$tmp/e" ||
+  fail "shortlist --to h100_sxm_80g: no stack hint: $(cat "$tmp/e")"
 # An MoE model is told what the MoE layer leaves out; a dense one is not.
 "$lmsim" predict --model Qwen3-30B-A3B --system h100_sxm_80g --strategy dp8-tp1-pp1-cp1-ep8-noRC 2> "$tmp/e" > /dev/null
 grep -q "mixture of experts: the MoE layer's host-side work" "$tmp/e" || fail "no MoE warning: $(cat "$tmp/e")"
