@@ -835,8 +835,9 @@ void register_search(CLI::App& app) {
                   "(default: as the settings say)")
       ->delimiter(',');
   cmd->add_option("--moe-dispatcher", sc.moe_dispatcher,
-                  "alltoall,allgather: an MoE model's token dispatcher (--moe-token-dispatcher-type) as a scenario "
-                  "dimension, labelled /alltoall or /allgather (default: as the settings say)")
+                  "alltoall,allgather,flex: an MoE model's token dispatcher (--moe-token-dispatcher-type; flex: "
+                  "DeepEP / HybridEP) as a scenario dimension, labelled /alltoall, /allgather or /flex (default: as "
+                  "the settings say)")
       ->delimiter(',');
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")

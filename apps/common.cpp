@@ -394,9 +394,8 @@ Resolved resolve(const RunOptions& o) {
   if (r.model.is_moe())
     spdlog::warn(
         "{} is a mixture of experts: the MoE layer's host-side work (router bookkeeping, the dropless dispatcher's "
-        "device-to-host synchronisation) is not modelled; the published Qwen3 and GPT-OSS MoE runs are under-predicted "
-        "by 6-59 %, "
-        "DeepSeek-V3 is within 9 % (data/public/NOTE.md); the intervals, from dense runs, do not cover it",
+        "device-to-host synchronisation) is not modelled; seven of the eight published MoE runs are under-predicted, "
+        "by 10-56 % (data/public/NOTE.md); the intervals, from dense runs, do not cover it",
         r.model.name);
   if (theta_file.empty()) {
     // No θ file: the system's uncalibrated defaults, which no run calibrated; their intervals are what the priors

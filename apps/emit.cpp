@@ -31,6 +31,9 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
     // Megatron-core's default dispatcher is allgather, lmsim's alltoall (every published recipe's): always said.
     if (m.is_moe()) add(std::string("--moe-token-dispatcher-type ") + to_string(t.moe_token_dispatcher_type));
+    // flex: lmsim models DeepEP's deduplicating kernels, Megatron-core's default backend (HybridEP, GB200's, sends
+    // the same way).
+    if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add("--moe-flex-dispatcher-backend deepep");
     if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
       add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
     else if (s.virtual_pipeline > 1)
@@ -104,6 +107,8 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
       add("trainer.strategy.expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));
     if (m.is_moe())
       add(std::string("model.config.moe_token_dispatcher_type=") + to_string(t.moe_token_dispatcher_type));
+    if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex)
+      add("model.config.moe_flex_dispatcher_backend=deepep");
     add(std::string("trainer.strategy.sequence_parallel=") + (r.sequence_parallel ? "true" : "false"));
     if (split && split->kind == SplitKind::embedding_loss)
       add("model.config.account_for_embedding_in_pipeline_split=true "

@@ -2,8 +2,8 @@
 // Megatron-Bridge measurements shipped in data/public/, and prints in-sample, leave-one-model-out and
 // leave-one-source-out time errors with every run's residual.
 //   public_bench [--data DIR] [--residuals] [--terms] [--fix NAME=VALUE ...]   (--fix: hold a θ parameter, e.g. to
-//   see what a parameter on its bound absorbs; --terms: each fitted run's result terms under the in-sample θ, as
-//   shares of its predicted time, to read a residual against what the prediction is made of)
+//   see what a parameter on its bound absorbs; --terms: each fitted and validation run's result terms under the
+//   in-sample θ, as shares of its predicted time, to read a residual against what the prediction is made of)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +32,7 @@ void line(const char* label, const calib::Problem& pb, const std::vector<calib::
                 100 * (p.time_s / s.time_s - 1));
   }
 }
-// Every fitted run's result terms (breakdown_terms(), the one table every writer loops over) under θ, as
+// Every run's result terms (breakdown_terms(), the one table every writer loops over) under θ, as
 // percentages of its predicted iteration time, beside its residual.
 void terms(const calib::Problem& pb, const std::vector<std::size_t>& idx, const PlatformParams& theta) {
   std::printf("  %-18s %-40s %7s", "terms (% of time)", "", "resid");
@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
       for (auto i : val_all)
         if (pb.samples[i].source == src) val.push_back(i);
       line(("validation: " + src).c_str(), pb, calib::predict(pb, val, fr.params), true);
+      if (show_terms) terms(pb, val, fr.params);
       // The shipped fit's intervals on rows it never saw, widened where they lie beyond the fitted range.
       coverage_line("  interval coverage", calib::coverage_of(pb, fr.params, shipped, idx, val));
     }

@@ -196,6 +196,15 @@ PublishedSet read_published(const std::string& dir) {
         st.recompute_modules |= module_bit(*m);
       }
     }
+    // Megatron-core's --moe-token-dispatcher-type; empty: the stack's (all-to-all without one).
+    if (rd.has("moe_token_dispatcher_type") && !rd.at(i, rd.col("moe_token_dispatcher_type")).empty()) {
+      const std::string name = rd.text(i, "moe_token_dispatcher_type");
+      const auto d = from_name<MoeDispatcher>(name, kNumMoeDispatchers);
+      if (!d)
+        rd.fail(i, "moe_token_dispatcher_type",
+                "'" + name + "' is not one of " + names_of<MoeDispatcher>(kNumMoeDispatchers));
+      st.moe_token_dispatcher_type = *d;
+    }
     // A contradiction is blamed on its setting: the table's own sizes on the data row, the rest on the reading.
     if (auto bad = settings_problem(st)) {
       if (bad->field == "global_batch_size" || bad->field == "seq_length")

@@ -182,6 +182,8 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
     m.num_shared_experts = e.integer_or("num_shared_experts", 0, 64, 0);
     m.first_dense_layers = e.integer_or("first_dense_layers", 0, 4096, 0);
     m.moe_layer_frequency = e.integer_or("moe_layer_frequency", 1, 4096, 1);
+    m.moe_router_num_groups = e.integer_or("moe_router_num_groups", 0, 65536, 0);
+    m.moe_router_group_topk = e.integer_or("moe_router_group_topk", 0, 65536, 0);
     e.finish();
   }
   if (o.has("mla")) {
@@ -479,6 +481,11 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
     m.experts_per_token = integer("num_experts_per_tok", 1, 65536);
     m.moe_ffn_hidden_size = integer("moe_intermediate_size", 1, 1 << 22);
     m.num_shared_experts = integer_or("n_shared_experts", 0, 64, 0);
+    // Group-limited routing (DeepSeek-V2/V3's n_group / topk_group; one group is no limit).
+    if (const std::int64_t groups = integer_or("n_group", 0, 65536, 0); groups > 1) {
+      m.moe_router_num_groups = groups;
+      m.moe_router_group_topk = integer("topk_group", 1, groups);
+    }
     // transformers' rule: experts from layer first_k_dense_replace on, where i % moe_layer_freq == 0 (GLM-4.5:
     // every layer from there).
     const std::int64_t first = integer_or("first_k_dense_replace", 0, 4096, 0);
@@ -528,6 +535,10 @@ Json to_json(const Model& m) {
                 {"num_shared_experts", m.num_shared_experts},
                 {"first_dense_layers", m.first_dense_layers},
                 {"moe_layer_frequency", m.moe_layer_frequency}};
+  if (m.moe_router_num_groups > 0) {
+    j["moe"]["moe_router_num_groups"] = m.moe_router_num_groups;
+    j["moe"]["moe_router_group_topk"] = m.moe_router_group_topk;
+  }
   if (m.is_mla())
     j["mla"] = {{"q_lora_rank", m.q_lora_rank},
                 {"kv_lora_rank", m.kv_lora_rank},
@@ -687,7 +698,8 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.moe_token_dispatcher_type = o.choice<MoeDispatcher>("moe_token_dispatcher_type",
                                                         {{"alltoall", MoeDispatcher::alltoall},
                                                          {"alltoall_seq", MoeDispatcher::alltoall},
-                                                         {"allgather", MoeDispatcher::allgather}},
+                                                         {"allgather", MoeDispatcher::allgather},
+                                                         {"flex", MoeDispatcher::flex}},
                                                         t.moe_token_dispatcher_type);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
   t.microbatch_group_size_per_vp_stage =

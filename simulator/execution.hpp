@@ -23,12 +23,14 @@
 
 namespace lmsim::detail {
 
-enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
+// fused_all_to_all: the flex MoE dispatcher's deduplicating dispatch / combine (DeepEP, HybridEP); its `bytes` are
+// the rank's tokens, each sent once per rank and node that holds one of its experts (fused_all_to_all_s).
+enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, fused_all_to_all };
 // The parallel groups a rank belongs to; `etp` shards the routed experts (tp unless set apart), `edp` is the
 // expert-data-parallel group (tp·cp·dp / (ep·etp)) that reduces the expert weights' gradients.
 // `cp` is the context-parallel group, or under a2a+p2p its inner Ulysses part, and `cp_ring` the ring over those
 // parts (size 1 otherwise). `tp_ep` is the expert-TP x EP group the all-gather MoE dispatcher gathers over (size 1
-// under the all-to-all one).
+// under the all-to-all one; the flex dispatcher's group too).
 enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);
@@ -284,6 +286,7 @@ inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double by
     case Prim::all_gather:
     case Prim::reduce_scatter:
     case Prim::all_to_all:
+    case Prim::fused_all_to_all:  // (timed by fused_all_to_all_s; as an all-to-all of the buffer if ever here)
       steps = n - 1;
       volume = (n - 1) / n * bytes;
       break;
@@ -295,6 +298,56 @@ inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double by
   return volume / l.bandwidth_bytes_per_s + steps * l.latency_s;
 }
 
+// The share of bins holding `bin_experts` experts each (the ranks or the nodes of a dispatch group) that one
+// token's experts_per_token experts reach. Routing is taken as uniform: Megatron-Bridge's performance runs
+// force-balance it (Megatron-core's moe_router_force_load_balancing draws random logits), and balanced routing is
+// what the auxiliary losses aim at. Group-limited routing (Megatron-core group_limited_topk, DeepSeek-V3's
+// node-limited routing) puts a token's experts in group_topk of the groups, topk / group_topk in each.
+inline double expert_bin_reach(const Model& m, double bin_experts) {
+  const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
+  // P(none of `draws` experts drawn without replacement from `pool` lies among `in_bin` of them).
+  const auto miss = [](double pool, double in_bin, double draws) {
+    double p = 1;
+    for (double i = 0; i < draws && p > 0; ++i) p *= std::max(0.0, (pool - in_bin - i) / (pool - i));
+    return p;
+  };
+  const double groups = static_cast<double>(m.moe_router_num_groups),
+               chosen = static_cast<double>(m.moe_router_group_topk);
+  if (groups > 1) {
+    const double per_group = experts / groups;
+    // A bin of whole groups is reached when one of its groups is chosen (each chosen group gets experts).
+    if (bin_experts >= per_group && std::fmod(bin_experts, per_group) == 0)
+      return 1 - miss(groups, bin_experts / per_group, chosen);
+    // A bin inside a group: its group chosen, then one of that group's topk / group_topk experts in the bin.
+    if (bin_experts < per_group && std::fmod(per_group, bin_experts) == 0)
+      return chosen / groups * (1 - miss(per_group, bin_experts, topk / chosen));
+  }
+  return 1 - miss(experts, bin_experts, topk);
+}
+
+// DeepEP's (and HybridEP's) dispatch or combine over the expert-TP x EP group `gu` of a rank's `bytes` of tokens
+// (Megatron-core MoEFlexTokenDispatcher; DeepSeek-AI DeepEP, "normal" kernels). A token goes once to every rank
+// holding one of its experts (all etp ranks of a split expert), not once per expert as the all-to-all dispatcher
+// sends it; across nodes once to every other node holding one, over the rail to the rank of the same local index,
+// which forwards it over NVLink to the others there. The network and NVLink legs are pipelined in one kernel: the
+// slower one counts. Combine sends the experts' outputs back the same way, summed at the forwarding rank.
+inline double fused_all_to_all_s(const Ctx& c, const GroupUse& gu, double bytes) {
+  if (gu.size <= 1) return 0;
+  const double ep = gu.size / c.etp, per_rank = static_cast<double>(c.m->num_experts) / ep;
+  const double rank_reach = expert_bin_reach(*c.m, per_rank);
+  // Ranks receiving the token, less those it reaches without NVLink: itself and each node's forwarding rank.
+  const double nvlink_rows = std::max(0.0, c.etp * ep * rank_reach - gu.nodes * rank_reach);
+  const double intra_bw = c.intra.bandwidth_bytes_per_s * gu.intra_share;
+  double legs = nvlink_rows * bytes / intra_bw, latency = c.intra.latency_s;
+  if (gu.nodes > 1) {
+    // A node holds per_node / etp EP ranks' experts (one EP rank's when expert TP spans nodes).
+    const double node_reach = expert_bin_reach(*c.m, per_rank * std::max(1.0, gu.per_node / c.etp));
+    legs = std::max(legs, (gu.nodes - 1) * node_reach * bytes / c.inter.bandwidth_bytes_per_s);
+    latency += c.inter.latency_s;
+  }
+  return legs + latency + c.p->kernel_launch_us * 1e-6;
+}
+
 // A collective over a placed group, one kernel launch. Inside one NVLink domain: a ring on NVLink. Across nodes
 // with one rank per node: a ring (or tree) over the rails. Otherwise NCCL's hierarchical algorithm: reduce-scatter
 // inside the node, the inter-node step on 1/per_node of the buffer with every rank on its own rail, all-gather
@@ -303,6 +356,7 @@ inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, dou
   const double launch = c.p->kernel_launch_us * 1e-6;
   const LinkUse intra{c.intra.bandwidth_bytes_per_s * link_share(gu, prim), c.intra.latency_s};
   if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : intra, 2, bytes) + launch;
+  if (prim == Prim::fused_all_to_all) return fused_all_to_all_s(c, gu, bytes);
   if (gu.size <= 1) return 0;
   // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
   const bool nvls = c.sys->nvlink_sharp && prim == Prim::all_reduce && gu.size > 2;
@@ -574,6 +628,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // expert: the busiest expert gets moe_load_imbalance x the mean.
     // The all-gather dispatcher gathers the whole expert-TP x EP group's tokens, SP-sharded or not.
     const bool gathered = c.t.moe_token_dispatcher_type == MoeDispatcher::allgather;
+    const bool flex = c.t.moe_token_dispatcher_type == MoeDispatcher::flex;
     const double tokens = S / sp * (sp > 1 || gathered ? et : 1.0);
     const double rows = tokens * topk * c.ep / experts * c.t.moe_load_imbalance;
     const double routed = tokens * topk * c.t.moe_load_imbalance;  // expert rows this rank computes
@@ -589,9 +644,15 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // The all-gather dispatcher's permutation picks the rows routed to the local experts out of the gathered tokens
     // (read and write), already in expert order; the un-permutation reads them back and scatters them into a
     // zeroed buffer of the gathered size (written twice) for the reduce-scatter.
+    // The flex dispatcher's kernels pack and unpack what they send: the rank permutes the tokens it received (one
+    // per token and rank, `expert_bin_reach`) into rows per local expert (read and write) and un-permutes them,
+    // summing each token's rows (read the rows, write the tokens).
     // A permutation's backward is the inverse permutation, the same bytes. Router softmax / top-k: 3·S·E fp32.
     const double own_rows = S / sp * topk * h * 2, sorted_rows = tokens * topk * h * 2;
+    const double received =  // flex: the tokens in, once per rank
+        flex ? S / sp * c.etp * c.ep * expert_bin_reach(m, experts / c.ep) * h * 2 : 0.0;
     const double permutes = gathered ? 3 * sorted_rows + 2 * (S / sp * c.ep * et * h * 2)
+                            : flex   ? 3 * sorted_rows + received
                                      : 3 * own_rows + S / sp * h * 2 + (local_experts > 1 ? 4 * sorted_rows : 0.0);
     LayerOp o{"permute"};
     o.fwd_bytes = permutes + 3 * S / sp * experts * 4;
@@ -717,6 +778,13 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
     f(Collective{Prim::all_gather, Group::tp_ep, own * group, 0, 1});
     f(Collective{Prim::all_gather, Group::tp_ep, meta, 1, 0});      // routing map
     f(Collective{Prim::all_gather, Group::tp_ep, meta * 2, 1, 0});  // probabilities
+    return;
+  }
+  if (moe && c.t.moe_token_dispatcher_type == MoeDispatcher::flex) {
+    // The flex dispatcher: the rank's (SP-sharded) tokens dispatched and their outputs combined over the
+    // expert-TP x EP group by one fused kernel each; backward runs each one's reverse. Its routing metadata (top-k
+    // indices and fp32 probabilities) and the per-rank counts its notify step exchanges ride in the same kernels.
+    f(Collective{Prim::fused_all_to_all, Group::tp_ep, act / c.sp_div, 2, 2});
     return;
   }
   const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
@@ -849,6 +917,16 @@ inline double dp_contention_share(const Ctx& c, const DpCollective& k) {
   if (!c.t.nccl_ub || c.sys->sm_count <= 0) return nccl_contention_share(c);
   const double sms = c.group(k.group).nodes > 1 ? 16.0 : k.prim == Prim::all_gather ? 4.0 : 5.0;
   return std::min(1.0, sms / c.sys->sm_count);
+}
+
+// The share of a GPU's compute that the MoE dispatch / combine takes while batch-level overlap runs it beside
+// another micro-batch's compute: DeepEP's SMs over the GPU's for the flex dispatcher (Megatron-core's
+// moe_flex_dispatcher_num_sms, 20 when unset), NCCL's conventional kernels' share for the all-to-all one.
+constexpr double kFlexDispatcherSms = 20;
+inline double ep_contention_share(const Ctx& c) {
+  if (c.t.moe_token_dispatcher_type == MoeDispatcher::flex && c.sys->sm_count > 0)
+    return std::min(1.0, kFlexDispatcherSms / c.sys->sm_count);
+  return nccl_contention_share(c);
 }
 
 template <class F>

@@ -42,8 +42,8 @@ bool same_architecture(const Model& a, const Model& b) {
                     m.tied_embeddings, m.activation, m.norm, m.qkv_bias, m.qk_norm, m.post_norms, m.sliding_window,
                     m.window_attn_skip_freq, m.attention_chunk_size, m.final_logit_softcapping, m.num_experts,
                     m.experts_per_token, m.moe_ffn_hidden_size, m.num_shared_experts, m.first_dense_layers,
-                    m.moe_layer_frequency, m.mtp_layers, m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim,
-                    m.v_head_dim);
+                    m.moe_layer_frequency, m.moe_router_num_groups, m.moe_router_group_topk, m.mtp_layers,
+                    m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim, m.v_head_dim);
   };
   const auto va = static_cast<double>(a.vocab_size), vb = static_cast<double>(b.vocab_size);
   return body(a) == body(b) && std::abs(va - vb) <= 0.05 * std::max(va, vb);
@@ -71,6 +71,15 @@ std::string validate(const Model& m) {
     if (!positive(m.moe_layer_frequency)) return "moe_layer_frequency must be positive";
     if (m.first_dense_layers < 0 || m.first_dense_layers >= m.num_layers)
       return "first_dense_layers must be in [0, num_layers)";
+    // Megatron-core's group_limited_topk: equal groups, top-(topk / group_topk) scores summed per group.
+    if (m.moe_router_num_groups > 0 &&
+        (m.num_experts % m.moe_router_num_groups != 0 || m.moe_router_group_topk < 1 ||
+         m.moe_router_group_topk > m.moe_router_num_groups || m.experts_per_token % m.moe_router_group_topk != 0 ||
+         m.experts_per_token > m.moe_router_group_topk * (m.num_experts / m.moe_router_num_groups)))
+      return "moe_router_num_groups must divide num_experts and moe_router_group_topk be in [1, groups], dividing "
+             "experts_per_token, with enough experts in the chosen groups";
+    if (m.moe_router_num_groups == 0 && m.moe_router_group_topk != 0)
+      return "moe_router_group_topk needs moe_router_num_groups";
   }
   if (!positive(m.ffn_hidden_size) && m.has_dense_layers())
     return "ffn_hidden_size must be positive (the model has layers with a dense MLP)";

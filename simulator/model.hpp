@@ -51,6 +51,11 @@ struct Model {
   std::int64_t num_shared_experts = 0;   // each of moe_ffn_hidden_size width
   std::int64_t first_dense_layers = 0;   // leading layers that keep a dense MLP (DeepSeek-V3: 3)
   std::int64_t moe_layer_frequency = 1;  // after the dense prefix, every n-th layer is MoE
+  // Group-limited routing (Megatron-core --moe-router-num-groups / --moe-router-group-topk; HF n_group /
+  // topk_group): the experts split into that many equal groups and a token's experts lie in group_topk of them
+  // (DeepSeek-V3: 8 groups, one per node of its EP 64 layout, 4 chosen). 0: not limited.
+  std::int64_t moe_router_num_groups = 0;
+  std::int64_t moe_router_group_topk = 0;
   // Multi-token prediction (DeepSeek-V3): modules after the last layer, each one transformer layer (MoE when the
   // model's last layer is) plus a 2h -> h projection and another pass through the shared LM head and loss.
   std::int64_t mtp_layers = 0;

@@ -52,6 +52,7 @@ const char* prim_name(Prim p) {
     case Prim::reduce_scatter: return "reduce_scatter";
     case Prim::all_to_all: return "all_to_all";
     case Prim::send_recv: return "send_recv";
+    case Prim::fused_all_to_all: return "fused_all_to_all";
   }
   return "?";
 }
@@ -131,8 +132,9 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   set(Group::cp_ring, c.cp_ulysses > 1 ? c.cp_ring : 1, c.tp * c.cp_ulysses);
   set(Group::ep, c.ep, c.etp);
   set(Group::etp, c.etp, 1);
-  // The expert-TP x EP ranks, contiguous: only the all-gather dispatcher sends over them (a group of 1 otherwise).
-  if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::allgather) set(Group::tp_ep, c.etp * c.ep, 1);
+  // The expert-TP x EP ranks, contiguous: only the all-gather and flex dispatchers send over them (a group of 1
+  // otherwise).
+  if (m.is_moe() && t.moe_token_dispatcher_type != MoeDispatcher::alltoall) set(Group::tp_ep, c.etp * c.ep, 1);
   set(Group::dp, c.dp * c.cp, c.tp);
   set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
@@ -287,11 +289,12 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     }
   });
   // --overlap-moe-expert-parallel-comm: the steady 1F1B phase runs one micro-batch's forward beside another's
-  // backward, layer by layer, so each one's dispatch / combine all-to-alls hide under the other's compute.
+  // backward, layer by layer, so each one's dispatch / combine all-to-alls hide under the other's compute, which
+  // they slow by the share of the GPU they take (`ep_contention_share`), as overlapped DP traffic does.
   lt.ep_alone = lt.ep_fwd + lt.ep_bwd;
   if (c.t.overlap_moe_expert_parallel_comm && moe) {
     const double ep = lt.ep_fwd + lt.ep_bwd, exposed = std::max(0.0, ep - (lt.fwd_compute + lt.bwd_compute));
-    const double scale = ep > 0 ? exposed / ep : 0;
+    const double scale = ep > 0 ? (exposed + ep_contention_share(c) * (ep - exposed)) / ep : 0;
     lt.ep_fwd *= scale;
     lt.ep_bwd *= scale;
   }
@@ -549,6 +552,10 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   if (pr.rejection == Rejection::ok && t.precision == Precision::fp8 &&
       !(sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0))
     pr.rejection = Rejection::precision_unsupported;
+  // DeepEP and HybridEP are CUDA kernels (NVSHMEM / NVLink): an NVIDIA GPU's system says its SMs.
+  if (pr.rejection == Rejection::ok && m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex &&
+      sys.sm_count <= 0)
+    pr.rejection = Rejection::flex_dispatcher_unsupported;
   if (pr.rejection != Rejection::ok) return pr;
   const PipelineSplit split = *pipeline_split(m, s, o.validity.allow_uneven_layers);
   pr.pipeline_split = split.kind;

@@ -157,7 +157,7 @@ struct GemmRecord {
   double predicted_us;  // per call, as simulate() times it (without FP8 casts)
 };
 struct CollectiveRecord {
-  std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
+  std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, fused_all_to_all
   std::string group;      // tp, cp, ep, dp, edp, pp
   int stage;
   int group_size;

@@ -43,7 +43,14 @@ const char* to_string(CpCommType c) {
   return "?";
 }
 
-const char* to_string(MoeDispatcher d) { return d == MoeDispatcher::allgather ? "allgather" : "alltoall"; }
+const char* to_string(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::alltoall: return "alltoall";
+    case MoeDispatcher::allgather: return "allgather";
+    case MoeDispatcher::flex: return "flex";
+  }
+  return "?";
+}
 
 std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
@@ -276,6 +283,7 @@ const char* to_string(Rejection r) {
     case Rejection::heads_not_divisible_by_tp_cp: return "heads_not_divisible_by_tp_cp";
     case Rejection::cp_hierarchy_invalid: return "cp_hierarchy_invalid";
     case Rejection::recompute_layers_invalid: return "recompute_layers_invalid";
+    case Rejection::flex_dispatcher_unsupported: return "flex_dispatcher_unsupported";
     case Rejection::count_: break;
   }
   return "?";
@@ -316,6 +324,9 @@ const char* describe(Rejection r) {
     case Rejection::recompute_layers_invalid:
       return "recompute_num_layers needs full recompute (RC) and a count its method takes: block 1 or more, uniform "
              "2 or more (uniform 1, Megatron's default, is written as 0)";
+    case Rejection::flex_dispatcher_unsupported:
+      return "the flex MoE dispatcher (DeepEP / HybridEP) needs expert_parallel x expert_tensor_parallel above 1 and "
+             "an NVIDIA GPU (a system with sm_count)";
     case Rejection::count_: break;
   }
   return "?";
@@ -414,6 +425,9 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   const std::int64_t stage_ranks = static_cast<std::int64_t>(s.tensor_parallel) * s.context_parallel * s.data_parallel;
   if (stage_ranks % (static_cast<std::int64_t>(s.expert_parallel) * s.expert_tensor()) != 0)
     return Rejection::ep_not_dividing_dp_cp;
+  // Megatron-core's MoEFlexTokenDispatcher asserts tp x ep > 1 over its expert-TP x EP group.
+  if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex && s.expert_parallel * s.expert_tensor() <= 1)
+    return Rejection::flex_dispatcher_unsupported;
   if (t.global_batch_size % (static_cast<std::int64_t>(s.data_parallel) * r.micro_batch_size) != 0)
     return Rejection::batch_not_divisible;
   // Megatron-core's interleaved schedule (schedules.py): groups of N micro-batches per virtual stage, N in

@@ -64,9 +64,11 @@ const char* to_string(CpCommType c);
 // with SP the expert-TP ranks gather each other's; MindSpeed-LLM's alltoall_seq is the same exchange. allgather
 // (MoEAllGatherTokenDispatcher; MindSpeed-LLM's Phi-3.5-MoE recipe): every rank of the expert-TP x EP group
 // all-gathers the group's tokens, keeps the rows routed to its local experts, and the experts' outputs are
-// reduce-scattered back.
-enum class MoeDispatcher : std::uint8_t { alltoall, allgather };
-constexpr int kNumMoeDispatchers = 2;
+// reduce-scattered back. flex (MoEFlexTokenDispatcher with DeepEP on H100/B200, HybridEP on GB200; Megatron-Bridge's
+// DeepSeek-V3 H100 recipe): one fused dispatch / combine over the expert-TP x EP ranks that sends each token once to
+// every rank (and across nodes once to every node) holding one of its experts, forwarding inside the node.
+enum class MoeDispatcher : std::uint8_t { alltoall, allgather, flex };
+constexpr int kNumMoeDispatchers = 3;
 const char* to_string(MoeDispatcher d);
 
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
@@ -324,6 +326,7 @@ enum class Rejection {
   heads_not_divisible_by_tp_cp,
   cp_hierarchy_invalid,
   recompute_layers_invalid,
+  flex_dispatcher_unsupported,
   count_,  // number of reasons
 };
 const char* to_string(Rejection r);

@@ -141,8 +141,8 @@ expect 2 "does not exist" dataset info "$tmp/none"
 expect 2 "'dp2-tp3-pp1-cp1-RC' cannot run" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8-tp1-pp1-cp1-RC,dp2-tp3-pp1-cp1-RC --json
 [ -s "$tmp/out" ] && { echo "FAIL: a refused comparison wrote $(head -c 200 "$tmp/out")"; fail=1; }
-expect 2 "'flex' is not one of alltoall, allgather" search --model Phi-3.5-MoE-instruct --system ascend_910b3_64g \
-  --devices 16 --moe-dispatcher alltoall,flex
+expect 2 "'deepep' is not one of alltoall, allgather, flex" search --model Phi-3.5-MoE-instruct \
+  --system ascend_910b3_64g --devices 16 --moe-dispatcher alltoall,deepep
 # An EP that fits only with whole experts on each rank names the -etp1 spelling that runs.
 expect 2 "(expert tensor parallel = tp by default; dp1-tp2-pp8-cp1-ep2-etp1-RC keeps each expert whole on a rank and runs)" \
   predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 --strategy dp1-tp2-pp8-cp1-ep2-RC

@@ -24,6 +24,9 @@ e=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --emit megatron)
 [[ "$e" == *"--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"* ]] || fail "moe dispatcher: $e"
 e=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set moe_token_dispatcher_type=allgather --emit nemo)
 [[ "$e" == *"model.config.moe_token_dispatcher_type=allgather"* ]] || fail "nemo moe dispatcher: $e"
+e=$("$lmsim" --log-level error predict --model Phi-3.5-MoE-instruct --system h100_sxm_80g --devices 16 \
+  --strategy dp2-tp2-pp4-cp1-ep2-RC --set moe_token_dispatcher_type=flex --emit megatron)
+[[ "$e" == *"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"* ]] || fail "flex backend: $e"
 [[ "$m" != *"dispatcher"* ]] || fail "dense model emitted a dispatcher: $m"
 j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron --json)
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framework']=='megatron' and '--sequence-parallel' in j['emit']['flags']" "$j" || fail "json emit"

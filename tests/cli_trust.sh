@@ -389,6 +389,24 @@ assert kind == {labels[0]: "allgather", labels[1]: "alltoall"}, kind
 won = j["ranking"][0]["scenario"].rsplit("/", 1)[1]
 assert "--moe-token-dispatcher-type " + won in j["emit"]["flags"], (won, j["emit"])
 PY
+# The flex dispatcher (DeepEP) on H100: its own scenario, faster than the all-to-all on every expert-parallel layout
+# both rank (it sends fewer copies of each token), and its backend named in the flags.
+mpirun -np 1 "$lmsim" search --model Qwen3-30B-A3B --system h100_sxm_80g --stack megatron-bridge --devices 16 \
+  --global-batch 64 --top 400 --moe-dispatcher alltoall,flex --emit megatron --json > "$tmp/x.json" 2> "$tmp/x.err"
+python3 - "$tmp/x.json" <<'PY' || fail "--moe-dispatcher flex: $(cat "$tmp/x.err")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+labels = sorted(b["scenario"].rsplit("/", 1)[1] for b in j["best_per_scenario"])
+assert labels == ["alltoall", "flex"], labels
+t = {}
+for r in j["ranking"]:
+    t.setdefault(r["config_name"], {})[r["scenario"].rsplit("/", 1)[1]] = r["iteration_time_s"]
+both = [(k, v) for k, v in t.items() if len(v) == 2 and "-ep1-" not in k]
+assert both, "no expert-parallel layout ranked under both dispatchers"
+assert all(v["flex"] < v["alltoall"] for k, v in both), [x for x in both if x[1]["flex"] >= x[1]["alltoall"]][:3]
+if j["ranking"][0]["scenario"].endswith("/flex"):
+    assert "--moe-flex-dispatcher-backend deepep" in j["emit"]["flags"], j["emit"]
+PY
 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --moe-dispatcher allgather 2> "$tmp/d.err" &&
   fail "--moe-dispatcher on a dense model accepted"
 grep -q "moe-dispatcher.*Qwen3-0.6B has no experts to dispatch to" "$tmp/d.err" ||

@@ -587,6 +587,158 @@ TEST(Fidelity, TheAllGatherDispatcherGathersTheExpertGroupsTokensInsteadOfAllToA
             MoeDispatcher::alltoall);
 }
 
+namespace {
+// The H100 preset with latency-free links and θ without launch or collective latency: a collective's predicted
+// time is then its bandwidth term alone.
+System latency_free_h100() {
+  System sys = h100();
+  sys.intra_node.latency_s = 0;
+  sys.inter_node.latency_s = 0;
+  return sys;
+}
+PlatformParams latency_free_theta() {
+  PlatformParams p;
+  p.kernel_launch_us = 0;
+  p.collective_latency_us = 0;
+  return p;
+}
+// P(a bin of `in_bin` of `pool` experts gets none of `draws` drawn without replacement).
+double misses(double pool, double in_bin, int draws) {
+  double q = 1;
+  for (int i = 0; i < draws; ++i) q *= (pool - in_bin - i) / (pool - i);
+  return q;
+}
+const CollectiveRecord* find_collective(const std::vector<CollectiveRecord>& v, const char* prim, const char* group) {
+  for (const auto& c : v)
+    if (c.primitive == prim && c.group == group) return &c;
+  return nullptr;
+}
+}  // namespace
+
+TEST(Fidelity, TheFlexDispatcherSendsEachTokenOncePerRankInsideANode) {
+  // Qwen3-30B-A3B (128 experts, top 8) on one 8-GPU node, EP 8: 16 experts a rank. The all-to-all dispatcher sends
+  // 8 rows a token, 7 of them off the rank; DeepEP one a token and rank holding one of its experts.
+  const Model& m = preset("Qwen3-30B-A3B");
+  TrainingSettings a2a = run_settings(4096, 64);
+  TrainingSettings flex = a2a;
+  flex.moe_token_dispatcher_type = MoeDispatcher::flex;
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy;
+  const System sys = latency_free_h100();
+  const PlatformParams p = latency_free_theta();
+  const auto ca = collective_diagnostics(m, s, sys, a2a, p), cf = collective_diagnostics(m, s, sys, flex, p);
+  const CollectiveRecord* fused = find_collective(cf, "fused_all_to_all", "tp_ep");
+  const CollectiveRecord* all_to_all = find_collective(ca, "all_to_all", "ep");
+  ASSERT_TRUE(fused && all_to_all);
+  const double own = 4096.0 * static_cast<double>(m.hidden_size) * 2;  // the rank's tokens, 16-bit
+  EXPECT_DOUBLE_EQ(fused->bytes, own);
+  EXPECT_DOUBLE_EQ(all_to_all->bytes, 8 * own);
+  EXPECT_EQ(fused->group_size, 8);
+  EXPECT_EQ(fused->count, all_to_all->count);  // dispatch and combine, forward and backward
+  // No token-count all-gather and no all-to-all beside the fused kernels.
+  EXPECT_EQ(bytes_of(cf, "all_to_all", "ep"), 0);
+  EXPECT_EQ(bytes_of(cf, "all_gather", "ep"), 0);
+  EXPECT_GT(bytes_of(ca, "all_gather", "ep"), 0);
+  // NVLink carries 7·r rows a token (r: the share of ranks a token reaches) against the all-to-all's 7.
+  const double reach = 1 - misses(128, 16, 8);
+  EXPECT_NEAR(fused->predicted_ms / all_to_all->predicted_ms, reach, 1e-9);
+  // The experts see the same rows; the dispatcher changes only the traffic.
+  auto expert_rows = [&](const TrainingSettings& t) {
+    for (const auto& g : gemm_diagnostics(m, s, sys, t, p))
+      if (g.name == "expert_fc1") return g.m;
+    return std::int64_t{0};
+  };
+  EXPECT_EQ(expert_rows(flex), expert_rows(a2a));
+  EXPECT_EQ(io::settings_from_json(io::to_json(flex), "t", "").moe_token_dispatcher_type, MoeDispatcher::flex);
+}
+
+TEST(Fidelity, TheFlexDispatcherCrossesTheNetworkOncePerNodeAndGroupLimitedRoutingBoundsThoseNodes) {
+  // DeepSeek-V3 as Megatron-Bridge ran it on 1024 H100s (flex with DeepEP): EP 64 over 8 nodes, 32 experts a node,
+  // one routing group a node, 4 of the 8 groups chosen. A token crosses the network to 7·(1 - C(7,4)/C(8,4)) = 3.5
+  // other nodes; without the group limit to 7·(1 - P(no expert of 8 among a node's 32)).
+  Model m = preset("DeepSeek-V3");
+  ASSERT_EQ(m.moe_router_num_groups, 8);
+  ASSERT_EQ(m.moe_router_group_topk, 4);
+  TrainingSettings t = run_settings(4096, 8192, Precision::fp8);
+  t.sequence_parallel = true;
+  t.moe_token_dispatcher_type = MoeDispatcher::flex;
+  const Strategy s = *parse_config_name("dp64-tp2-pp8-cp1-ep64-etp1-selRC-mbs1-vpp4").strategy;
+  const System sys = latency_free_h100();
+  const PlatformParams p = latency_free_theta();
+  const auto grouped = collective_diagnostics(m, s, sys, t, p);
+  m.moe_router_num_groups = m.moe_router_group_topk = 0;
+  const auto uniform = collective_diagnostics(m, s, sys, t, p);
+  const CollectiveRecord* g = find_collective(grouped, "fused_all_to_all", "tp_ep");
+  const CollectiveRecord* u = find_collective(uniform, "fused_all_to_all", "tp_ep");
+  ASSERT_TRUE(g && u);
+  EXPECT_EQ(g->nodes, 8);
+  EXPECT_DOUBLE_EQ(g->bytes, 4096.0 / 2 * 7168 * 2);  // SP-sharded tokens
+  // The network leg is the slower one (3.5 rows over 50 GB/s against ~6.7 over NVLink): its rows set the ratio.
+  const double rows_grouped = 7 * (1 - 35.0 / 70.0), rows_uniform = 7 * (1 - misses(256, 32, 8));
+  EXPECT_NEAR(u->predicted_ms / g->predicted_ms, rows_uniform / rows_grouped, 1e-9);
+  // The all-to-all dispatcher sends 56 of each token's 64 rows... 7 of its 8 copies off the node.
+  TrainingSettings a2a = t;
+  a2a.moe_token_dispatcher_type = MoeDispatcher::alltoall;
+  const CollectiveRecord* a = find_collective(collective_diagnostics(m, s, sys, a2a, p), "all_to_all", "ep");
+  ASSERT_TRUE(a);
+  EXPECT_GT(a->predicted_ms, 1.5 * g->predicted_ms);
+}
+
+TEST(Fidelity, TheFlexDispatcherNeedsAnExpertGroupAndAnNvidiaGpu) {
+  const Model& m = preset("Qwen3-30B-A3B");
+  TrainingSettings t = run_settings(4096, 64);
+  t.moe_token_dispatcher_type = MoeDispatcher::flex;
+  const Strategy no_ep = *parse_config_name("dp8-tp1-pp1-cp1-noRC").strategy;
+  EXPECT_EQ(simulate(m, no_ep, h100(), t, PlatformParams{}).rejection, Rejection::flex_dispatcher_unsupported);
+  const Strategy ep8 = *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy;
+  EXPECT_TRUE(simulate(m, ep8, h100(), t, PlatformParams{}).ok());
+  const System& npu = io::presets().find_system("ascend_910b3_64g")->system;
+  EXPECT_EQ(simulate(m, ep8, npu, t, PlatformParams{}).rejection, Rejection::flex_dispatcher_unsupported);
+  t.moe_token_dispatcher_type = MoeDispatcher::alltoall;
+  EXPECT_TRUE(simulate(m, ep8, npu, t, PlatformParams{}).ok());
+}
+
+TEST(Fidelity, OverlappedExpertExchangesSlowTheComputeTheyHideUnder) {
+  // Batch-level overlap hides the dispatch / combine under the other micro-batch's compute; what stays is the share
+  // of the GPU they take while they run: DeepEP's 20 SMs of 132, or NCCL's 1 - dp_overlap. With pp 1 and 8
+  // micro-batches a replica one in 8 has no partner (the first forward, the last backward) and stays exposed.
+  const Model& m = preset("Qwen3-30B-A3B");
+  const Strategy s = *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy;
+  const PlatformParams p;
+  for (const MoeDispatcher d : {MoeDispatcher::flex, MoeDispatcher::alltoall}) {
+    TrainingSettings t = run_settings(4096, 64);
+    t.moe_token_dispatcher_type = d;
+    const Prediction alone = simulate(m, s, h100(), t, p);
+    t.overlap_moe_expert_parallel_comm = true;
+    const Prediction overlapped = simulate(m, s, h100(), t, p);
+    ASSERT_TRUE(alone.ok() && overlapped.ok());
+    const double share = d == MoeDispatcher::flex ? 20.0 / 132 : 1 - p.dp_overlap, unpaired = 1.0 / 8;
+    ASSERT_EQ(overlapped.num_micro_batches, 8);
+    EXPECT_NEAR(overlapped.breakdown.ep_comm_s / alone.breakdown.ep_comm_s, unpaired + (1 - unpaired) * share, 1e-9)
+        << to_string(d);
+  }
+}
+
+TEST(Fidelity, GroupLimitedRoutingIsCheckedAndReadFromAHuggingFaceConfig) {
+  Model m = preset("DeepSeek-V3");
+  EXPECT_EQ(validate(m), "");
+  m.moe_router_num_groups = 7;  // does not divide 256 experts
+  EXPECT_NE(validate(m), "");
+  m.moe_router_num_groups = 8;
+  m.moe_router_group_topk = 3;  // does not divide top-8
+  EXPECT_NE(validate(m), "");
+  m.moe_router_num_groups = 0;
+  EXPECT_NE(validate(m), "");  // a group top-k without groups
+  const Model round = io::model_from_json(io::to_json(preset("DeepSeek-V3")), "t", "");
+  EXPECT_EQ(round.moe_router_num_groups, 8);
+  EXPECT_EQ(round.moe_router_group_topk, 4);
+  // DeepSeek-V3's config.json: n_group 8, topk_group 4 (one group is no limit).
+  io::Json hf = io::parse_json_file(std::string(LMSIM_TEST_FIXTURES) + "/hf/deepseek_v3/config.json");
+  EXPECT_TRUE(same_architecture(io::model_from_hf_config(hf, "config.json"), preset("DeepSeek-V3")));
+  EXPECT_EQ(io::model_from_hf_config(hf, "config.json").moe_router_group_topk, 4);
+  hf["n_group"] = 1;
+  EXPECT_EQ(io::model_from_hf_config(hf, "config.json").moe_router_num_groups, 0);
+}
+
 TEST(Fidelity, MoeParallelFoldingShardsExpertsOverEpTimesEtp) {
   // Qwen3-235B-A22B on 256 H100s, tp2 pp8 dp16: EP 32 spans the TP ranks only when expert TP is set apart.
   const Model& m = preset("Qwen3-235B-A22B");
