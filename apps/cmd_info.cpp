@@ -185,13 +185,17 @@ namespace {
 struct ImportCli {
   std::string from, out, model_setting, model, system, platform, memory = "max-reserved";
   std::vector<std::string> logs;
+  std::int64_t devices = 0;
   bool json = false;
 };
 
-// `lmsim dataset import --from megatron LOG...`: one collection of the dataset layout from training logs.
+// `lmsim dataset import --from megatron|megatron-bridge LOG...`: one collection of the dataset layout from training
+// logs.
 void run_import(const ImportCli& o) {
   namespace fs = std::filesystem;
-  if (o.from != "megatron") throw io::InputError("command line", 0, "--from", "only 'megatron' logs are understood");
+  const bool bridge = o.from == "megatron-bridge";
+  if (!bridge && o.from != "megatron")
+    throw io::InputError("command line", 0, "--from", "'" + o.from + "' is not megatron or megatron-bridge");
   const Model model = io::resolve_model(o.model);
   const io::SystemPreset* sys = io::presets().find_system(o.system);
   if (!sys) throw io::InputError("command line", 0, "--system", "'" + o.system + "' is not a system preset");
@@ -201,7 +205,12 @@ void run_import(const ImportCli& o) {
     throw io::InputError("command line", 0, "--model-setting", "a plain folder name is required");
   const auto mem = o.memory == "max-allocated" ? io::MemoryReport::max_allocated : io::MemoryReport::max_reserved;
   std::vector<io::MegatronRun> runs;
-  for (const auto& log : o.logs) runs.push_back(io::read_megatron_log(log, mem));
+  for (const auto& log : o.logs) {
+    runs.push_back(bridge ? io::read_megatron_bridge_log(log, mem, o.devices) : io::read_megatron_log(log, mem));
+    if (o.devices > 0 && runs.back().devices != o.devices)
+      throw io::InputError(log, 0, "world_size",
+                           std::to_string(runs.back().devices) + " ranks, --devices says " + std::to_string(o.devices));
+  }
   // One collection has one set of training settings: the first log's; per-run micro-batch, sequence parallel and
   // distributed optimizer go into the configuration name; anything else that differs is an error.
   const TrainingSettings base = runs[0].settings;
@@ -215,14 +224,20 @@ void run_import(const ImportCli& o) {
     if (r.devices != runs[0].devices)
       throw io::InputError(r.log, 0, "world_size", "differs from " + runs[0].log + ": one collection, one size");
     const TrainingSettings& t = r.settings;
-    if (t.seq_length != base.seq_length || t.global_batch_size != base.global_batch_size ||
-        t.precision != base.precision || t.flash_attention != base.flash_attention ||
-        t.overlap_grad_reduce != base.overlap_grad_reduce || t.overlap_param_gather != base.overlap_param_gather ||
-        t.tp_comm_overlap != base.tp_comm_overlap || t.fp32_gradients != base.fp32_gradients)
-      throw io::InputError(r.log, 0, "arguments",
-                           "training settings differ from " + runs[0].log +
-                               " (sequence, global batch, precision, flash attention or overlap): import them as "
-                               "separate collections");
+    {
+      // Every setting but the three a configuration name carries must be the first log's.
+      const io::Json first = io::to_json(base);
+      io::Json here = io::to_json(t);
+      for (const char* per_run : {"micro_batch_size", "sequence_parallel", "distributed_optimizer"})
+        here[per_run] = first[per_run];
+      std::string differ;
+      for (const auto& [key, value] : first.items())
+        if (here[key] != value) differ += (differ.empty() ? "" : ", ") + key;
+      if (!differ.empty())
+        throw io::InputError(
+            r.log, 0, "arguments",
+            "training settings differ from " + runs[0].log + " (" + differ + "): import them as separate collections");
+    }
     if (t.micro_batch_size != base.micro_batch_size) r.strategy.micro_batch_size = t.micro_batch_size;
     if (r.strategy.tensor_parallel > 1 && t.sequence_parallel != base.sequence_parallel)
       r.strategy.sequence_parallel = t.sequence_parallel;
@@ -236,7 +251,8 @@ void run_import(const ImportCli& o) {
       memory += name + "," + std::to_string(rank) + "," + fmt(bytes / 1048576.0, 3) + "\n";
   }
   io::Json settings = io::to_json(base);
-  settings["note"] = "imported from Megatron-LM logs by lmsim dataset import";
+  settings["note"] =
+      std::string("imported from ") + (bridge ? "Megatron-Bridge" : "Megatron-LM") + " logs by lmsim dataset import";
   // The manifest: the new collection's row replaces an earlier import of the same folder.
   const std::string folder = o.model_setting + "_" + platform;  // one collection per (model setting, platform)
   const fs::path root(o.out), dir = root / folder, manifest = root / "data_manifest.csv";
@@ -296,7 +312,9 @@ void register_dataset_import(CLI::App& ds) {
   auto* im = ds.add_subcommand("import", "turn training logs into a collection of the dataset layout");
   auto opts = std::make_shared<ImportCli>();
   ImportCli& o = *opts;
-  im->add_option("--from", o.from, "log format: megatron")->required()->check(CLI::IsMember({"megatron"}));
+  im->add_option("--from", o.from, "log format: megatron (Megatron-LM, MindSpeed-LLM) or megatron-bridge")
+      ->required()
+      ->check(CLI::IsMember({"megatron", "megatron-bridge"}));
   im->add_option("LOG", o.logs, "training logs, one run each")->required();
   im->add_option("--out", o.out, "dataset root (created; its data_manifest.csv gains the collection)")->required();
   im->add_option("--model-setting", o.model_setting, "collection name, e.g. llama3_8b_8k")->required();
@@ -305,6 +323,10 @@ void register_dataset_import(CLI::App& ds) {
   im->add_option("--platform", o.platform, "platform name of the collection (default: the system's name)");
   im->add_option("--memory", o.memory, "which report_memory figure is the peak: max-reserved or max-allocated")
       ->check(CLI::IsMember({"max-reserved", "max-allocated"}));
+  im->add_option("--devices", o.devices,
+                 "ranks each run used: needed for Megatron-Bridge logs without a HyperCommGrid line, checked "
+                 "against the log otherwise")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   im->add_flag("--json", o.json, "machine-readable summary");
   im->callback([opts] { run_import(*opts); });
 }

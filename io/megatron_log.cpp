@@ -1,6 +1,7 @@
 #include "io/megatron_log.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <regex>
 
@@ -35,18 +36,62 @@ std::vector<std::string> logged_list(const std::string& v) {
 
 }  // namespace
 
+namespace {
+
+using Args = std::map<std::string, Arg>;
+
+// What a log's lines give besides its settings: the logged iteration intervals (ms, line) and each reporting rank's
+// peak memory.
+struct Measured {
+  std::vector<std::pair<double, long>> intervals;
+  std::map<int, double> peak_memory_bytes;
+};
+
+// training_log's `iteration N/ M | … | elapsed time per iteration (ms): T |`, the same in Megatron-LM and
+// Megatron-Bridge; true when `line` is one.
+bool read_interval(const std::string& path, const std::string& line, long ln, Measured& out) {
+  static const std::regex iter_line(R"(iteration\s+(\d+)/\s*\d+ \|.*elapsed time per iteration \(ms\): ([0-9.eE+-]+))");
+  std::smatch m;
+  if (!std::regex_search(line, m, iter_line)) return false;
+  double ms = 0;
+  if (!parse_number(m[2].str(), ms) || ms <= 0)
+    throw InputError(path, ln, "elapsed time per iteration (ms)", "'" + m[2].str() + "' is not a positive time");
+  out.intervals.emplace_back(ms, ln);
+  return true;
+}
+
+// A count a log line states (a rank, a parallel degree), within [lo, hi].
+std::int64_t logged_count(const std::string& path, long ln, const char* field, const std::string& v, std::int64_t lo,
+                          std::int64_t hi) {
+  double x = 0;
+  if (!parse_number(v, x) || x < static_cast<double>(lo) || x > static_cast<double>(hi))
+    throw InputError(path, ln, field,
+                     "'" + v + "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<std::int64_t>(x);
+}
+
+// One rank's reported peak, `v` in units of `unit_bytes`.
+void note_peak(const std::string& path, long ln, const char* field, const std::string& v, double unit_bytes,
+               const std::string& rank, Measured& out) {
+  double x = 0;
+  if (!parse_number(v, x) || x <= 0) throw InputError(path, ln, field, "'" + v + "' is not a positive size");
+  const int r = static_cast<int>(logged_count(path, ln, "Rank", rank, 0, 1 << 24));
+  out.peak_memory_bytes[r] = std::max(out.peak_memory_bytes[r], x * unit_bytes);
+}
+
+MegatronRun run_from_args(const std::string& path, const Args& args, const Measured& measured);
+
+}  // namespace
+
 MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   note_input(path);
   std::ifstream in(path);
   if (!in) throw InputError(path, 0, "", "cannot read the log");
   static const std::regex arg_line(R"(^\s+([A-Za-z0-9_]+) \.+ (.*?)\s*$)");
-  static const std::regex iter_line(R"(iteration\s+(\d+)/\s*\d+ \|.*elapsed time per iteration \(ms\): ([0-9.eE+-]+))");
   static const std::regex mem_line(
       R"(\[Rank (\d+)\] \(after \d+ iterations\) memory \(MB\) \| allocated: [0-9.eE+-]+ \| max allocated: ([0-9.eE+-]+) \| reserved: [0-9.eE+-]+ \| max reserved: ([0-9.eE+-]+))");
-  std::map<std::string, Arg> args;
-  std::vector<std::pair<double, long>> intervals;
-  MegatronRun r;
-  r.log = path;
+  Args args;
+  Measured measured;
   bool in_args = false, saw_args = false;
   std::string line;
   long ln = 0;
@@ -65,23 +110,207 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
       }
       continue;
     }
-    if (std::regex_search(line, m, iter_line)) {
-      double ms = 0;
-      if (!parse_number(m[2].str(), ms) || ms <= 0)
-        throw InputError(path, ln, "elapsed time per iteration (ms)", "'" + m[2].str() + "' is not a positive time");
-      intervals.emplace_back(ms, ln);
-    } else if (std::regex_search(line, m, mem_line)) {
-      double mb = 0;
-      const std::string v = memory == MemoryReport::max_reserved ? m[3].str() : m[2].str();
-      if (!parse_number(v, mb) || mb <= 0)
-        throw InputError(path, ln, memory == MemoryReport::max_reserved ? "max reserved" : "max allocated",
-                         "'" + v + "' is not a positive size");
-      const int rank = std::stoi(m[1].str());
-      r.peak_memory_bytes[rank] = std::max(r.peak_memory_bytes[rank], mb * 1048576.0);
+    if (read_interval(path, line, ln, measured)) continue;
+    if (std::regex_search(line, m, mem_line)) {
+      const bool reserved = memory == MemoryReport::max_reserved;
+      note_peak(path, ln, reserved ? "max reserved" : "max allocated", reserved ? m[3].str() : m[2].str(), 1048576.0,
+                m[1].str(), measured);
     }
   }
   if (!saw_args)
     throw InputError(path, 0, "arguments", "no Megatron 'arguments' block (start the run with its default logging)");
+  return run_from_args(path, args, measured);
+}
+
+namespace {
+
+// A Megatron-Bridge value as Megatron-LM's arguments block prints it: Python's repr and YAML's spellings of
+// strings, booleans and None undone.
+std::string bridge_value(std::string v) {
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+  if (v == "true") return "True";
+  if (v == "false") return "False";
+  if (v == "null" || v == "~") return "None";
+  return v;
+}
+
+// The names Megatron-Bridge's configuration gives settings Megatron-LM's arguments name otherwise.
+constexpr std::pair<const char*, const char*> kBridgeAliases[] = {
+    {"grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32"},
+    {"num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"},
+    {"num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"},
+    {"sequence_length", "seq_length"},
+    {"fp8_param", "fp8_param_gather"},
+};
+
+// Megatron-core's defaults where Megatron-LM's arguments differ (TransformerConfig / ModelParallelConfig: no fused
+// weight-gradient accumulation, no masked-softmax fusion), and what every Bridge GPT model is: a Megatron-core model
+// built from Transformer Engine's layer specs.
+constexpr std::pair<const char*, const char*> kBridgeDefaults[] = {
+    {"gradient_accumulation_fusion", "False"},
+    {"masked_softmax_fusion", "False"},
+    {"use_mcore_models", "True"},
+    {"transformer_impl", "transformer_engine"},
+};
+
+}  // namespace
+
+MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memory, std::int64_t devices) {
+  note_input(path);
+  std::ifstream in(path);
+  if (!in) throw InputError(path, 0, "", "cannot read the log");
+  static const std::regex section_line(R"(^\[([A-Za-z0-9_]+)\])");
+  static const std::regex summary_field(R"(^  ([A-Za-z0-9_]+): (.*)$)");
+  static const std::regex yaml_top(R"(^([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$)");
+  static const std::regex yaml_field(R"(^  ([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$)");
+  static const std::regex yaml_item(R"(^  - (.*)$)");
+  static const std::regex yaml_nested(R"(^    (_target_|_args_):\s*(.*)$)");
+  static const std::regex yaml_nested_item(R"(^    - (.*)$)");
+  static const std::regex grid_line(R"(initialized HyperCommGrid with tp=(\d+), pp=(\d+), cp=(\d+), dp=(\d+))");
+  static const std::regex mem_line(R"(\[Rank (\d+)\] \(after \d+ iterations\) memory \(GB\)(.*))");
+  enum class Block { none, summary, yaml } block = Block::none;
+  std::map<std::string, Args> sections;
+  std::string section;
+  // A YAML field whose value follows on its own lines: a block list, or an enum as {_target_, _call_, _args_}.
+  struct Pending {
+    std::string key, target;
+    long line = 0;
+    bool enum_args = false;
+    std::vector<std::string> items;
+  } pending;
+  auto flush = [&] {
+    if (pending.key.empty()) return;
+    std::string v;
+    if (pending.enum_args && !pending.items.empty()) {
+      // AttnBackend's values (megatron/core/transformer/enums.py); another enum keeps its number.
+      static const char* const kAttnBackends[] = {"", "flash", "fused", "unfused", "local", "auto"};
+      double x = 0;
+      const bool attn =
+          pending.target.size() >= 11 && pending.target.compare(pending.target.size() - 11, 11, "AttnBackend") == 0;
+      v = attn && parse_number(pending.items[0], x) && x >= 1 && x <= 5
+              ? std::string("AttnBackend.") + kAttnBackends[static_cast<int>(x)]
+              : pending.items[0];
+    } else if (!pending.enum_args && pending.target.empty()) {
+      v = "[";
+      for (std::size_t i = 0; i < pending.items.size(); ++i) v += (i ? ", " : "") + pending.items[i];
+      v += "]";
+    }
+    if (!v.empty()) sections[section][pending.key] = {v, pending.line};
+    pending = Pending{};
+  };
+  Measured measured;
+  bool saw_config = false;
+  std::int64_t grid_world = 0;
+  long grid_line_no = 0;
+  std::string line;
+  long ln = 0;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    ++ln;
+    if (line.find("Configuration Summary (Non-Default Values vs Megatron Core)") != std::string::npos) {
+      block = Block::summary;
+      saw_config = true;
+      section.clear();
+      continue;
+    }
+    if (line.find("------- Task Configuration -------") != std::string::npos) {
+      block = Block::yaml;
+      saw_config = true;
+      section.clear();
+      continue;
+    }
+    if (block == Block::summary) {
+      // Sections `[model] Non-default values (vs Mcore TransformerConfig):` (a field absent has Megatron-core's
+      // default) and `[train]:` (every value set); the block ends with a rule of '=' after its first section.
+      if (std::regex_search(line, m, section_line)) {
+        section = m[1];
+      } else if (!section.empty() && line.size() >= 20 && line.find_first_not_of('=') == std::string::npos) {
+        block = Block::none;
+      } else if (!section.empty() && std::regex_match(line, m, summary_field)) {
+        std::string v = m[2];
+        if (const auto cut = v.rfind("  (Mcore default: "); cut != std::string::npos) v.resize(cut);
+        sections[section][m[1]] = {bridge_value(v), ln};
+      }
+      continue;
+    }
+    if (block == Block::yaml) {
+      // yaml.safe_dump of the configuration: sections at the margin, their fields two spaces in.
+      if (line.size() >= 20 && line.find_first_not_of('-') == std::string::npos) {
+        flush();
+        block = Block::none;
+      } else if (std::regex_match(line, m, yaml_top)) {
+        flush();
+        section = m[1];
+      } else if (std::regex_match(line, m, yaml_field)) {
+        flush();
+        if (bridge_value(m[2]).empty())
+          pending = Pending{m[1], "", ln, false, {}};
+        else
+          sections[section][m[1]] = {bridge_value(m[2]), ln};
+      } else if (!pending.key.empty() && std::regex_match(line, m, yaml_item)) {
+        pending.items.push_back(bridge_value(m[1]));
+      } else if (!pending.key.empty() && std::regex_match(line, m, yaml_nested)) {
+        if (m[1] == "_target_") pending.target = bridge_value(m[2]);
+        if (m[1] == "_args_") pending.enum_args = true;
+      } else if (pending.enum_args && std::regex_match(line, m, yaml_nested_item)) {
+        pending.items.push_back(bridge_value(m[1]));
+      }
+      continue;
+    }
+    if (read_interval(path, line, ln, measured)) continue;
+    if (std::regex_search(line, m, grid_line)) {
+      grid_world = 1;
+      for (int i = 1; i <= 4; ++i) {  // each at most 2^16, so the product is checked before it can overflow
+        grid_world *= logged_count(path, ln, "HyperCommGrid", m[i].str(), 1, 1 << 16);
+        if (grid_world > std::int64_t{1} << 24)
+          throw InputError(path, ln, "HyperCommGrid", std::to_string(grid_world) + " ranks: more than 2^24");
+      }
+      grid_line_no = ln;
+    } else if (std::regex_search(line, m, mem_line)) {
+      // logger.memory_keys names what is reported; the default names below.
+      const bool reserved = memory == MemoryReport::max_reserved;
+      const std::string key = reserved ? "mem-max-reserved-gigabytes" : "mem-max-allocated-gigabytes";
+      const std::string other = reserved ? "mem-max-allocated-gigabytes" : "mem-max-reserved-gigabytes";
+      const std::string rest = m[2];
+      std::smatch v;
+      if (std::regex_search(rest, v, std::regex("\\| " + key + ": ([^ |]+)")))
+        note_peak(path, ln, key.c_str(), v[1].str(), 1e9, m[1].str(), measured);
+      else if (rest.find(other) != std::string::npos)
+        throw InputError(path, ln, key,
+                         std::string("not in the memory report, which has ") + other + ": pass --memory " +
+                             (reserved ? "max-allocated" : "max-reserved"));
+    }
+  }
+  flush();
+  if (!saw_config)
+    throw InputError(path, 0, "configuration",
+                     "no Megatron-Bridge configuration (its 'Configuration Summary' or 'Task Configuration' block)");
+  // One name -> value view: the model's fields, then the DDP, optimizer, training and dataset configurations' (a
+  // field in several, as bf16 or use_distributed_optimizer, is the first's).
+  Args args;
+  for (const char* name : {"model", "ddp", "optimizer", "train", "dataset"})
+    for (const auto& [key, arg] : sections[name]) args.emplace(key, arg);
+  for (const auto& [bridge, megatron] : kBridgeAliases)
+    if (args.count(bridge)) args.emplace(megatron, args.at(bridge));
+  for (const auto& [key, value] : kBridgeDefaults) args.emplace(key, Arg{value, 0});
+  if (devices > 0 && grid_world > 0 && devices != grid_world)
+    throw InputError(path, grid_line_no, "world_size",
+                     "the log's parallel grid has " + std::to_string(grid_world) + " ranks, --devices says " +
+                         std::to_string(devices));
+  if (devices <= 0 && grid_world <= 0)
+    throw InputError(path, 0, "world_size", "Megatron-Bridge does not log the world size: pass --devices");
+  args["world_size"] = {std::to_string(grid_world > 0 ? grid_world : devices), grid_line_no};
+  return run_from_args(path, args, measured);
+}
+
+namespace {
+
+// One run from its settings under Megatron-LM's argument names (a value missing takes Megatron-LM's default).
+MegatronRun run_from_args(const std::string& path, const Args& args, const Measured& measured) {
+  MegatronRun r;
+  r.log = path;
+  r.peak_memory_bytes = measured.peak_memory_bytes;
   auto get = [&](const char* key, const char* dflt) -> std::pair<std::string, long> {
     auto it = args.find(key);
     if (it != args.end()) return {it->second.value, it->second.line};
@@ -108,7 +337,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   s.context_parallel = static_cast<int>(integer("context_parallel_size", "1", 1, 1 << 16));
   s.expert_parallel = static_cast<int>(integer("expert_model_parallel_size", "1", 1, 1 << 16));
   // Megatron-core logs None when the experts follow tensor_model_parallel_size.
-  if (args.count("expert_tensor_parallel_size") && args["expert_tensor_parallel_size"].value != "None")
+  if (args.count("expert_tensor_parallel_size") && args.at("expert_tensor_parallel_size").value != "None")
     s.set_expert_tensor(static_cast<int>(integer("expert_tensor_parallel_size", nullptr, 1, 1 << 16)));
   r.devices = integer("world_size", nullptr, 1, 1 << 24);
   const std::int64_t model_parallel = std::int64_t{s.tensor_parallel} * s.pipeline_parallel * s.context_parallel;
@@ -117,7 +346,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
                      "not divisible by tensor x pipeline x context parallel sizes");
   s.data_parallel = static_cast<int>(r.devices / model_parallel);
   if (args.count("data_parallel_size") && integer("data_parallel_size", nullptr, 1, 1 << 24) != s.data_parallel)
-    throw InputError(path, args["data_parallel_size"].line, "data_parallel_size",
+    throw InputError(path, args.at("data_parallel_size").line, "data_parallel_size",
                      "does not equal world_size / (tp x pp x cp)");
   r.num_layers = static_cast<int>(integer("num_layers", nullptr, 1, 1 << 16));
   if (const auto [v, l] = get("num_layers_per_virtual_pipeline_stage", "None"); v != "None") {
@@ -169,8 +398,63 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
     throw InputError(path, 0, "bf16", "neither bf16, fp16 nor fp8: fp32 training is not modelled");
   t.distributed_optimizer = flag("use_distributed_optimizer", false);
   t.sequence_parallel = s.tensor_parallel > 1 && flag("sequence_parallel", false);
-  t.flash_attention =
-      flag("use_flash_attn", false) || get("attention_backend", "None").first.find("flash") != std::string::npos;
+  {
+    // The attention kernel. --use-flash-attn drives the legacy model's; a Megatron-core model with Transformer
+    // Engine's layers (--use-mcore-models, the default once --use-legacy-models exists) runs TE's DotProductAttention,
+    // which picks its flash or cuDNN fused kernel under --attention-backend auto (also before that argument existed);
+    // flash and fused are both memory-efficient, unfused and local keep the s x s scores.
+    const std::string backend = get("attention_backend", "None").first;
+    const bool mcore =
+        args.count("use_legacy_models") ? !flag("use_legacy_models", false) : flag("use_mcore_models", false);
+    const bool te = get("transformer_impl", "local").first == "transformer_engine";
+    const auto has = [&](const char* n) { return backend.find(n) != std::string::npos; };
+    const bool chosen = has("flash") || (has("fused") && !has("unfused"));
+    t.flash_attention = flag("use_flash_attn", false) || chosen || (mcore && te && (backend == "None" || has("auto")));
+  }
+  {
+    // Dropout (Megatron's --hidden-dropout / --attention-dropout, 0.1 by default): any rate above zero keeps masks.
+    for (const char* key : {"hidden_dropout", "attention_dropout"}) {
+      const auto [v, l] = get(key, "0.1");
+      double p = 0;
+      if (!parse_number(v, p) || p < 0 || p >= 1) throw InputError(path, l, key, "'" + v + "' is not a rate in [0, 1)");
+      t.dropout = t.dropout || p > 0;
+    }
+  }
+  if (s.recompute == Recompute::selective) {  // --recompute-modules, Megatron-core's default the attention core
+    const auto [v, l] = get("recompute_modules", "['core_attn']");
+    t.recompute_modules = 0;
+    for (const std::string& name : logged_list(v)) {
+      const auto mod = from_name<RecomputeModule>(name, kNumRecomputeModules);
+      if (!mod)
+        throw InputError(path, l, "recompute_modules",
+                         "'" + name + "' is not one of " + names_of<RecomputeModule>(kNumRecomputeModules));
+      t.recompute_modules |= module_bit(*mod);
+    }
+    if (t.recompute_modules == 0) throw InputError(path, l, "recompute_modules", "selective recompute of no module");
+  }
+  {
+    // --moe-token-dispatcher-type (Megatron-LM's and Megatron-core's default: allgather); MindSpeed-LLM's
+    // alltoall_seq is the all-to-all exchange.
+    const auto [v, l] = get("moe_token_dispatcher_type", "allgather");
+    const auto d = from_name<MoeDispatcher>(v == "alltoall_seq" ? "alltoall" : v, kNumMoeDispatchers);
+    if (!d)
+      throw InputError(path, l, "moe_token_dispatcher_type",
+                       "'" + v + "' is not one of " + names_of<MoeDispatcher>(kNumMoeDispatchers));
+    t.moe_token_dispatcher_type = *d;
+  }
+  // Narayanan et al.'s scattered pipeline sends: Megatron-LM's --no-scatter-gather-tensors-in-pipeline switched them
+  // off until its pipeline moved into Megatron-core (39b83c79, January 2023), which sends whole tensors while the
+  // argument stayed logged until March 2024. A log with transformer_impl (December 2022 on) is read as the latter.
+  t.pipeline_scatter_gather = !args.count("transformer_impl") && flag("scatter_gather_tensors_in_pipeline", false);
+  {
+    // Fully sharded data parallelism: torch FSDP2 or Megatron-FSDP (--use-custom-fsdp before its rename), whose
+    // default sharding is parameters, gradients and optimizer state (optim_grads_params), the one modelled.
+    t.fsdp = flag("use_torch_fsdp2", false) || flag("use_megatron_fsdp", false) || flag("use_custom_fsdp", false);
+    const auto [v, l] = get("data_parallel_sharding_strategy", "optim_grads_params");
+    if (t.fsdp && v != "optim_grads_params")
+      throw InputError(path, l, "data_parallel_sharding_strategy",
+                       "'" + v + "': only optim_grads_params (parameters, gradients and optimizer state) is modelled");
+  }
   t.overlap_grad_reduce = flag("overlap_grad_reduce", false);
   t.overlap_param_gather = flag("overlap_param_gather", false);
   t.tp_comm_overlap = flag("tp_comm_overlap", false);
@@ -217,6 +501,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
       t.ulysses_degree_in_cp = static_cast<std::int64_t>(u);
     }
   }
+  const auto& intervals = measured.intervals;
   if (intervals.empty()) throw InputError(path, 0, "elapsed time per iteration (ms)", "no iteration lines in the log");
   // The first logged interval includes start-up and warm-up: the median of the others (all when there is one).
   std::vector<double> ms;
@@ -229,5 +514,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
     if (rank >= r.devices) throw InputError(path, 0, "Rank", "rank " + std::to_string(rank) + " is beyond world_size");
   return r;
 }
+
+}  // namespace
 
 }  // namespace lmsim::io

@@ -1,6 +1,8 @@
-// lmsim/io/megatron_log.hpp — measured runs from Megatron-LM training logs, for calibrating to your own cluster.
+// lmsim/io/megatron_log.hpp — measured runs from Megatron-LM and Megatron-Bridge training logs, for calibrating to
+// your own cluster.
 //
-// Owns: reading one log (the `arguments` block Megatron prints at start-up, the `iteration … | elapsed time per
+// Owns: reading one log (Megatron-LM: the `arguments` block Megatron prints at start-up; Megatron-Bridge: the
+// configuration it prints, see read_megatron_bridge_log; the `iteration … | elapsed time per
 // iteration (ms): …` lines of training_log, and report_memory's `[Rank r] (after N iterations) memory (MB) | …
 // max allocated: … | max reserved: …` lines) into a strategy, training settings, an iteration time (the median
 // of the logged intervals after the first, which includes start-up) and per-rank peak memory. Every value is
@@ -29,5 +31,15 @@ struct MegatronRun {
 };
 
 MegatronRun read_megatron_log(const std::string& path, MemoryReport memory = MemoryReport::max_reserved);
+
+// A Megatron-Bridge run. Its settings come from the configuration the log prints: the "Configuration Summary
+// (Non-Default Values vs Megatron Core)" block (Bridge since February 2026, b273cd37: a field absent from it has
+// Megatron-core's default) or the whole YAML of its "------- Task Configuration -------" block (before), read under
+// Megatron-LM's argument names. The iteration lines are training_log's, as above; the peaks report_memory's
+// `[Rank r] (after N iterations) memory (GB) | … | mem-max-reserved-gigabytes: x | …` (GB: 10^9 bytes). Bridge logs
+// the world size only with its HyperCommGrid (`> initialized HyperCommGrid with tp=…, pp=…, cp=…, dp=…`);
+// `devices` gives it otherwise (0: the log must say it; both: they must agree).
+MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memory = MemoryReport::max_reserved,
+                                     std::int64_t devices = 0);
 
 }  // namespace lmsim::io

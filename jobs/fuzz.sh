@@ -10,9 +10,9 @@ secs=${1:-60}
 b=$root/build-fuzz
 CC=clang CXX=clang++ cmake -S "$root" -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLMSIM_FUZZ=ON -DLMSIM_BUILD_TESTS=OFF \
   -DLMSIM_BUILD_BENCH=OFF >/dev/null
-cmake --build "$b" -j "$(nproc)" --target fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint >/dev/null
+cmake --build "$b" -j "$(nproc)" --target fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint fuzz_log >/dev/null
 pids=()
-for t in fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint; do
+for t in fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint fuzz_log; do
   c=${t#fuzz_}
   mkdir -p "$b/corpus/$c" "$b/artifacts/$t"
   cp -n "$root/tests/fuzz/corpus/$c/"* "$b/corpus/$c/" 2>/dev/null || true
@@ -22,7 +22,7 @@ for t in fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint; do
 done
 status=0
 for i in "${!pids[@]}"; do wait "${pids[$i]}" || status=1; done
-for t in fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint; do
+for t in fuzz_csv fuzz_json fuzz_config_name fuzz_checkpoint fuzz_log; do
   echo "$t: $(grep -E '^stat::number_of_executed_units' "$b/$t.log" | awk '{print $2}') runs in ${secs} s," \
     "corpus $(ls "$b/corpus/${t#fuzz_}" | wc -l), crashes $(ls "$b/artifacts/$t" | wc -l)"
 done

@@ -19,6 +19,9 @@
 #define LLVMFuzzerTestOneInput fuzz_checkpoint_one
 #include "fuzz/fuzz_checkpoint.cpp"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_log_one
+#include "fuzz/fuzz_log.cpp"
+#undef LLVMFuzzerTestOneInput
 
 namespace fs = std::filesystem;
 
@@ -45,3 +48,4 @@ TEST(FuzzRegressions, CsvInputsReplay) { EXPECT_GT(replay("csv", fuzz_csv_one), 
 TEST(FuzzRegressions, JsonInputsReplay) { EXPECT_GT(replay("json", fuzz_json_one), 0u); }
 TEST(FuzzRegressions, ConfigNameInputsReplay) { EXPECT_GT(replay("config_name", fuzz_config_name_one), 0u); }
 TEST(FuzzRegressions, CheckpointInputsReplay) { EXPECT_GT(replay("checkpoint", fuzz_checkpoint_one), 0u); }
+TEST(FuzzRegressions, LogInputsReplay) { EXPECT_GT(replay("log", fuzz_log_one), 0u); }

@@ -1383,6 +1383,166 @@ TEST(MegatronLog, ReadsTheContextParallelAlgorithm) {
   EXPECT_THROW(read("  context_parallel_algo ........................... adaptive_cp_algo\n"), io::InputError);
 }
 
+TEST(MegatronLog, ReadsDropoutRecomputeModulesDispatcherFsdpAndPipelineSends) {
+  // Settings a Megatron-LM arguments block carries that were once dropped: each read, with Megatron's default.
+  std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string marker = "  seq_length ...................................... 4096\n";
+  auto read = [&](const std::string& lines) { return read_log_with(text, marker, lines); };
+  const io::MegatronRun none = read("");
+  EXPECT_TRUE(none.settings.dropout);  // --hidden-dropout / --attention-dropout default to 0.1
+  EXPECT_EQ(none.settings.moe_token_dispatcher_type, MoeDispatcher::allgather);  // Megatron's default
+  EXPECT_FALSE(none.settings.pipeline_scatter_gather || none.settings.fsdp);
+  EXPECT_FALSE(read("  hidden_dropout .................................. 0.0\n"
+                    "  attention_dropout ............................... 0.0\n")
+                   .settings.dropout);
+  EXPECT_TRUE(read("  hidden_dropout .................................. 0.0\n").settings.dropout);  // attention's 0.1
+  EXPECT_THROW(read("  hidden_dropout .................................. 1.5\n"), io::InputError);
+  EXPECT_EQ(
+      read("  moe_token_dispatcher_type ....................... alltoall_seq\n").settings.moe_token_dispatcher_type,
+      MoeDispatcher::alltoall);
+  EXPECT_EQ(read("  moe_token_dispatcher_type ....................... flex\n").settings.moe_token_dispatcher_type,
+            MoeDispatcher::flex);
+  EXPECT_THROW(read("  moe_token_dispatcher_type ....................... deepep\n"), io::InputError);
+  // Scattered pipeline sends only before the pipeline moved into Megatron-core (no transformer_impl yet).
+  const std::string scatter = "  scatter_gather_tensors_in_pipeline .............. True\n";
+  EXPECT_TRUE(read(scatter).settings.pipeline_scatter_gather);
+  EXPECT_FALSE(
+      read(scatter + "  transformer_impl ................................ local\n").settings.pipeline_scatter_gather);
+  EXPECT_TRUE(read("  use_torch_fsdp2 ................................. True\n").settings.fsdp);
+  EXPECT_TRUE(read("  use_megatron_fsdp ............................... True\n").settings.fsdp);
+  EXPECT_THROW(read("  use_megatron_fsdp ............................... True\n"
+                    "  data_parallel_sharding_strategy ................. optim\n"),
+               io::InputError);
+  // Selective recompute's modules, the attention core by default.
+  const std::string full = "  recompute_granularity ........................... full\n";
+  ASSERT_NE(text.find(full), std::string::npos);
+  text.replace(text.find(full), full.size(), "  recompute_granularity ........................... selective\n");
+  EXPECT_EQ(read("").settings.recompute_modules, module_bit(RecomputeModule::core_attn));
+  EXPECT_EQ(
+      read("  recompute_modules ............................... ['moe_act', 'layernorm']\n").settings.recompute_modules,
+      module_bit(RecomputeModule::moe_act) | module_bit(RecomputeModule::layernorm));
+  EXPECT_THROW(read("  recompute_modules ............................... ['attention']\n"), io::InputError);
+}
+
+TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
+  // A Megatron-core model on Transformer Engine's layers picks a flash or cuDNN fused kernel unless told otherwise;
+  // --use-flash-attn speaks for the legacy model only.
+  std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string flash = "  use_flash_attn .................................. True\n";
+  ASSERT_NE(text.find(flash), std::string::npos);
+  text.replace(text.find(flash), flash.size(), "  use_flash_attn .................................. False\n");
+  const std::string marker = "  seq_length ...................................... 4096\n";
+  auto read = [&](const std::string& lines) { return read_log_with(text, marker, lines).settings.flash_attention; };
+  const std::string te = "  transformer_impl ................................ transformer_engine\n";
+  EXPECT_FALSE(read(""));
+  EXPECT_FALSE(read(te));  // a legacy model (no --use-mcore-models) on TE layers
+  EXPECT_TRUE(read(te + "  use_mcore_models ................................ True\n"));
+  EXPECT_TRUE(read(te + "  use_legacy_models ............................... False\n"));
+  EXPECT_FALSE(read(te + "  use_legacy_models ............................... True\n"));
+  EXPECT_TRUE(read(te + "  use_legacy_models ............................... False\n"
+                        "  attention_backend ............................... AttnBackend.auto\n"));
+  EXPECT_FALSE(read(te + "  use_legacy_models ............................... False\n"
+                         "  attention_backend ............................... AttnBackend.unfused\n"));
+  EXPECT_TRUE(read("  attention_backend ............................... AttnBackend.fused\n"));
+  EXPECT_FALSE(
+      read("  transformer_impl ................................ local\n"
+           "  use_legacy_models ............................... False\n"));
+}
+
+namespace {
+// A Megatron-Bridge fixture log with `from` replaced by `to` (nothing when `from` is empty), read through a
+// temporary file.
+io::MegatronRun read_bridge_with(const std::string& fixture, const std::string& from, const std::string& to,
+                                 std::int64_t devices, io::MemoryReport memory = io::MemoryReport::max_reserved) {
+  std::string log = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron_bridge" / fixture);
+  if (!from.empty()) {
+    const auto at = log.find(from);
+    if (at == std::string::npos) throw std::logic_error("not in the fixture: " + from);
+    log.replace(at, from.size(), to);
+  }
+  const auto f = fs::temp_directory_path() / ("lmsim_bridge_" + std::to_string(::getpid()) + ".log");
+  spit(f, log);
+  struct Remove {
+    fs::path f;
+    ~Remove() { fs::remove(f); }
+  } remove{f};
+  return io::read_megatron_bridge_log(f.string(), memory, devices);
+}
+}  // namespace
+
+TEST(MegatronBridgeLog, TheSummaryAndTheYamlConfigurationReadAlike) {
+  // The same run as Bridge logs it since February 2026 (non-default values, world size from --devices) and before
+  // (the whole configuration as YAML, world size from its HyperCommGrid line).
+  for (const char* fixture : {"run_summary.log", "run_yaml.log"}) {
+    SCOPED_TRACE(fixture);
+    const io::MegatronRun r = read_bridge_with(fixture, "", "", std::string(fixture) == "run_summary.log" ? 8 : 0);
+    EXPECT_EQ(config_name(r.strategy), "dp2-tp2-pp2-cp1-selRC-vpp2");
+    EXPECT_EQ(r.devices, 8);
+    EXPECT_EQ(r.num_layers, 28);
+    const TrainingSettings& t = r.settings;
+    EXPECT_EQ(t.seq_length, 4096);
+    EXPECT_EQ(t.global_batch_size, 32);
+    EXPECT_EQ(t.micro_batch_size, 1);
+    EXPECT_EQ(t.precision, Precision::bf16);
+    EXPECT_EQ(t.recompute_modules, module_bit(RecomputeModule::core_attn) | module_bit(RecomputeModule::mlp));
+    EXPECT_TRUE(t.sequence_parallel && t.distributed_optimizer && t.overlap_grad_reduce && t.overlap_param_gather);
+    EXPECT_TRUE(t.flash_attention);  // TE's auto backend
+    EXPECT_TRUE(t.gradient_accumulation_fusion && t.masked_softmax_fusion && t.te_cross_entropy);
+    EXPECT_FALSE(t.dropout || t.fp32_gradients || t.tp_comm_overlap || t.pipeline_scatter_gather || t.fsdp);
+    EXPECT_DOUBLE_EQ(r.iteration_time_s, 5.375);  // the median of the intervals after the first
+    ASSERT_EQ(r.peak_memory_bytes.size(), 4u);    // the ranks of data-parallel rank 0 report
+    EXPECT_DOUBLE_EQ(r.peak_memory_bytes.at(0), 21.0e9);
+    EXPECT_DOUBLE_EQ(r.peak_memory_bytes.at(4), 17.25e9);
+  }
+  EXPECT_DOUBLE_EQ(read_bridge_with("run_yaml.log", "", "", 0, io::MemoryReport::max_allocated).peak_memory_bytes.at(4),
+                   16.0e9);
+}
+
+TEST(MegatronBridgeLog, AFieldTheSummaryLeavesOutHasMegatronCoresDefault) {
+  auto drop = [](const std::string& line) { return read_bridge_with("run_summary.log", line, "", 8).settings; };
+  EXPECT_FALSE(drop("  masked_softmax_fusion: True  (Mcore default: False)\n").masked_softmax_fusion);
+  EXPECT_FALSE(drop("  gradient_accumulation_fusion: True  (Mcore default: False)\n").gradient_accumulation_fusion);
+  EXPECT_TRUE(drop("  hidden_dropout: 0.0  (Mcore default: 0.1)\n").dropout);
+  EXPECT_EQ(drop("  recompute_modules: ['core_attn', 'mlp']  (Mcore default: None)\n").recompute_modules,
+            module_bit(RecomputeModule::core_attn));
+  const io::MegatronRun one_stage =
+      read_bridge_with("run_summary.log", "  pipeline_model_parallel_size: 2  (Mcore default: 1)\n", "", 8);
+  EXPECT_EQ(one_stage.strategy.pipeline_parallel, 1);
+  EXPECT_EQ(one_stage.strategy.data_parallel, 4);
+  // Quoted values are unquoted; an FP8 model reads as such.
+  EXPECT_EQ(read_bridge_with("run_summary.log", "  bf16: True  (Mcore default: False)\n  cross",
+                             "  bf16: True  (Mcore default: False)\n  fp8: 'e4m3'  (Mcore default: None)\n  cross", 8)
+                .settings.precision,
+            Precision::fp8);
+  // The YAML form spells an enum as {_target_, _call_, _args_}: AttnBackend 3 is unfused.
+  EXPECT_FALSE(read_bridge_with("run_yaml.log", "    - 5\n", "    - 3\n", 0).settings.flash_attention);
+}
+
+TEST(MegatronBridgeLog, BadInputNamesTheField) {
+  auto field = [](const char* fixture, const std::string& from, const std::string& to, std::int64_t devices,
+                  io::MemoryReport mem = io::MemoryReport::max_reserved) {
+    try {
+      read_bridge_with(fixture, from, to, devices, mem);
+    } catch (const io::InputError& e) {
+      return e.field();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(field("run_summary.log", "", "", 0), "world_size");  // not logged, not given
+  EXPECT_EQ(field("run_yaml.log", "", "", 16), "world_size");    // the grid says 8
+  EXPECT_EQ(field("run_summary.log", "Configuration Summary", "Summary", 8), "configuration");
+  EXPECT_EQ(field("run_summary.log", "  micro_batch_size: 1\n", "  micro_batch_size: 0\n", 8), "micro_batch_size");
+  EXPECT_EQ(field("run_yaml.log", "  recompute_granularity: selective\n", "  recompute_granularity: blocks\n", 0),
+            "recompute_granularity");
+  EXPECT_EQ(field("run_yaml.log", "  - mlp\n", "  - mlps\n", 0), "recompute_modules");
+  EXPECT_EQ(field("run_summary.log", "mem-max-reserved-gigabytes: 21.0", "mem-max-reserved-gigabytes: -1", 8),
+            "mem-max-reserved-gigabytes");
+  EXPECT_EQ(field("run_summary.log", " | mem-max-reserved-gigabytes: 21.0", "", 8), "mem-max-reserved-gigabytes");
+  EXPECT_EQ(
+      field("run_summary.log", "elapsed time per iteration (ms): 5400.0", "elapsed time per iteration (ms): 0", 8),
+      "elapsed time per iteration (ms)");
+}
+
 TEST(MegatronLog, ReadsExpertTensorParallelism) {
   // The fixture run at tp2, with the expert TP line Megatron-core logs: None (experts follow tp), 2 (= tp) and 1.
   const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");

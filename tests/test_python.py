@@ -234,12 +234,45 @@ def test_dataset_import_from_megatron_logs(tmp_path):
                           "--model-setting", "m", "--model", "Qwen3-8B", "--system", "a100_sxm_80g"],
                          capture_output=True)
     assert bad.returncode == 2 and b"num_layers" in bad.stderr and not (tmp_path / "x" / "m_a100_sxm_80g").exists()
+    # Settings a configuration name does not carry must agree: one collection, one set of training settings.
+    no_dropout = tmp_path / "no_dropout.log"
+    no_dropout.write_text(open(logs[0]).read().replace(
+        "  bf16 ............................................ True\n",
+        "  bf16 ............................................ True\n  hidden_dropout ...... 0.0\n  attention_dropout ... 0.0\n"))
+    bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron", logs[1], str(no_dropout), "--out",
+                          str(tmp_path / "z"), "--model-setting", "m", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g"],
+                         capture_output=True)
+    assert bad.returncode == 2 and b"differ" in bad.stderr and b"(dropout)" in bad.stderr
+    assert not (tmp_path / "z").exists()
     truncated = tmp_path / "t.log"
     truncated.write_text(open(logs[0]).read().split("end of arguments")[0])
     bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron", str(truncated), "--out", str(tmp_path / "y"),
                           "--model-setting", "m", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g"],
                          capture_output=True)
     assert bad.returncode == 2 and b"t.log" in bad.stderr
+
+
+def test_dataset_import_from_megatron_bridge_logs(tmp_path):
+    import csv
+    bridge = os.path.join(os.path.dirname(__file__), "fixtures", "megatron_bridge")
+    common = ["--model-setting", "qwen3_0.6b_4k", "--model", "Qwen3-0.6B", "--system", "h100_sxm_80g"]
+    # The summary form does not log the world size: refused without --devices, nothing written.
+    bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron-bridge", os.path.join(bridge, "run_summary.log"),
+                          "--out", str(tmp_path / "x"), *common], capture_output=True)
+    assert bad.returncode == 2 and b"pass --devices" in bad.stderr and not (tmp_path / "x").exists()
+    for log, extra in (("run_summary.log", ["--devices", "8"]), ("run_yaml.log", [])):
+        ds = tmp_path / log
+        r = json.loads(subprocess.check_output([CLI, "dataset", "import", "--from", "megatron-bridge",
+                                                os.path.join(bridge, log), "--out", str(ds), *common, *extra, "--json"]))
+        assert r["configurations"] == 1
+        coll = ds / "qwen3_0.6b_4k_h100_sxm_80g"
+        step = list(csv.DictReader(open(coll / "step_time_summary.csv")))
+        assert step == [{"optimization_config": "dp2-tp2-pp2-cp1-selRC-vpp2", "iteration_time_ms": "5375.000"}]
+        settings = json.load(open(coll / "training_settings.json"))
+        assert settings["recompute_modules"] == ["core_attn", "mlp"] and settings["dropout"] is False
+        assert "Megatron-Bridge" in settings["note"]
+        info = json.loads(subprocess.check_output([CLI, "dataset", "info", str(ds), "--json"]))
+        assert len(info["collections"]) == 1
 
 
 def test_recompute_spelled_either_way():
