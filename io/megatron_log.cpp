@@ -47,6 +47,21 @@ struct Measured {
   std::map<int, double> peak_memory_bytes;
 };
 
+// The label a launcher puts before each line it relays: Slurm's `srun --label` ("12: ") or torchrun's
+// `--tee` / `--redirects` ("[default3]:"). A Windows line end goes too.
+void strip_launcher_label(std::string& line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::size_t i = 0;
+  if (line.rfind("[default", 0) == 0) {
+    i = 8;
+    while (i < line.size() && std::isdigit(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > 8 && line.compare(i, 2, "]:") == 0) line.erase(0, i + 2);
+    return;
+  }
+  while (i < line.size() && std::isdigit(static_cast<unsigned char>(line[i]))) ++i;
+  if (i > 0 && line.compare(i, 2, ": ") == 0) line.erase(0, i + 2);
+}
+
 // training_log's `iteration N/ M | … | elapsed time per iteration (ms): T |`, the same in Megatron-LM and
 // Megatron-Bridge; true when `line` is one.
 bool read_interval(const std::string& path, const std::string& line, long ln, Measured& out) {
@@ -98,6 +113,7 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   std::smatch m;
   while (std::getline(in, line)) {
     ++ln;
+    strip_launcher_label(line);
     if (line.find("------------------------ arguments ------------------------") != std::string::npos) {
       in_args = saw_args = true;
       continue;
@@ -208,6 +224,7 @@ MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memor
   std::smatch m;
   while (std::getline(in, line)) {
     ++ln;
+    strip_launcher_label(line);
     if (line.find("Configuration Summary (Non-Default Values vs Megatron Core)") != std::string::npos) {
       block = Block::summary;
       saw_config = true;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <sstream>
 
 #include "io/io.hpp"
 
@@ -1496,6 +1497,38 @@ TEST(MegatronBridgeLog, TheSummaryAndTheYamlConfigurationReadAlike) {
   }
   EXPECT_DOUBLE_EQ(read_bridge_with("run_yaml.log", "", "", 0, io::MemoryReport::max_allocated).peak_memory_bytes.at(4),
                    16.0e9);
+}
+
+TEST(MegatronBridgeLog, LinesLabelledByTheLauncherReadAsTheyWere) {
+  // srun --label and torchrun --tee put the rank before each line; Windows line ends.
+  const std::pair<const char*, fs::path> logs[] = {{"run_summary.log", fs::path("megatron_bridge") / "run_summary.log"},
+                                                   {"run_tp2_pp2.log", fs::path("megatron") / "run_tp2_pp2.log"}};
+  for (const auto& [name, rel] : logs) {
+    const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / rel);
+    const bool bridge = rel.parent_path() == "megatron_bridge";
+    auto read = [&](const std::string& log) {
+      const auto f = fs::temp_directory_path() / ("lmsim_label_" + std::to_string(::getpid()) + ".log");
+      spit(f, log);
+      struct Remove {
+        fs::path f;
+        ~Remove() { fs::remove(f); }
+      } remove{f};
+      return bridge ? io::read_megatron_bridge_log(f.string(), io::MemoryReport::max_reserved, 8)
+                    : io::read_megatron_log(f.string());
+    };
+    const io::MegatronRun plain = read(text);
+    for (const std::string label : {"0: ", "[default0]:", "CRLF"}) {
+      SCOPED_TRACE(std::string(name) + " " + label);
+      std::string labelled, line;
+      std::istringstream in(text);
+      while (std::getline(in, line)) labelled += label == "CRLF" ? line + "\r\n" : label + line + "\n";
+      const io::MegatronRun r = read(labelled);
+      EXPECT_EQ(config_name(r.strategy), config_name(plain.strategy));
+      EXPECT_EQ(io::to_json(r.settings), io::to_json(plain.settings));
+      EXPECT_EQ(r.iteration_time_s, plain.iteration_time_s);
+      EXPECT_EQ(r.peak_memory_bytes, plain.peak_memory_bytes);
+    }
+  }
 }
 
 TEST(MegatronBridgeLog, AFieldTheSummaryLeavesOutHasMegatronCoresDefault) {
