@@ -151,5 +151,40 @@ models += [
      "card_total_params": 530e9,
      "source": "Smith et al. 2022 (Megatron-Turing NLG 530B), Table 1; Calculon's example model"},
 ]
+
+def dense(name, hidden, layers, heads, kv, head_dim, ffn, vocab, tied, card, source, qk_norm=False):
+    """A dense decoder with SwiGLU, RMSNorm and no biases (Llama 3.x, Qwen3) from its config.json."""
+    return {"name": name, "hidden_size": hidden, "num_layers": layers, "num_attention_heads": heads,
+            "num_kv_heads": kv, "head_dim": head_dim, "ffn_hidden_size": ffn, "vocab_size": vocab,
+            "tied_embeddings": tied, "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False,
+            "qk_norm": qk_norm, "post_norms": False, "card_total_params": card, "source": source}
+
+
+def mixtral(name, hidden, layers, heads, ffn, card, card_active):
+    """Mistral AI's Mixtral (config.json): 8 SwiGLU experts of intermediate_size each, 2 per token, in every
+    layer; GQA 8; full attention (the released configs set sliding_window null); untied 32000-token vocabulary
+    (v0.1)."""
+    return {"name": name, "hidden_size": hidden, "num_layers": layers, "num_attention_heads": heads, "num_kv_heads": 8,
+            "head_dim": 128, "ffn_hidden_size": ffn, "vocab_size": 32000, "tied_embeddings": False,
+            "activation": "swiglu", "norm": "rmsnorm", "qkv_bias": False, "qk_norm": False, "post_norms": False,
+            "moe": {"num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden_size": ffn},
+            "card_total_params": card, "card_active_params": card_active,
+            "source": f"{name}-v0.1 model card / config.json"}
+
+
+# Further models users plan for, from their config.json (Llama 3.1 / 3.2 share Llama 3's layers; their RoPE
+# scaling does not change the work).
+models += [
+    dense("Llama-3.1-8B", 4096, 32, 32, 8, 128, 14336, 128256, False, 8.03e9, "Meta Llama 3.1 model card / config.json"),
+    dense("Llama-3.1-70B", 8192, 80, 64, 8, 128, 28672, 128256, False, 70.6e9,
+          "Meta Llama 3.1 model card / config.json"),
+    dense("Llama-3.2-1B", 2048, 16, 32, 8, 64, 8192, 128256, True, 1.24e9, "Meta Llama 3.2 model card / config.json"),
+    dense("Llama-3.2-3B", 3072, 28, 24, 8, 128, 8192, 128256, True, 3.21e9, "Meta Llama 3.2 model card / config.json"),
+    dense("Qwen3-4B", 2560, 36, 32, 8, 128, 9728, 151936, True, 4.0e9, "Qwen3-4B model card / config.json", True),
+    dense("Qwen3-14B", 5120, 40, 40, 8, 128, 17408, 151936, False, 14.8e9, "Qwen3-14B model card / config.json", True),
+    dense("Qwen3-32B", 5120, 64, 64, 8, 128, 25600, 151936, False, 32.8e9, "Qwen3-32B model card / config.json", True),
+    mixtral("Mixtral-8x7B", 4096, 32, 32, 14336, 46.7e9, 12.9e9),
+    mixtral("Mixtral-8x22B", 6144, 56, 48, 16384, 141e9, 39e9),
+]
 json.dump({"models": models}, sys.stdout, indent=1)
 print()
