@@ -62,6 +62,25 @@ void strip_launcher_label(std::string& line) {
   if (i > 0 && line.compare(i, 2, ": ") == 0) line.erase(0, i + 2);
 }
 
+// A log read line by line: each line's number, with the launcher's label taken off.
+class LogLines {
+ public:
+  explicit LogLines(const std::string& path) : in_(path) {
+    note_input(path);
+    if (!in_) throw InputError(path, 0, "", "cannot read the log");
+  }
+  bool next(std::string& line) {
+    if (!std::getline(in_, line)) return false;
+    ++number;
+    strip_launcher_label(line);
+    return true;
+  }
+  long number = 0;
+
+ private:
+  std::ifstream in_;
+};
+
 // training_log's `iteration N/ M | … | elapsed time per iteration (ms): T |`, the same in Megatron-LM and
 // Megatron-Bridge; true when `line` is one.
 bool read_interval(const std::string& path, const std::string& line, long ln, Measured& out) {
@@ -99,9 +118,7 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
 }  // namespace
 
 MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
-  note_input(path);
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, "", "cannot read the log");
+  LogLines lines(path);
   static const std::regex arg_line(R"(^\s+([A-Za-z0-9_]+) \.+ (.*?)\s*$)");
   static const std::regex mem_line(
       R"(\[Rank (\d+)\] \(after \d+ iterations\) memory \(MB\) \| allocated: [0-9.eE+-]+ \| max allocated: ([0-9.eE+-]+) \| reserved: [0-9.eE+-]+ \| max reserved: ([0-9.eE+-]+))");
@@ -109,11 +126,9 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory) {
   Measured measured;
   bool in_args = false, saw_args = false;
   std::string line;
-  long ln = 0;
   std::smatch m;
-  while (std::getline(in, line)) {
-    ++ln;
-    strip_launcher_label(line);
+  while (lines.next(line)) {
+    const long ln = lines.number;
     if (line.find("------------------------ arguments ------------------------") != std::string::npos) {
       in_args = saw_args = true;
       continue;
@@ -173,9 +188,7 @@ constexpr std::pair<const char*, const char*> kBridgeDefaults[] = {
 }  // namespace
 
 MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memory, std::int64_t devices) {
-  note_input(path);
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, "", "cannot read the log");
+  LogLines lines(path);
   static const std::regex section_line(R"(^\[([A-Za-z0-9_]+)\])");
   static const std::regex summary_field(R"(^  ([A-Za-z0-9_]+): (.*)$)");
   static const std::regex yaml_top(R"(^([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$)");
@@ -220,11 +233,9 @@ MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memor
   std::int64_t grid_world = 0;
   long grid_line_no = 0;
   std::string line;
-  long ln = 0;
   std::smatch m;
-  while (std::getline(in, line)) {
-    ++ln;
-    strip_launcher_label(line);
+  while (lines.next(line)) {
+    const long ln = lines.number;
     if (line.find("Configuration Summary (Non-Default Values vs Megatron Core)") != std::string::npos) {
       block = Block::summary;
       saw_config = true;

@@ -1284,17 +1284,23 @@ TEST(HuggingFace, UnsupportedArchitectureOrMissingKeyIsNamed) {
 }
 
 namespace {
-// A Megatron log: `text` with `lines` inserted after its argument line `after`, read through a temporary file.
-io::MegatronRun read_log_with(const std::string& text, const std::string& after, const std::string& lines) {
-  std::string log = text;
-  log.insert(log.find(after) + after.size(), lines);
+// `read` of a temporary file holding `log`, removed afterwards.
+template <class Read>
+io::MegatronRun read_through_file(const std::string& log, Read read) {
   const auto f = fs::temp_directory_path() / ("lmsim_log_" + std::to_string(::getpid()) + ".log");
   spit(f, log);
   struct Remove {
     fs::path f;
     ~Remove() { fs::remove(f); }
   } remove{f};
-  return io::read_megatron_log(f.string());
+  return read(f.string());
+}
+
+// A Megatron log: `text` with `lines` inserted after its argument line `after`.
+io::MegatronRun read_log_with(const std::string& text, const std::string& after, const std::string& lines) {
+  std::string log = text;
+  log.insert(log.find(after) + after.size(), lines);
+  return read_through_file(log, [](const std::string& f) { return io::read_megatron_log(f); });
 }
 }  // namespace
 
@@ -1461,13 +1467,7 @@ io::MegatronRun read_bridge_with(const std::string& fixture, const std::string& 
     if (at == std::string::npos) throw std::logic_error("not in the fixture: " + from);
     log.replace(at, from.size(), to);
   }
-  const auto f = fs::temp_directory_path() / ("lmsim_bridge_" + std::to_string(::getpid()) + ".log");
-  spit(f, log);
-  struct Remove {
-    fs::path f;
-    ~Remove() { fs::remove(f); }
-  } remove{f};
-  return io::read_megatron_bridge_log(f.string(), memory, devices);
+  return read_through_file(log, [&](const std::string& f) { return io::read_megatron_bridge_log(f, memory, devices); });
 }
 }  // namespace
 
@@ -1507,14 +1507,9 @@ TEST(MegatronBridgeLog, LinesLabelledByTheLauncherReadAsTheyWere) {
     const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / rel);
     const bool bridge = rel.parent_path() == "megatron_bridge";
     auto read = [&](const std::string& log) {
-      const auto f = fs::temp_directory_path() / ("lmsim_label_" + std::to_string(::getpid()) + ".log");
-      spit(f, log);
-      struct Remove {
-        fs::path f;
-        ~Remove() { fs::remove(f); }
-      } remove{f};
-      return bridge ? io::read_megatron_bridge_log(f.string(), io::MemoryReport::max_reserved, 8)
-                    : io::read_megatron_log(f.string());
+      return read_through_file(log, [&](const std::string& f) {
+        return bridge ? io::read_megatron_bridge_log(f, io::MemoryReport::max_reserved, 8) : io::read_megatron_log(f);
+      });
     };
     const io::MegatronRun plain = read(text);
     for (const std::string label : {"0: ", "[default0]:", "CRLF"}) {
