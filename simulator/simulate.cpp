@@ -494,6 +494,23 @@ Overlapped overlap_dp_traffic(double comm_s, double idle_s, double busy_s, doubl
   return {comm_s - idle - (1 - share) * busy, idle + (1 - share) * busy};
 }
 
+// How much of a stage's once-per-iteration DP traffic its compute can hold, as Megatron-core's schedules launch it
+// (pipeline_parallel/schedules.py). Without interleaving the traffic is bucketed inside the one pass it follows
+// (the last micro-batch's backward for the gradients, the first forward for the parameters): up to that pass.
+// Interleaved, each model chunk's share (1/v) goes as a whole: a chunk's gradient reduction is launched after its
+// last micro-batch's backward (grad_sync_func), and the backward visits the chunks from the last to the first in
+// groups of `group` micro-batches, so chunk j finishes j·group chunk-backwards before the end; one reduction at a
+// time, every chunk's but the first (last done) hides behind what follows it, at most group chunk-passes each.
+// A chunk's parameter gather (param_sync_func) is launched at the first forward of the chunk before it, group
+// chunk-forwards ahead of its own; the first chunk's is bucketed inside its own first forward.
+// `pass_s`: one micro-batch's pass over all of the stage's chunks.
+double dp_hiding_window_s(double comm_s, double pass_s, int vpp, std::int64_t group, bool bucketed_first) {
+  if (vpp <= 1) return pass_s;
+  const double chunk_comm = comm_s / vpp, chunk_pass = pass_s / vpp;
+  const double spacing = static_cast<double>(group) * chunk_pass;
+  return (bucketed_first ? chunk_pass : 0.0) + (vpp - 1) * std::min(chunk_comm, spacing);
+}
+
 // A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
 StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const StageParams& moe_layer,
                          const StageLayers& sl, const StageCounts& n, bool is_first, bool is_last) {
@@ -722,18 +739,23 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.peak_bytes = allocated + st.runtime_bytes;
 
     // Data-parallel traffic, once per iteration (not with FSDP: per micro-batch above). With --overlap-grad-reduce
-    // the bucketed gradient reduction runs during the last micro-batch's backward of this stage; with
-    // --overlap-param-gather the parameter all-gather runs during the first micro-batch's forward. In 1F1B stage i
-    // also idles i chunk-backwards at the end of the iteration (and i chunk-forwards at the start), time in which
-    // its traffic proceeds unhindered.
+    // the gradient reduction runs under the last backward passes and with --overlap-param-gather the parameter
+    // all-gather under the first forwards, as dp_hiding_window_s says. In 1F1B stage i also idles i
+    // chunk-backwards at the end of the iteration (and i chunk-forwards at the start), time in which its traffic
+    // proceeds unhindered.
     const double iter_grad = c.r.fsdp ? 0.0 : w.grad_time, iter_param = c.r.fsdp ? 0.0 : w.param_time;
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
-    const Overlapped grad = t.overlap_grad_reduce
-                                ? overlap_dp_traffic(iter_grad, i * bwd_window / vpp, bwd_window, w.grad_share)
-                                : Overlapped{iter_grad, 0.0};
-    const Overlapped param = (t.overlap_param_gather && c.r.distributed_optimizer)
-                                 ? overlap_dp_traffic(iter_param, i * fwd_window / vpp, fwd_window, w.param_share)
-                                 : Overlapped{iter_param, 0.0};
+    const std::int64_t group = std::min(c.r.vp_group, mb);
+    const Overlapped grad =
+        t.overlap_grad_reduce
+            ? overlap_dp_traffic(iter_grad, i * bwd_window / vpp,
+                                 dp_hiding_window_s(iter_grad, bwd_window, vpp, group, false), w.grad_share)
+            : Overlapped{iter_grad, 0.0};
+    const Overlapped param =
+        (t.overlap_param_gather && c.r.distributed_optimizer)
+            ? overlap_dp_traffic(iter_param, i * fwd_window / vpp,
+                                 dp_hiding_window_s(iter_param, fwd_window, vpp, group, true), w.param_share)
+            : Overlapped{iter_param, 0.0};
     const double grad_hidden = grad.hidden_s, param_hidden = param.hidden_s;
     grad_exposed[static_cast<std::size_t>(i)] = grad.exposed_s;
     param_exposed[static_cast<std::size_t>(i)] = param.exposed_s;

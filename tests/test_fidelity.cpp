@@ -293,6 +293,53 @@ TEST(Fidelity, OverlappedDataParallelTrafficSlowsTheComputeBesideIt) {
   EXPECT_NEAR(run(0.25).dp_comm_exposed_s, traffic, 1e-9);
 }
 
+// Megatron-core's interleaved schedule reduces each model chunk's gradients as a whole once its last micro-batch's
+// backward is done (grad_sync_func), the chunks finishing `group` chunk-backwards apart from the last to the first:
+// the first chunk's share (1/v) has nothing left to hide under on the first stage, however short. Without
+// interleaving the reduction is bucketed inside the last backward and hides under it. When the chunks' reductions
+// queue up, the span from the first chunk's end to the stage's end (v - 1 spacings) is what they hide under.
+TEST(Fidelity, InterleavedGradientReductionGoesChunkByChunk) {
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(8192, 64);
+  t.distributed_optimizer = false;  // one gradient all-reduce, no parameter gather
+  PlatformParams p;
+  p.dp_overlap = 1;  // no contention: what is hidden is free
+  auto stage0 = [&](int vpp, bool overlap, std::int64_t group = 0) {
+    Strategy s = strat(8, 1, 4);
+    s.virtual_pipeline = vpp;
+    t.overlap_grad_reduce = overlap;
+    t.microbatch_group_size_per_vp_stage = group;
+    const Prediction r = simulate(m, s, h100(), t, p);
+    EXPECT_TRUE(r.ok());
+    return r.stages[0];
+  };
+  const StageResult whole = stage0(1, false);
+  const double reduce = whole.dp_comm_exposed_s;  // the stage's gradient all-reduce, all exposed
+  const double backward = whole.backward_compute_s;
+  ASSERT_GT(reduce, 0.0);
+  ASSERT_LT(reduce, backward);  // short enough to hide under one micro-batch's backward
+  EXPECT_NEAR(stage0(1, true).dp_comm_exposed_s, 0.0, 1e-12);
+  for (const int vpp : {2, 4}) {
+    const StageResult r = stage0(vpp, true);
+    EXPECT_NEAR(r.dp_comm_exposed_s, reduce / vpp, 1e-9 * reduce) << vpp;
+    EXPECT_NEAR(r.dp_comm_overlapped_s, reduce - reduce / vpp, 1e-9 * reduce) << vpp;
+  }
+  // Groups of pp = 4 micro-batches: the chunks finish 4 chunk-backwards apart, less than a chunk's reduction over
+  // slow links.
+  System slow = h100();
+  slow.intra_node.bandwidth_bytes_per_s /= 100;  // the data-parallel ranks share a node
+  Strategy s = strat(8, 1, 4);
+  s.virtual_pipeline = 4;
+  t.overlap_grad_reduce = true;
+  t.microbatch_group_size_per_vp_stage = 0;
+  const Prediction r = simulate(m, s, slow, t, p);
+  ASSERT_TRUE(r.ok());
+  const StageResult& st = r.stages[0];
+  const double total = st.dp_comm_exposed_s + st.dp_comm_overlapped_s, chunk_bwd = st.backward_compute_s / 4;
+  ASSERT_GT(total / 4, 4 * chunk_bwd);
+  EXPECT_NEAR(st.dp_comm_overlapped_s, 3 * 4 * chunk_bwd, 1e-9 * total);
+}
+
 // The interleaved schedule's overlapped pipeline sends and context parallelism's ring under the attention core are
 // NCCL kernels too: each second they hide costs 1 - dp_overlap seconds, as data-parallel traffic does.
 TEST(Fidelity, OverlappedPipelineAndRingTrafficCostTheirContention) {
