@@ -220,7 +220,7 @@ MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memor
       v = attn && parse_number(pending.items[0], x) && x >= 1 && x <= 5
               ? std::string("AttnBackend.") + kAttnBackends[static_cast<int>(x)]
               : pending.items[0];
-    } else if (!pending.enum_args && pending.target.empty()) {
+    } else if (!pending.enum_args && pending.target.empty() && !pending.items.empty()) {  // a block list
       v = "[";
       for (std::size_t i = 0; i < pending.items.size(); ++i) v += (i ? ", " : "") + pending.items[i];
       v += "]";

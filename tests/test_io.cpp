@@ -1542,6 +1542,10 @@ TEST(MegatronBridgeLog, AFieldTheSummaryLeavesOutHasMegatronCoresDefault) {
                              "  bf16: True  (Mcore default: False)\n  fp8: 'e4m3'  (Mcore default: None)\n  cross", 8)
                 .settings.precision,
             Precision::fp8);
+  // A YAML field with a mapping under it is not a list: left out, it takes the default.
+  EXPECT_EQ(
+      read_bridge_with("run_yaml.log", "  - core_attn\n  - mlp\n", "    unknown: 1\n", 0).settings.recompute_modules,
+      module_bit(RecomputeModule::core_attn));
   // The YAML form spells an enum as {_target_, _call_, _args_}: AttnBackend 3 is unfused.
   EXPECT_FALSE(read_bridge_with("run_yaml.log", "    - 5\n", "    - 3\n", 0).settings.flash_attention);
 }
