@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <regex>
 
@@ -94,11 +95,12 @@ bool read_interval(const std::string& path, const std::string& line, long ln, Me
   return true;
 }
 
-// A count a log line states (a rank, a parallel degree), within [lo, hi].
+// An integer a log states (a rank, a parallel degree, a size), within [lo, hi]: checked against the range before it
+// is converted, so no value overflows the conversion.
 std::int64_t logged_count(const std::string& path, long ln, const char* field, const std::string& v, std::int64_t lo,
                           std::int64_t hi) {
   double x = 0;
-  if (!parse_number(v, x) || x < static_cast<double>(lo) || x > static_cast<double>(hi))
+  if (!parse_number(v, x) || x < static_cast<double>(lo) || x > static_cast<double>(hi) || x != std::floor(x))
     throw InputError(path, ln, field,
                      "'" + v + "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return static_cast<std::int64_t>(x);
@@ -347,11 +349,7 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   };
   auto integer = [&](const char* key, const char* dflt, std::int64_t lo, std::int64_t hi) {
     const auto [v, l] = get(key, dflt);
-    double x = 0;
-    if (!parse_number(v, x) || x != static_cast<double>(static_cast<std::int64_t>(x)) || x < lo || x > hi)
-      throw InputError(path, l, key,
-                       "'" + v + "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return static_cast<std::int64_t>(x);
+    return logged_count(path, l, key, v, lo, hi);
   };
   auto flag = [&](const char* key, bool dflt) {
     const auto [v, l] = get(key, dflt ? "True" : "False");

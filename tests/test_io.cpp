@@ -1404,6 +1404,9 @@ TEST(MegatronLog, ReadsDropoutRecomputeModulesDispatcherFsdpAndPipelineSends) {
                    .settings.dropout);
   EXPECT_TRUE(read("  hidden_dropout .................................. 0.0\n").settings.dropout);  // attention's 0.1
   EXPECT_THROW(read("  hidden_dropout .................................. 1.5\n"), io::InputError);
+  // Sizes beyond any integer, or not whole, are refused before they are converted.
+  EXPECT_THROW(read("  micro_batch_size ................................ 1e30\n"), io::InputError);
+  EXPECT_THROW(read("  micro_batch_size ................................ 1.5\n"), io::InputError);
   EXPECT_EQ(
       read("  moe_token_dispatcher_type ....................... alltoall_seq\n").settings.moe_token_dispatcher_type,
       MoeDispatcher::alltoall);
