@@ -250,8 +250,9 @@ void register_predict(CLI::App& app) {
   bool &diagnostics = opts->diagnostics, &allow_uneven = opts->allow_uneven, &allow_cross_node = opts->allow_cross_node;
   add_run_options(*cmd, opt, false);
   cmd->add_option("--strategy", opts->strategy_names,
-                  "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do); several (comma-separated "
-                  "or repeated) are compared side by side")
+                  "configuration name, e.g. dp2-tp4-pp1-cp1-RC (extended: -mbs2-vpp2-sp-do); fields in any order, "
+                  "tp/pp/cp 1 and recompute noRC where left out, dp from --devices (tp8-pp4-vpp5-RC); several "
+                  "(comma-separated or repeated) are compared side by side")
       ->required()
       ->delimiter(',');
   cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");

@@ -20,11 +20,13 @@ PredictResult predict(const PredictRequest& q) { return predict(q, resolve(q.run
 PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool name_in_warnings) {
   PredictResult res;
   res.r = resolved;
-  res.s = io::parse_strategy(q.strategy);
+  res.s = io::parse_strategy(q.strategy, "--strategy", q.run.devices);
   res.emit = q.emit;
   res.allow_uneven = q.allow_uneven;
   const Resolved& r = res.r;
   const Strategy& s = res.s;
+  if (config_name(s) != q.strategy && parse_config_name(q.strategy).strategy != s)
+    spdlog::info("'{}' read as {}", q.strategy, config_name(s));
   if (q.run.devices && io::fold_moe_replicas(res.s, q.run.devices))
     spdlog::info(
         "'{}' read as LM-SimBench writes MoE runs, dp·tp·pp·cp·ep = {} devices: Megatron's data-parallel "

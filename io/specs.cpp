@@ -1062,9 +1062,11 @@ bool fold_moe_replicas(Strategy& s, std::int64_t devices) {
   return true;
 }
 
-Strategy parse_strategy(const std::string& name, const std::string& source) {
-  // On the command line the recompute token may also be spelled as Megatron's flag values (full, selective,
-  // none), as `--recompute` accepts both; dataset names stay exactly as the dataset writes them.
+Strategy parse_strategy(const std::string& name, const std::string& source, std::int64_t devices) {
+  // On the command line the fields may come in any order, with dp following from the device count and the other
+  // degrees 1 where left out (parse_strategy_spec), and the recompute token may also be spelled as Megatron's flag
+  // values (full, selective, none), as `--recompute` accepts both; dataset names stay exactly as the dataset writes
+  // them.
   std::string canonical;
   std::size_t start = 0;
   while (start <= name.size()) {
@@ -1076,7 +1078,7 @@ Strategy parse_strategy(const std::string& name, const std::string& source) {
                                                             : tok);
     start = dash + 1;
   }
-  ParseResult r = parse_config_name(canonical);
+  ParseResult r = parse_strategy_spec(canonical, devices);
   if (!r.strategy) throw InputError(source, 0, "optimization_config", r.error);
   return *r.strategy;
 }

@@ -1,8 +1,10 @@
 #include "simulator/strategy.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -140,16 +142,23 @@ ExtensionToken extension_token(std::string_view t) {
 
 }  // namespace
 
-ParseResult parse_config_name(const std::string& name) {
-  ParseResult r;
+namespace {
+// The dash-separated fields of a name (an empty one where two dashes meet or one ends it).
+std::vector<std::string_view> name_fields(std::string_view rest) {
   std::vector<std::string_view> toks;
-  std::string_view rest(name);
   while (true) {
     auto pos = rest.find('-');
     toks.push_back(rest.substr(0, pos));
     if (pos == std::string_view::npos) break;
     rest.remove_prefix(pos + 1);
   }
+  return toks;
+}
+}  // namespace
+
+ParseResult parse_config_name(const std::string& name) {
+  ParseResult r;
+  const std::vector<std::string_view> toks = name_fields(name);
   auto fail = [&](const std::string& why) {
     r.error = "configuration '" + name + "': " + why;
     return r;
@@ -238,6 +247,82 @@ ParseResult parse_config_name(const std::string& name) {
     stage = e.kind;
   }
   r.strategy = s;
+  return r;
+}
+
+ParseResult parse_strategy_spec(const std::string& spec, std::int64_t devices) {
+  ParseResult r;
+  auto fail = [&](const std::string& why) {
+    r.error = "strategy '" + spec + "': " + why;
+    return r;
+  };
+  auto quoted = [](std::string_view v) {  // appended, not prepended to: GCC 12's -Wrestrict misreads the latter
+    std::string q(1, '\'');
+    q.append(v);
+    q += '\'';
+    return q;
+  };
+  // The degrees a name leads with, in its order; dp may be left to the device count, the others default to 1 (ep
+  // and etp: none).
+  constexpr std::string_view prefixes[] = {"dp", "tp", "pp", "cp", "ep", "etp"};
+  std::array<std::optional<long long>, std::size(prefixes)> degrees{};
+  std::string_view recompute;
+  std::vector<std::pair<int, std::string_view>> extensions;  // by their place in the canonical order
+  for (const std::string_view tok : name_fields(spec)) {
+    if (tok.empty()) return fail("an empty field (two dashes in a row, or one at an end)");
+    std::size_t d = 0;
+    while (d < std::size(prefixes) && !degree(tok, prefixes[d])) ++d;
+    if (d < std::size(prefixes)) {
+      if (degrees[d]) return fail(quoted(prefixes[d]) + " is given twice");
+      degrees[d] = degree(tok, prefixes[d]);
+      continue;
+    }
+    if (tok == "RC" || tok == "noRC" || tok == "selRC") {
+      if (!recompute.empty()) return fail("two recompute fields, " + quoted(recompute) + " and " + quoted(tok));
+      recompute = tok;
+      continue;
+    }
+    const ExtensionToken e = extension_token(tok);
+    if (e.kind == kNone)
+      return fail("unknown field " + quoted(tok) +
+                  "; fields: dp<N> tp<N> pp<N> cp<N> ep<N> etp<N>, RC|noRC|selRC, block<N>|uniform<N>, mbs<N>, "
+                  "vpp<N>, first<N>, last<N>, sp|nosp, do|nodo, fsdp|nofsdp, p2p|a2a|allgather|a2a+p2p, uly<N>");
+    for (const auto& [kind, other] : extensions)
+      if (kind == e.kind) return fail(quoted(other) + " and " + quoted(tok) + " set the same thing");
+    extensions.emplace_back(e.kind, tok);
+  }
+  const auto has = [&](int kind) {
+    return std::any_of(extensions.begin(), extensions.end(), [&](const auto& e) { return e.first == kind; });
+  };
+  if (has(kUly) &&
+      !std::any_of(extensions.begin(), extensions.end(), [](const auto& e) { return e.second == "a2a+p2p"; }))
+    return fail("a Ulysses degree (uly<N>) is a2a+p2p's: give a2a+p2p too");
+  const long long tp = degrees[1].value_or(1), pp = degrees[2].value_or(1), cp = degrees[3].value_or(1);
+  long long dp = 0;
+  if (degrees[0]) {
+    dp = *degrees[0];
+  } else if (devices <= 0) {
+    return fail("no dp<N>: give it, or the device count (--devices) it follows from");
+  } else if (devices % (tp * pp * cp) != 0) {  // each degree is at most 2^20: the product fits
+    return fail("no dp<N>, and " + std::to_string(devices) +
+                " devices are not a multiple of tp*pp*cp = " + std::to_string(tp * pp * cp));
+  } else {
+    dp = devices / (tp * pp * cp);
+  }
+  std::string name =
+      "dp" + std::to_string(dp) + "-tp" + std::to_string(tp) + "-pp" + std::to_string(pp) + "-cp" + std::to_string(cp);
+  if (degrees[4]) name += "-ep" + std::to_string(*degrees[4]);
+  if (degrees[5]) name += "-etp" + std::to_string(*degrees[5]);
+  name += '-';
+  name += recompute.empty() ? std::string_view("noRC") : recompute;
+  std::stable_sort(extensions.begin(), extensions.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [kind, tok] : extensions) {
+    name += '-';
+    name += tok;
+  }
+  r = parse_config_name(name);
+  if (!r.strategy && name != spec) r.error = "strategy '" + spec + "', read as '" + name + "': " + r.error;
   return r;
 }
 

@@ -25,7 +25,24 @@ expect 0 "lmsim" --version
 expect 0 "predict" --help
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
-expect 2 "recompute field" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+expect 2 "unknown field 'XX'; fields: dp<N>" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+# A strategy as a person types it: fields in any order, dp from --devices; said as the configuration it stands for,
+# predicted as that configuration is. Without --devices a missing dp is named; a device count tp·pp·cp does not
+# divide, likewise.
+expect 0 "'sp-RC-pp2-tp4' read as dp1-tp4-pp2-cp1-RC-sp" predict --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 \
+  --strategy sp-RC-pp2-tp4
+typed=$("$lmsim" predict --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --strategy sp-RC-pp2-tp4 --json \
+  2>/dev/null | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["strategy"], d["iteration_time_s"])')
+named=$("$lmsim" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp4-pp2-cp1-RC-sp --json \
+  2>/dev/null | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["strategy"], d["iteration_time_s"])')
+if [ -z "$typed" ] || [ "$typed" != "$named" ]; then
+  echo "FAIL: sp-RC-pp2-tp4 on 8 devices predicted '$typed', its configuration name '$named'"
+  fail=1
+fi
+expect 2 "no dp<N>: give it, or the device count (--devices)" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy tp4-pp2-RC
+expect 2 "8 devices are not a multiple of tp\*pp\*cp = 3" predict --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 \
+  --strategy tp1-pp3-RC
 # --set KEY=VALUE: one training setting, checked as the settings JSON is.
 expect 2 "--set: field 'nosuch': unknown key" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8-tp1-pp1-cp1-RC --set nosuch=1
@@ -119,7 +136,7 @@ expect 0 "Megatron's data-parallel degree is dp·ep = 16 (dp16-tp1-pp1-cp1-ep8-R
   --system h100_sxm_80g --strategy dp2-tp1-pp1-cp1-ep8-RC --devices 16
 expect 2 "(dp\*tp\*pp\*cp\*ep = 16) devices, --devices is 32" predict --model Qwen3-30B-A3B --system h100_sxm_80g \
   --strategy dp2-tp1-pp1-cp1-ep8-RC --devices 32
-expect 2 "sp' is repeated or out of order; extension tokens" predict --model Qwen3-0.6B --system h100_sxm_80g \
+expect 2 "'sp' and 'sp' set the same thing" predict --model Qwen3-0.6B --system h100_sxm_80g \
   --strategy dp4-tp2-pp1-cp1-RC-sp-sp
 expect 2 "no bf16" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --settings <(echo '{"precision":"bf16"}')
 # Contradicting settings name the setting to blame as the field.

@@ -858,7 +858,12 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   EXPECT_THROW(io::settings_from_json(io::to_json(t), "settings.json"), io::InputError);
   EXPECT_THROW(io::resolve_model("NoSuchModel"), io::InputError);
   EXPECT_THROW(io::resolve_system("no_such_system"), io::InputError);
-  EXPECT_THROW(io::parse_strategy("dp2-tp4"), io::InputError);
+  EXPECT_THROW(io::parse_strategy("dp2-tp4-zero3"), io::InputError);
+  EXPECT_THROW(io::parse_strategy("tp4-pp2"), io::InputError);  // no dp, no device count to derive it from
+  // The command line's spelling: left-out degrees 1, recompute none (here in Megatron's flag spelling), dp from the
+  // device count.
+  EXPECT_EQ(config_name(io::parse_strategy("dp2-tp4")), "dp2-tp4-pp1-cp1-noRC");
+  EXPECT_EQ(config_name(io::parse_strategy("full-pp2-tp4", "--strategy", 64)), "dp8-tp4-pp2-cp1-RC");
 }
 
 // load_presets over a copy of the shipped presets folder (the θ files linked) in which `file` (under presets/)

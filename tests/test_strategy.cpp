@@ -128,6 +128,89 @@ TEST(ConfigName, RejectsEveryMalformedForm) {
   }
 }
 
+TEST(StrategySpec, FieldsInAnyOrderReadAsTheirConfigurationName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"tp4-dp2-pp1-cp1-RC", "dp2-tp4-pp1-cp1-RC"},
+      {"dp2-tp4-pp1-cp1-RC-sp-mbs2", "dp2-tp4-pp1-cp1-RC-mbs2-sp"},
+      {"sp-vpp5-RC-pp4-tp8-dp2-mbs1", "dp2-tp8-pp4-cp1-RC-mbs1-vpp5-sp"},
+      {"dp2-tp4", "dp2-tp4-pp1-cp1-noRC"},  // pp and cp 1, Megatron's default recompute (none)
+      {"dp8-fsdp-do", "dp8-tp1-pp1-cp1-noRC-do-fsdp"},
+      {"uly2-a2a+p2p-cp8-dp1", "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly2"},
+      {"etp1-ep32-tp2-pp8-dp16-vpp4", "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4"},
+      {"block3-RC-dp2-tp4-pp4-vpp2", "dp2-tp4-pp4-cp1-RC-block3-vpp2"},
+  };
+  for (const auto& [spec, name] : cases) {
+    const ParseResult r = parse_strategy_spec(spec);
+    ASSERT_TRUE(r.strategy) << spec << ": " << r.error;
+    EXPECT_EQ(config_name(*r.strategy), name) << spec;
+  }
+}
+
+TEST(StrategySpec, DataParallelFollowsFromTheDeviceCountWhenLeftOut) {
+  const ParseResult r = parse_strategy_spec("tp8-pp8-cp2-vpp5-RC", 1024);
+  ASSERT_TRUE(r.strategy) << r.error;
+  EXPECT_EQ(config_name(*r.strategy), "dp8-tp8-pp8-cp2-RC-vpp5");
+  EXPECT_EQ(r.strategy->devices(), 1024);
+  // Megatron's dp: an MoE model's experts fold inside dp·cp, so ep does not divide the device count.
+  EXPECT_EQ(config_name(*parse_strategy_spec("tp2-pp8-ep64-etp1-selRC", 1024).strategy),
+            "dp64-tp2-pp8-cp1-ep64-etp1-selRC");
+  // A dp given wins (the device count is the caller's to check against it).
+  EXPECT_EQ(parse_strategy_spec("dp4-tp8", 1024).strategy->data_parallel, 4);
+  const std::string none = parse_strategy_spec("tp8-pp8").error;
+  EXPECT_NE(none.find("no dp<N>: give it, or the device count (--devices)"), std::string::npos) << none;
+  const std::string uneven = parse_strategy_spec("tp3-pp4-RC", 256).error;
+  EXPECT_NE(uneven.find("256 devices are not a multiple of tp*pp*cp = 12"), std::string::npos) << uneven;
+}
+
+TEST(StrategySpec, EveryConfigurationNameReadsAsTheStrictParserReadsIt) {
+  for (const char* n : {"dp2-tp4-pp1-cp1-RC", "dp1-tp2-pp2-cp1-ep4-noRC", "dp1-tp4-pp2-cp2-ep1-RC",
+                        "dp2-tp2-pp2-cp2-ep2-selRC-mbs2-vpp2-sp-do", "dp1-tp8-pp4-cp1-noRC-vpp7-nosp",
+                        "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4", "dp1-tp2-pp2-cp2-RC-mbs2-sp-do-allgather",
+                        "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly2", "dp2-tp4-pp4-cp1-RC-block3-mbs1-vpp2",
+                        "dp8-tp1-pp1-cp1-RC-uniform4", "dp8-tp8-pp8-cp2-noRC-first15-last15"}) {
+    const ParseResult strict = parse_config_name(n), spec = parse_strategy_spec(n, 4096);
+    ASSERT_TRUE(strict.strategy) << n << ": " << strict.error;
+    ASSERT_TRUE(spec.strategy) << n << ": " << spec.error;
+    EXPECT_EQ(*spec.strategy, *strict.strategy) << n;
+  }
+}
+
+TEST(StrategySpec, OnlyTheOrderAndTheOmissionsAreForgiven) {
+  // Wrong only in their order, or leaving out what has a default: read.
+  for (const char* n :
+       {"dp2", "dp2-tp4-pp1-cp1", "tp4-dp2-pp1-cp1-RC", "dp2-tp4-pp1-cp1-RC-sp-mbs2", "dp2-tp4-pp1-cp1-etp1-ep2-RC",
+        "dp8-tp1-pp1-cp1-noRC-fsdp-do", "dp2-tp1-pp1-cp4-noRC-a2a-sp", "dp2-tp4-pp1-cp1-RC-mbs2-block2"})
+    EXPECT_TRUE(parse_strategy_spec(n).strategy) << n << ": " << parse_strategy_spec(n).error;
+  // Wrong in what they say: refused, each with its reason.
+  const std::pair<const char*, const char*> refused[] = {
+      {"", "an empty field"},
+      {"dp2-tp4-pp1-cp1-", "an empty field"},
+      {"dp2--tp4", "an empty field"},
+      {"dp2-tp4-pp1-cp1-noRC-RC", "two recompute fields, 'noRC' and 'RC'"},
+      {"dp2-tp4-pp1-cp1-ep4-ep4-RC", "'ep' is given twice"},
+      {"dp2-tp4-pp1-cp1-RC-sp-sp", "'sp' and 'sp' set the same thing"},
+      {"dp2-tp4-RC-sp-nosp", "'sp' and 'nosp' set the same thing"},
+      {"dp2-tp4-pp1-cp1-RC-block2-uniform2", "'block2' and 'uniform2' set the same thing"},
+      {"dp2-tp4-pp1-cp1-RC-extra", "unknown field 'extra'"},
+      {"dp2-tp4-pp1-cp1-rc", "unknown field 'rc'"},
+      {"dp0-tp4", "unknown field 'dp0'"},
+      {"dp2.5-tp4", "unknown field 'dp2.5'"},
+      // What the configuration name it stands for breaks, as parse_config_name says it.
+      {"dp2-tp4-noRC-block2", "read as 'dp2-tp4-pp1-cp1-noRC-block2'"},
+      {"dp1-cp8-uly2", "a Ulysses degree (uly<N>) is a2a+p2p's: give a2a+p2p too"},
+      {"dp1-cp8-a2a+p2p-uly8", "the Ulysses degree must be above 1, below cp and divide it"},
+      {"dp8-a2a", "names a context-parallel algorithm; cp is 1"},
+      {"dp8-nodo-fsdp", "'fsdp' shards the optimizer state: not with 'nodo'"},
+      {"dp2-tp4-RC-vpp1", "vpp1 is written by omitting the vpp field"},
+      {"dp2-tp4-ep2-etp4-RC", "etp equal to tp is written by omitting the etp field"},
+  };
+  for (const auto& [n, why] : refused) {
+    const ParseResult r = parse_strategy_spec(n, 64);
+    EXPECT_FALSE(r.strategy) << "accepted '" << n << "'";
+    EXPECT_NE(r.error.find(why), std::string::npos) << n << ": " << r.error;
+  }
+}
+
 namespace {
 Model qwen3_06b() {
   Model m;

@@ -1,5 +1,6 @@
 // libFuzzer target: configuration names parse or are rejected with a message; what parses round-trips, except
-// the dataset's ep1 field, which is read and written without it.
+// the dataset's ep1 field, which is read and written without it. The command line's spelling (parse_strategy_spec)
+// likewise: it accepts every name the strict parser does, as the same strategy, and what it accepts is a name's.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -20,6 +21,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!again.strategy || !(*again.strategy == *r.strategy)) std::abort();
   } else if (r.error.empty()) {
     std::abort();
+  }
+  for (const std::int64_t devices : {std::int64_t{0}, std::int64_t{1} << 12}) {
+    const lmsim::ParseResult typed = lmsim::parse_strategy_spec(name, devices);
+    if (r.strategy && (!typed.strategy || !(*typed.strategy == *r.strategy))) std::abort();
+    if (!typed.strategy && typed.error.empty()) std::abort();
+    if (typed.strategy) {
+      const lmsim::ParseResult named = lmsim::parse_config_name(lmsim::config_name(*typed.strategy));
+      if (!named.strategy || !(*named.strategy == *typed.strategy)) std::abort();
+    }
   }
   return 0;
 }
