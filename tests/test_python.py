@@ -42,6 +42,13 @@ def test_a_strategy_list_compares_them_as_the_cli_does():
     assert d["predictions"][0]["iteration_time_s"] != d["predictions"][1]["iteration_time_s"]
 
 
+def test_a_strategy_typed_in_any_order_takes_dp_from_devices():
+    typed = lmsim.predict(**{**KW, "strategy": "RC-tp4"})  # 8 devices: dp 2, pp and cp 1
+    named = lmsim.predict(**KW)
+    assert typed["strategy"] == named["strategy"] == "dp2-tp4-pp1-cp1-RC"
+    assert typed["iteration_time_s"] == named["iteration_time_s"]
+
+
 def test_options_are_the_cli_options():
     d = lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp8-tp1-pp1-cp1-noRC", seq=8192,
                       global_batch=64, emit="megatron")
