@@ -87,15 +87,27 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
 // interval and its change from the first, peak memory, P(fits), MFU), then every result term per strategy. With
 // --json, {"predictions": [the one-strategy document of each]}. Every strategy is predicted before anything is
 // written, so a bad one leaves no partial output.
+// With several --devices, every strategy at each count, by count (a layout's scaling: dp follows the count).
 void compare(const PredictCli& o, std::ostream& os) {
+  auto count = [](std::size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
   if (o.diagnostics || !o.gemm_csv.empty() || !o.emit.empty())
-    throw io::InputError("--strategy", 0, "strategy",
-                         "--diagnostics, --gemms-csv and --emit take one --strategy; " +
-                             std::to_string(o.strategy_names.size()) + " were given");
+    throw io::InputError(
+        "--strategy", 0, "strategy",
+        "--diagnostics, --gemms-csv and --emit take one --strategy and one --devices; " +
+            count(o.strategy_names.size(), "strategy", "strategies") + " at " +
+            count(std::max<std::size_t>(1, o.opt.device_counts.size()), "device count", "device counts") +
+            " were given");
   const Resolved r = resolve(o.opt);
   std::vector<PredictResult> res;
-  for (const std::string& name : o.strategy_names)
-    res.push_back(predict({o.opt, name, o.allow_uneven, o.allow_cross_node, ""}, r, true));
+  const std::vector<int> counts = o.opt.device_counts.empty() ? std::vector<int>{0} : o.opt.device_counts;
+  for (const int devices : counts) {
+    RunOptions at = o.opt;
+    at.devices = devices;
+    for (const std::string& name : o.strategy_names)
+      res.push_back(predict({at, name, o.allow_uneven, o.allow_cross_node, ""}, r, true));
+  }
   if (o.opt.json) {
     io::Json all = io::Json::array();
     for (const PredictResult& x : res) all.push_back(x.json());
@@ -134,8 +146,9 @@ void compare(const PredictCli& o, std::ostream& os) {
 }
 
 // One prediction: options in, the report on `os` (the GEMMs to --gemms-csv).
-void run(const PredictCli& o, std::ostream& os) {
-  if (o.strategy_names.size() > 1) return compare(o, os);
+void run(PredictCli o, std::ostream& os) {
+  o.opt.devices = o.opt.device_counts.empty() ? 0 : o.opt.device_counts.front();
+  if (o.strategy_names.size() > 1 || o.opt.device_counts.size() > 1) return compare(o, os);
   const RunOptions& opt = o.opt;
   const std::string &strategy_name = o.strategy_names.front(), &gemm_csv = o.gemm_csv, &emit = o.emit;
   const bool diagnostics = o.diagnostics, allow_uneven = o.allow_uneven, allow_cross_node = o.allow_cross_node;

@@ -46,8 +46,11 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool need_devices) {
   cmd.add_option("--model", o.model, "model preset name or model JSON file")->required();
   cmd.add_option("--system", o.system, "system preset name or system JSON file")->required();
   // A size given on the command line is a size: 0 is refused, never read as "use the default".
-  auto* d = cmd.add_option("--devices", o.devices, "number of devices (default: product of the degrees)")
-                ->check(positive_size());
+  auto* d = cmd.add_option("--devices", o.device_counts,
+                           "number of devices (default: product of the degrees); several (comma-separated) compare the "
+                           "strategies at each, dp following from the count where a strategy leaves it out")
+                ->check(positive_size())
+                ->delimiter(',');
   if (need_devices) d->required();
   cmd.add_option("--seq", o.seq, "sequence length (default 4096)")->check(positive_size());
   cmd.add_option("--global-batch", o.global_batch, "global batch size in sequences (default 32)")

@@ -20,7 +20,8 @@ namespace lmsim::app {
 struct RunOptions {
   std::string model, system, params_file, settings_file, platform_stack;
   std::vector<std::string> set_settings;  // --set KEY=VALUE: training settings on top of the stack and the file
-  int devices = 0;
+  int devices = 0;                        // the device count a prediction runs at (0: the strategy's degrees say it)
+  std::vector<int> device_counts;         // --devices as given: predict compares its strategies at each
   std::int64_t seq = 0, global_batch = 0, micro_batch = 0;
   bool json = false;
 };

@@ -41,6 +41,24 @@ if [ -z "$typed" ] || [ "$typed" != "$named" ]; then
 fi
 expect 2 "no dp<N>: give it, or the device count (--devices)" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy tp4-pp2-RC
+# Several device counts: every strategy at each, dp from the count (a layout's scaling), each as predicted alone.
+scaling=$("$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --devices 8,16,32 --strategy tp2,tp2-RC --json \
+  2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["predictions"]
+print(" ".join("%s@%d" % (p["strategy"], p["devices"]) for p in d), d[2]["iteration_time_s"])')
+alone=$("$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8-tp2-pp1-cp1-noRC --json 2>/dev/null |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["iteration_time_s"])')
+want="dp4-tp2-pp1-cp1-noRC@8 dp4-tp2-pp1-cp1-RC@8 dp8-tp2-pp1-cp1-noRC@16 dp8-tp2-pp1-cp1-RC@16"
+want="$want dp16-tp2-pp1-cp1-noRC@32 dp16-tp2-pp1-cp1-RC@32 $alone"
+if [ -z "$alone" ] || [ "$scaling" != "$want" ]; then
+  echo "FAIL: --devices 8,16,32 --strategy tp2,tp2-RC gave '$scaling', want '$want'"
+  fail=1
+fi
+expect 2 "'dp8-tp2' uses dp\*tp\*pp\*cp = 16 devices, --devices is 8" predict --model Llama-3-8B --system h100_sxm_80g \
+  --devices 8,16 --strategy dp8-tp2
+expect 2 "take one --strategy and one --devices; 1 strategy at 2 device counts were given" predict \
+  --model Llama-3-8B --system h100_sxm_80g --devices 8,16 --strategy tp2 --emit megatron
 expect 2 "8 devices are not a multiple of tp\*pp\*cp = 3" predict --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 \
   --strategy tp1-pp3-RC
 # --set KEY=VALUE: one training setting, checked as the settings JSON is.
@@ -163,7 +181,7 @@ expect 2 "'deepep' is not one of alltoall, allgather, flex" search --model Phi-3
 # An EP that fits only with whole experts on each rank names the -etp1 spelling that runs.
 expect 2 "(expert tensor parallel = tp by default; dp1-tp2-pp8-cp1-ep2-etp1-RC keeps each expert whole on a rank and runs)" \
   predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 --strategy dp1-tp2-pp8-cp1-ep2-RC
-expect 2 "take one --strategy; 2 were given" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+expect 2 "take one --strategy and one --devices; 2 strategies at 1 device count were given" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8-tp1-pp1-cp1-RC --strategy dp4-tp2-pp1-cp1-RC --emit megatron
 expect 2 "seq" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq abc
 expect 2 "not a positive integer" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq 0

@@ -49,6 +49,13 @@ def test_a_strategy_typed_in_any_order_takes_dp_from_devices():
     assert typed["iteration_time_s"] == named["iteration_time_s"]
 
 
+def test_several_device_counts_compare_a_layout_at_each():
+    d = lmsim.predict(**{**KW, "strategy": "tp4-RC", "devices": [4, 8]})
+    assert [(p["strategy"], p["devices"]) for p in d["predictions"]] == [("dp1-tp4-pp1-cp1-RC", 4),
+                                                                          ("dp2-tp4-pp1-cp1-RC", 8)]
+    assert d["predictions"][1]["iteration_time_s"] == lmsim.predict(**KW)["iteration_time_s"]
+
+
 def test_options_are_the_cli_options():
     d = lmsim.predict(model="Llama-3-8B", system="h100_sxm_80g", strategy="dp8-tp1-pp1-cp1-noRC", seq=8192,
                       global_batch=64, emit="megatron")
