@@ -108,9 +108,22 @@ void compare(const PredictCli& o, std::ostream& os) {
     for (const std::string& name : o.strategy_names)
       res.push_back(predict({at, name, o.allow_uneven, o.allow_cross_node, ""}, r, true));
   }
+  // Several device counts: each row's scaling efficiency, the device-seconds an iteration takes at the first count
+  // over those it takes here, for the same strategy (res holds the strategies count by count).
+  const bool scaling = counts.size() > 1;
+  const std::size_t per_count = o.strategy_names.size();
+  auto efficiency = [&](std::size_t i) {
+    const PredictResult &base = res[i % per_count], &x = res[i];
+    return base.p.iteration_time_s * static_cast<double>(base.s.devices()) /
+           (x.p.iteration_time_s * static_cast<double>(x.s.devices()));
+  };
   if (o.opt.json) {
     io::Json all = io::Json::array();
-    for (const PredictResult& x : res) all.push_back(x.json());
+    for (std::size_t i = 0; i < res.size(); ++i) {
+      io::Json j = res[i].json();
+      if (scaling) j["scaling_efficiency"] = efficiency(i);
+      all.push_back(j);
+    }
     os << io::Json{{"predictions", all}}.dump(1) << "\n";
     return;
   }
@@ -122,25 +135,35 @@ void compare(const PredictCli& o, std::ostream& os) {
     const PredictResult& x = res[i];
     const Throughput tp = throughput(x.p, x.s, r.system, r.settings);
     const double change = 100 * (x.p.iteration_time_s / first_s - 1);
-    rows.push_back(
-        {std::to_string(i + 1), config_name(x.s), std::to_string(x.s.devices()), fmt(x.p.iteration_time_s, 3),
-         x.has_iv ? fmt(x.iv.time_s_80.lower, 3) + " - " + fmt(x.iv.time_s_80.upper, 3) : "-",
-         i == 0 ? "-" : (change >= 0 ? "+" : "") + fmt(change, 1) + " %", gib(x.p.max_peak_memory_bytes),
-         x.p.feasible ? "yes" : "NO", std::isfinite(x.p_fits) ? fmt(x.p_fits, 2) : "-", fmt(100 * tp.mfu, 1)});
+    std::vector<std::string> row{std::to_string(i + 1),
+                                 config_name(x.s),
+                                 std::to_string(x.s.devices()),
+                                 fmt(x.p.iteration_time_s, 3),
+                                 x.has_iv ? fmt(x.iv.time_s_80.lower, 3) + " - " + fmt(x.iv.time_s_80.upper, 3) : "-",
+                                 i == 0 ? "-" : (change >= 0 ? "+" : "") + fmt(change, 1) + " %",
+                                 gib(x.p.max_peak_memory_bytes),
+                                 x.p.feasible ? "yes" : "NO",
+                                 std::isfinite(x.p_fits) ? fmt(x.p_fits, 2) : "-",
+                                 fmt(100 * tp.mfu, 1)};
+    if (scaling) row.push_back(fmt(100 * efficiency(i), 1));
+    rows.push_back(row);
   }
-  os << table({"#", "configuration", "devices", "time_s", "80 % interval", "vs #1", "peak_GiB", "fits", "P(fits)",
-               "MFU %"},
-              rows)
-     << "\n";
-  std::vector<std::string> head{"term", "kind"};
-  for (std::size_t i = 0; i < res.size(); ++i) head.push_back("#" + std::to_string(i + 1) + " s");
+  std::vector<std::string> head{"#",     "configuration", "devices", "time_s",  "80 % interval",
+                                "vs #1", "peak_GiB",      "fits",    "P(fits)", "MFU %"};
+  if (scaling) head.push_back("scaling %");
+  os << table(head, rows) << "\n";
+  if (scaling)
+    os << "scaling %: device-seconds per iteration at " << counts.front()
+       << " devices over those here, for the same strategy (100: linear)\n\n";
+  std::vector<std::string> term_head{"term", "kind"};
+  for (std::size_t i = 0; i < res.size(); ++i) term_head.push_back("#" + std::to_string(i + 1) + " s");
   std::vector<std::vector<std::string>> terms;
   for (const auto& t : breakdown_terms()) {
     std::vector<std::string> row{t.name, to_string(t.kind)};
     for (const PredictResult& x : res) row.push_back(fmt(x.p.breakdown.*(t.field)));
     terms.push_back(row);
   }
-  os << table(head, terms) << "\n";
+  os << table(term_head, terms) << "\n";
   for (std::size_t i = 0; i < res.size(); ++i)
     os << "#" << i + 1 << " settings: " << settings_summary(res[i].s, r.settings) << "\n";
 }

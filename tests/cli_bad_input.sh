@@ -55,6 +55,18 @@ if [ -z "$alone" ] || [ "$scaling" != "$want" ]; then
   echo "FAIL: --devices 8,16,32 --strategy tp2,tp2-RC gave '$scaling', want '$want'"
   fail=1
 fi
+# Each row's scaling efficiency: the same strategy's device-seconds per iteration at the first count over its own.
+"$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --devices 8,32 --strategy tp2,tp2-RC --json 2>/dev/null |
+  python3 -c '
+import json, sys
+d = json.load(sys.stdin)["predictions"]
+for i, p in enumerate(d):
+    base = d[i % 2]
+    want = base["iteration_time_s"] * base["devices"] / (p["iteration_time_s"] * p["devices"])
+    assert abs(p["scaling_efficiency"] - want) < 1e-12 and (i >= 2 or p["scaling_efficiency"] == 1), (i, p)
+assert all(p["scaling_efficiency"] < 1 for p in d[2:])' || { echo "FAIL: scaling_efficiency"; fail=1; }
+expect 0 "scaling %: device-seconds per iteration at 8 devices over those here" predict --model Llama-3-8B \
+  --system h100_sxm_80g --devices 8,32 --strategy tp2
 expect 2 "'dp8-tp2' uses dp\*tp\*pp\*cp = 16 devices, --devices is 8" predict --model Llama-3-8B --system h100_sxm_80g \
   --devices 8,16 --strategy dp8-tp2
 expect 2 "take one --strategy and one --devices; 1 strategy at 2 device counts were given" predict \
