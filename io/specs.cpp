@@ -1063,22 +1063,9 @@ bool fold_moe_replicas(Strategy& s, std::int64_t devices) {
 }
 
 Strategy parse_strategy(const std::string& name, const std::string& source, std::int64_t devices) {
-  // On the command line the fields may come in any order, with dp following from the device count and the other
-  // degrees 1 where left out (parse_strategy_spec), and the recompute token may also be spelled as Megatron's flag
-  // values (full, selective, none), as `--recompute` accepts both; dataset names stay exactly as the dataset writes
-  // them.
-  std::string canonical;
-  std::size_t start = 0;
-  while (start <= name.size()) {
-    const std::size_t dash = std::min(name.find('-', start), name.size());
-    const std::string tok = name.substr(start, dash - start);
-    canonical += (start ? "-" : "") + (tok == "full"        ? "RC"
-                                       : tok == "selective" ? "selRC"
-                                       : tok == "none"      ? "noRC"
-                                                            : tok);
-    start = dash + 1;
-  }
-  ParseResult r = parse_strategy_spec(canonical, devices);
+  // The command line's spelling (parse_strategy_spec): any field order, dp from the device count, the other degrees
+  // 1 where left out, recompute also as Megatron's flag values; dataset names stay exactly as the dataset writes them.
+  ParseResult r = parse_strategy_spec(name, devices);
   if (!r.strategy) throw InputError(source, 0, "optimization_config", r.error);
   return *r.strategy;
 }

@@ -266,37 +266,43 @@ ParseResult parse_strategy_spec(const std::string& spec, std::int64_t devices) {
   // and etp: none).
   constexpr std::string_view prefixes[] = {"dp", "tp", "pp", "cp", "ep", "etp"};
   std::array<std::optional<long long>, std::size(prefixes)> degrees{};
-  std::string_view recompute;
+  // The recompute field as a name writes it, or as Megatron's --recompute-granularity values (and `none`) say it.
+  constexpr std::pair<std::string_view, std::string_view> recompute_spellings[] = {
+      {"RC", "RC"}, {"noRC", "noRC"}, {"selRC", "selRC"}, {"full", "RC"}, {"selective", "selRC"}, {"none", "noRC"}};
+  std::string_view recompute, recompute_typed;
   std::vector<std::pair<int, std::string_view>> extensions;  // by their place in the canonical order
   for (const std::string_view tok : name_fields(spec)) {
     if (tok.empty()) return fail("an empty field (two dashes in a row, or one at an end)");
+    std::optional<long long> value;
     std::size_t d = 0;
-    while (d < std::size(prefixes) && !degree(tok, prefixes[d])) ++d;
-    if (d < std::size(prefixes)) {
+    while (d < std::size(prefixes) && !(value = degree(tok, prefixes[d]))) ++d;
+    if (value) {
       if (degrees[d]) return fail(quoted(prefixes[d]) + " is given twice");
-      degrees[d] = degree(tok, prefixes[d]);
+      degrees[d] = value;
       continue;
     }
-    if (tok == "RC" || tok == "noRC" || tok == "selRC") {
-      if (!recompute.empty()) return fail("two recompute fields, " + quoted(recompute) + " and " + quoted(tok));
-      recompute = tok;
+    const auto spelled = std::find_if(std::begin(recompute_spellings), std::end(recompute_spellings),
+                                      [&](const auto& r) { return r.first == tok; });
+    if (spelled != std::end(recompute_spellings)) {
+      if (!recompute.empty()) return fail("two recompute fields, " + quoted(recompute_typed) + " and " + quoted(tok));
+      recompute = spelled->second;
+      recompute_typed = tok;
       continue;
     }
     const ExtensionToken e = extension_token(tok);
     if (e.kind == kNone)
       return fail("unknown field " + quoted(tok) +
-                  "; fields: dp<N> tp<N> pp<N> cp<N> ep<N> etp<N>, RC|noRC|selRC, block<N>|uniform<N>, mbs<N>, "
+                  "; fields: dp<N> tp<N> pp<N> cp<N> ep<N> etp<N>, RC|noRC|selRC (or full|selective|none), "
+                  "block<N>|uniform<N>, mbs<N>, "
                   "vpp<N>, first<N>, last<N>, sp|nosp, do|nodo, fsdp|nofsdp, p2p|a2a|allgather|a2a+p2p, uly<N>");
     for (const auto& [kind, other] : extensions)
       if (kind == e.kind) return fail(quoted(other) + " and " + quoted(tok) + " set the same thing");
     extensions.emplace_back(e.kind, tok);
   }
-  const auto has = [&](int kind) {
-    return std::any_of(extensions.begin(), extensions.end(), [&](const auto& e) { return e.first == kind; });
-  };
-  if (has(kUly) &&
-      !std::any_of(extensions.begin(), extensions.end(), [](const auto& e) { return e.second == "a2a+p2p"; }))
-    return fail("a Ulysses degree (uly<N>) is a2a+p2p's: give a2a+p2p too");
+  const bool ulysses = std::any_of(extensions.begin(), extensions.end(), [](const auto& e) { return e.first == kUly; });
+  const bool hybrid =
+      std::any_of(extensions.begin(), extensions.end(), [](const auto& e) { return e.second == "a2a+p2p"; });
+  if (ulysses && !hybrid) return fail("a Ulysses degree (uly<N>) is a2a+p2p's: give a2a+p2p too");
   const long long tp = degrees[1].value_or(1), pp = degrees[2].value_or(1), cp = degrees[3].value_or(1);
   long long dp = 0;
   if (degrees[0]) {

@@ -281,9 +281,9 @@ struct ParseResult {
 };
 ParseResult parse_config_name(const std::string& name);
 // A strategy as a person types it: the fields of a configuration name in any order, tp, pp and cp 1 where left
-// out, the recompute field noRC (Megatron's default), and dp, where left out, the `devices` (0: none given) over
-// tp·pp·cp. The name it stands for is then read by parse_config_name, with its checks and messages. Dataset names are
-// read strictly (parse_config_name): they must say what ran.
+// out, the recompute field noRC (Megatron's default) where left out or spelled full|selective|none, and dp, where
+// left out, the `devices` (0: none given) over tp·pp·cp. The name it stands for is then read by parse_config_name,
+// with its checks and messages. Dataset names are read strictly (parse_config_name): they must say what ran.
 ParseResult parse_strategy_spec(const std::string& spec, std::int64_t devices = 0);
 
 // Effective options after applying the settings' defaults.

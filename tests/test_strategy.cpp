@@ -138,6 +138,9 @@ TEST(StrategySpec, FieldsInAnyOrderReadAsTheirConfigurationName) {
       {"uly2-a2a+p2p-cp8-dp1", "dp1-tp1-pp1-cp8-noRC-a2a+p2p-uly2"},
       {"etp1-ep32-tp2-pp8-dp16-vpp4", "dp16-tp2-pp8-cp1-ep32-etp1-noRC-vpp4"},
       {"block3-RC-dp2-tp4-pp4-vpp2", "dp2-tp4-pp4-cp1-RC-block3-vpp2"},
+      {"tp2-selective-dp4", "dp4-tp2-pp1-cp1-selRC"},  // Megatron's --recompute-granularity spellings
+      {"full-dp4", "dp4-tp1-pp1-cp1-RC"},
+      {"none-dp4", "dp4-tp1-pp1-cp1-noRC"},
   };
   for (const auto& [spec, name] : cases) {
     const ParseResult r = parse_strategy_spec(spec);
@@ -187,6 +190,7 @@ TEST(StrategySpec, OnlyTheOrderAndTheOmissionsAreForgiven) {
       {"dp2-tp4-pp1-cp1-", "an empty field"},
       {"dp2--tp4", "an empty field"},
       {"dp2-tp4-pp1-cp1-noRC-RC", "two recompute fields, 'noRC' and 'RC'"},
+      {"dp2-full-none", "two recompute fields, 'full' and 'none'"},  // as typed
       {"dp2-tp4-pp1-cp1-ep4-ep4-RC", "'ep' is given twice"},
       {"dp2-tp4-pp1-cp1-RC-sp-sp", "'sp' and 'sp' set the same thing"},
       {"dp2-tp4-RC-sp-nosp", "'sp' and 'nosp' set the same thing"},
