@@ -23,6 +23,7 @@ class CsvRow {
          long line)
       : path_(path), header_(header), fields_(fields), line_(line) {}
   long line() const { return line_; }
+  const std::string& path() const { return path_; }
   std::size_t col(std::string_view name) const;  // throws InputError when absent
   const std::string& at(std::size_t col) const { return fields_[col]; }
   const std::string& raw(std::string_view column) const { return fields_[col(column)]; }  // may be empty

@@ -157,6 +157,8 @@ Run& run_for(Collection& c, std::map<std::string, std::size_t>& index, const Csv
   Run r;
   r.config = name;
   r.strategy = *pr.strategy;
+  r.named_in = row.path();
+  r.named_at_line = row.line();
   index.emplace(name, c.runs.size());
   index.emplace(key, c.runs.size());
   c.runs.push_back(std::move(r));
@@ -632,7 +634,7 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   for (const auto& r : c.runs)
     if (const Rejection why = check(presets().find_model(c.model)->model, r.strategy, c.settings, measured_validity(c));
         why != Rejection::ok)
-      throw InputError((dir / "step_time_summary.csv").string(), 0, "optimization_config",
+      throw InputError(r.named_in, r.named_at_line, "optimization_config",
                        "'" + r.config + "' is impossible for " + c.model + ": " + describe(why));
   return c;
 }
@@ -731,7 +733,7 @@ Dataset read_dataset(const std::string& root) {
     for (const auto& r : c.runs) {
       const std::string key = c.model_setting + "/" + c.platform + "/" + canonical_config(r.strategy, c.settings);
       if (auto [it, fresh] = measured.emplace(key, c.directory + "/" + r.config); !fresh)
-        throw InputError((fs::path(root) / c.directory).string(), 0, "optimization_config",
+        throw InputError(r.named_in, r.named_at_line, "optimization_config",
                          "'" + r.config + "' of " + c.model_setting + " on " + c.platform + " is also measured in " +
                              it->second + ": a collection is in the dataset twice");
     }

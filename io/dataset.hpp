@@ -62,6 +62,8 @@ struct RankValue {
 struct Run {
   std::string config;
   Strategy strategy;
+  std::string named_in;  // the file and line that first named the configuration, for messages about it
+  long named_at_line = 0;
   std::optional<double> iteration_time_s;
   std::vector<RankValue> peak_memory_bytes;     // per rank, sorted by rank; empty when only the max is known
   std::optional<double> peak_memory_max_bytes;  // max over ranks: given, or computed from the per-rank rows

@@ -682,7 +682,13 @@ TEST(Dataset, EveryBadInputClassIsRejectedWithFileLineAndField) {
          spit(s.root / "data_manifest.csv",
               "directory,model_setting\n" + kSetting + "," + kSetting + "\n" + kSetting + "_copy," + kSetting + "\n");
        },
-       false, "optimization_config", "twice"},
+       true, "optimization_config", "twice"},
+      {"configuration the model cannot run", "step_time_summary.csv",
+       [&](const Scratch& s) {
+         replace(s.file("step_time_summary.csv"), "dp2-tp2-pp2-cp1-noRC,9876",
+                 "dp2-tp2-pp2-cp1-noRC,9876\ndp2-tp2-pp2-cp1-ep2-noRC,9000");  // experts on a dense model
+       },
+       true, "optimization_config", "is impossible"},
       {"unknown model setting", "zzz_1b_4k",
        [&](const Scratch& s) { fs::rename(s.root / kSetting, s.root / "zzz_1b_4k"); }, false, "model_setting",
        "cannot map"},
