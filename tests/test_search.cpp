@@ -477,3 +477,155 @@ TEST(Space, ScenariosCrossEverySizeAndRefuseBadOnes) {
   EXPECT_EQ(d[1].label, "a100_sxm_80g/8dev/seq4096/gbs32/flash/alltoall");
   EXPECT_EQ(d[1].settings.moe_token_dispatcher_type, MoeDispatcher::alltoall);
 }
+
+namespace {
+
+// Whole strategy spaces the properties below are checked over: dense and MoE models, every stack, a switch, direct
+// links and a full mesh, FSDP, every context-parallel algorithm and MoE dispatcher, partial block recompute.
+struct PropertySpace {
+  const char* model;
+  const char* system;
+  const char* stack;
+  int devices;
+  std::int64_t seq, gbs;
+  std::vector<bool> fsdp;
+  std::vector<CpCommType> cp_comm;
+  std::vector<MoeDispatcher> dispatchers;
+};
+const std::vector<PropertySpace>& property_spaces() {
+  static const std::vector<CpCommType> all_cp = {CpCommType::p2p, CpCommType::a2a, CpCommType::allgather,
+                                                 CpCommType::a2a_p2p};
+  static const std::vector<PropertySpace> spaces = {
+      {"Llama-3-8B", "h100_sxm_80g", "megatron-bridge", 32, 8192, 64, {false, true}, all_cp, {}},
+      {"Qwen3-0.6B", "v100_sxm2_32g", "gpu", 8, 4096, 32, {}, {}, {}},
+      {"Qwen3-1.7B", "ascend_910b3_64g", "npu", 16, 8192, 32, {}, all_cp, {}},
+      {"Gemma-2-9B", "ascend_910b3_64g", "npu", 8, 8192, 16, {}, {}, {}},
+      {"GPT-22B", "a100_sxm_80g", "megatron-lm-2021", 64, 2048, 256, {}, {}, {}},
+      {"Llama-3-70B", "h100_sxm_80g", "nemo-24.07", 128, 8192, 256, {}, {}, {}},
+      {"Qwen3-30B-A3B",
+       "h100_sxm_80g",
+       "megatron-bridge",
+       16,
+       4096,
+       64,
+       {false, true},
+       {},
+       {MoeDispatcher::alltoall, MoeDispatcher::allgather, MoeDispatcher::flex}},
+      {"gpt-oss-20b", "b200_sxm_180g", "megatron-bridge", 16, 4096, 32, {}, {}, {MoeDispatcher::alltoall}},
+      {"DeepSeek-V3", "h100_sxm_80g", "nemo-24.07", 256, 4096, 512, {}, {}, {MoeDispatcher::flex}},
+  };
+  return spaces;
+}
+
+// Calls f(model, candidate, scenario, prediction) for about `per_space` candidates spread over each space, those
+// the simulator accepts; returns how many.
+template <class F>
+std::uint64_t for_each_prediction(std::uint64_t per_space, F f) {
+  std::uint64_t n = 0;
+  for (const PropertySpace& k : property_spaces()) {
+    const Model& m = io::presets().find_model(k.model)->model;
+    const io::SystemPreset& sp = *io::presets().find_system(k.system);
+    SettingSweep sweep;
+    sweep.moe_dispatcher = k.dispatchers;
+    SpaceFilter filter;
+    filter.fsdp = k.fsdp;
+    filter.cp_comm_type = k.cp_comm;
+    filter.recompute_layers = {1};
+    const Space space(m,
+                      scenarios_of(sp.system, sp.default_params, io::resolve_stack(k.stack).settings, {k.devices},
+                                   {k.seq}, {k.gbs}, sweep),
+                      filter);
+    EXPECT_GT(space.size(), 0u) << k.model;
+    const std::uint64_t step = std::max<std::uint64_t>(1, space.size() / per_space);
+    for (std::uint64_t i = 0; i < space.size(); i += step) {
+      const Candidate c = space.at(i);
+      const Scenario& s = space.scenarios()[c.scenario];
+      const Prediction p = simulate(m, c.strategy, s.system, s.settings, s.params);
+      if (!p.ok()) continue;
+      ++n;
+      f(m, c, s, p);
+    }
+  }
+  return n;
+}
+
+std::string label(const Candidate& c, const Scenario& s) { return config_name(c.strategy) + " " + s.label; }
+
+}  // namespace
+
+// Every prediction: finite positive time and memory; no negative term; the critical-path terms adding up to the
+// iteration; each stage's memory terms adding up to its peak and the largest stage peak being the one reported;
+// no model FLOP rate above the device's peak. (All of each space, about 600,000 runs, passed when this was written.)
+TEST(Invariants, EveryPredictionIsPhysicallyConsistent) {
+  const std::uint64_t n =
+      for_each_prediction(4000, [](const Model&, const Candidate& c, const Scenario& s, const Prediction& p) {
+        const std::string name = label(c, s);
+        ASSERT_TRUE(std::isfinite(p.iteration_time_s) && p.iteration_time_s > 0) << name;
+        ASSERT_TRUE(std::isfinite(p.max_peak_memory_bytes) && p.max_peak_memory_bytes > 0) << name;
+        double critical = 0;
+        for (const auto& term : breakdown_terms()) {
+          const double v = p.breakdown.*(term.field);
+          ASSERT_TRUE(std::isfinite(v) && v >= 0) << name << ": " << term.name << " = " << v;
+          if (term.kind != TermKind::hidden) critical += v;
+        }
+        ASSERT_NEAR(critical, p.iteration_time_s, 1e-9 * p.iteration_time_s) << name;
+        double largest = 0;
+        for (int st = 0; st < p.num_stages; ++st) {
+          const StageResult& r = p.stages[static_cast<std::size_t>(st)];
+          for (const auto& term : stage_time_terms()) {
+            const double v = r.*(term.field);
+            ASSERT_TRUE(std::isfinite(v) && v >= 0) << name << " stage " << st << ": " << term.name << " = " << v;
+          }
+          double bytes = 0;
+          for (const auto& term : stage_memory_terms()) {
+            const double v = r.*(term.field);
+            ASSERT_TRUE(std::isfinite(v) && v >= 0) << name << " stage " << st << ": " << term.name << " = " << v;
+            if (term.field != &StageResult::peak_bytes) bytes += v;
+          }
+          ASSERT_NEAR(bytes, r.peak_bytes, 1e-9 * r.peak_bytes) << name << " stage " << st;
+          largest = std::max(largest, r.peak_bytes);
+        }
+        ASSERT_DOUBLE_EQ(largest, p.max_peak_memory_bytes) << name;
+        const double rate = p.model_flops_per_device / p.iteration_time_s;
+        ASSERT_GT(rate, 0) << name;
+        ASSERT_LE(rate, s.system.peak_flops(s.settings.precision)) << name;
+      });
+  EXPECT_GT(n, 10000u);
+}
+
+// What each knob does, whatever the layout: recomputing (fully or selectively) never makes an iteration faster;
+// sequence parallelism and the distributed optimizer never add memory.
+TEST(Invariants, RecomputeNeverSpeedsUpAndShardingNeverAddsMemory) {
+  const std::uint64_t n =
+      for_each_prediction(2000, [](const Model& m, const Candidate& c, const Scenario& s, const Prediction& p) {
+        const std::string name = label(c, s);
+        auto run = [&](const Strategy& x) { return simulate(m, x, s.system, s.settings, s.params); };
+        if (c.strategy.recompute == Recompute::none) {
+          for (Recompute rc : {Recompute::selective, Recompute::full}) {
+            Strategy x = c.strategy;
+            x.recompute = rc;
+            const Prediction q = run(x);
+            if (q.ok()) {
+              ASSERT_GE(q.iteration_time_s, p.iteration_time_s * (1 - 1e-12)) << name << " " << to_string(rc);
+            }
+          }
+        }
+        Strategy sp = c.strategy, nosp = c.strategy;
+        sp.sequence_parallel = true;
+        nosp.sequence_parallel = false;
+        if (c.strategy.tensor_parallel > 1) {
+          const Prediction a = run(sp), b = run(nosp);
+          if (a.ok() && b.ok()) {
+            ASSERT_LE(a.max_peak_memory_bytes, b.max_peak_memory_bytes * (1 + 1e-12)) << name;
+          }
+        }
+        Strategy dist = c.strategy, whole = c.strategy;
+        dist.distributed_optimizer = true;
+        whole.distributed_optimizer = false;
+        const Prediction a = run(dist), b = run(whole);
+        if (a.ok() && b.ok()) {
+          ASSERT_LE(a.max_peak_memory_bytes, b.max_peak_memory_bytes * (1 + 1e-12)) << name;
+        }
+      });
+  EXPECT_GT(n, 5000u);
+}
