@@ -207,6 +207,8 @@ struct LayerTime {
   double model_flops;  // 3x the forward GEMM FLOPs of the layer (model FLOPs, no recompute)
   double tp_fwd, tp_bwd, tp_hidden, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
   double ep_alone;  // exposed EP all-to-all of a pass that has no other micro-batch to overlap with
+  // Seconds each group's hidden traffic keeps its links busy under the forward / backward compute.
+  double tp_link_fwd, tp_link_bwd, cp_link_fwd, cp_link_bwd, ep_link_fwd, ep_link_bwd;
 };
 
 constexpr std::size_t kNumRoles = 7;
@@ -272,6 +274,8 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         lt.tp_fwd += fe;
         lt.tp_bwd += be;
         lt.tp_hidden += f - fe + b - be;
+        lt.tp_link_fwd += f - fe;
+        lt.tp_link_bwd += b - be;
         break;
       case Group::cp:
       case Group::cp_ring: {
@@ -280,6 +284,8 @@ LayerTime layer_time(const Ctx& c, bool moe) {
         lt.cp_fwd += fe + nccl_share * (f - fe);
         lt.cp_bwd += be + nccl_share * (b - be);
         lt.cp_hidden += f - fe + b - be - cost;
+        lt.cp_link_fwd += f - fe;
+        lt.cp_link_bwd += b - be;
         break;
       }
       default:
@@ -295,6 +301,9 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   if (c.t.overlap_moe_expert_parallel_comm && moe) {
     const double ep = lt.ep_fwd + lt.ep_bwd, exposed = std::max(0.0, ep - (lt.fwd_compute + lt.bwd_compute));
     const double scale = ep > 0 ? (exposed + ep_contention_share(c) * (ep - exposed)) / ep : 0;
+    const double hidden = ep > 0 ? (ep - exposed) / ep : 0;  // share of each pass's exchange under the other's
+    lt.ep_link_fwd = hidden * lt.ep_fwd;
+    lt.ep_link_bwd = hidden * lt.ep_bwd;
     lt.ep_fwd *= scale;
     lt.ep_bwd *= scale;
   }
@@ -494,6 +503,17 @@ Overlapped overlap_dp_traffic(double comm_s, double idle_s, double busy_s, doubl
   return {comm_s - idle - (1 - share) * busy, idle + (1 - share) * busy};
 }
 
+// The links a group's traffic is bound by: the network once the group spans nodes, else the node's own links. Two
+// groups bound by the same links carry one collective's bytes at a time.
+bool shares_links(const GroupUse& a, const GroupUse& b) { return (a.nodes > 1) == (b.nodes > 1); }
+
+// One micro-batch's pass through a stage as the data-parallel traffic sees it: its compute less the seconds it
+// already hides other traffic on the DP group's links under (busy: a link carries one collective at a time), and
+// the collectives it leaves exposed on other links, beside which the DP traffic runs as in idle time (free).
+struct PassWindow {
+  double busy_s, free_s;
+};
+
 // How much of a stage's once-per-iteration DP traffic its compute can hold, as Megatron-core's schedules launch it
 // (pipeline_parallel/schedules.py). Without interleaving the traffic is bucketed inside the one pass it follows
 // (the last micro-batch's backward for the gradients, the first forward for the parameters): up to that pass.
@@ -509,6 +529,16 @@ double dp_hiding_window_s(double comm_s, double pass_s, int vpp, std::int64_t gr
   const double chunk_comm = comm_s / vpp, chunk_pass = pass_s / vpp;
   const double spacing = static_cast<double>(group) * chunk_pass;
   return (bucketed_first ? chunk_pass : 0.0) + (vpp - 1) * std::min(chunk_comm, spacing);
+}
+
+// DP traffic beside a stage's passes: the window `dp_hiding_window_s` gives over the pass's busy and free seconds
+// together, its free share carrying traffic as the stage's idle `slack_s` does.
+Overlapped overlap_beside_pass(double comm_s, double slack_s, const PassWindow& pass, int vpp, std::int64_t group,
+                               bool bucketed_first, double share) {
+  const double length = pass.busy_s + pass.free_s;
+  const double window = dp_hiding_window_s(comm_s, length, vpp, group, bucketed_first);
+  const double free = length > 0 ? window * pass.free_s / length : 0.0;
+  return overlap_dp_traffic(comm_s, slack_s + free, window - free, share);
 }
 
 // A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
@@ -620,6 +650,21 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     double ld, lm;  // dense and MoE layers (MTP modules included)
     double model_flops, fsdp_exposed, fsdp_hidden, stored;
     double grad_time, param_time, grad_share, param_share;  // share: dp_contention_share, time-weighted
+    PassWindow fwd, bwd;                                    // one micro-batch's forward / backward (with recompute)
+  };
+  // Which groups' traffic shares the DP group's links (the context-parallel ring's hidden traffic is the ring's).
+  const GroupUse& dp_links = c.group(Group::dp);
+  const bool tp_shared = shares_links(c.group(Group::tp), dp_links),
+             cp_shared = shares_links(c.group(c.cp_ulysses > 1 ? Group::cp_ring : Group::cp), dp_links),
+             ep_shared = shares_links(c.group(Group::ep), dp_links);
+  auto on_dp_links = [&](const LayerTime& l, bool bwd) {  // hidden traffic occupying the DP group's links
+    return (tp_shared ? (bwd ? l.tp_link_bwd : l.tp_link_fwd) : 0.0) +
+           (cp_shared ? (bwd ? l.cp_link_bwd : l.cp_link_fwd) : 0.0) +
+           (ep_shared ? (bwd ? l.ep_link_bwd : l.ep_link_fwd) : 0.0);
+  };
+  auto off_dp_links = [&](const LayerTime& l, bool bwd) {  // exposed traffic on other links
+    return (tp_shared ? 0.0 : (bwd ? l.tp_bwd : l.tp_fwd)) + (cp_shared ? 0.0 : (bwd ? l.cp_bwd : l.cp_fwd)) +
+           (ep_shared ? 0.0 : (bwd ? l.ep_bwd : l.ep_fwd));
   };
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;
@@ -666,6 +711,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       grad_share = grad_time > 0 ? grad_share / grad_time : 0.0;  // time-weighted over the stage's collectives
       param_share = param_time > 0 ? param_share / param_time : 0.0;
     }
+    w.fwd = PassWindow{
+        std::max(0.0, st.forward_compute_s - ld * on_dp_links(dense_t, false) - lm * on_dp_links(moe_t, false)),
+        ld * off_dp_links(dense_t, false) + lm * off_dp_links(moe_t, false) + (tp_shared ? 0.0 : e.tp_fwd)};
+    w.bwd =
+        PassWindow{std::max(0.0, st.backward_compute_s + st.recompute_s - ld * on_dp_links(dense_t, true) -
+                                     lm * on_dp_links(moe_t, true)),
+                   ld * off_dp_links(dense_t, true) + lm * off_dp_links(moe_t, true) + (tp_shared ? 0.0 : e.tp_bwd)};
     w.grad_time = grad_time;
     w.param_time = param_time;
     w.grad_share = grad_share;
@@ -675,7 +727,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     if (c.r.fsdp) {
       const double comm = 2 * param_time + grad_time;
       const Overlapped o =
-          overlap_dp_traffic(comm, 0.0, st.forward_compute_s + st.backward_compute_s + st.recompute_s,
+          overlap_dp_traffic(comm, w.fwd.free_s + w.bwd.free_s, w.fwd.busy_s + w.bwd.busy_s,
                              comm > 0 ? (2 * param_time * param_share + grad_time * grad_share) / comm : 0.0);
       w.fsdp_exposed = o.exposed_s;
       w.fsdp_hidden = o.hidden_s;
@@ -746,15 +798,12 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double iter_grad = c.r.fsdp ? 0.0 : w.grad_time, iter_param = c.r.fsdp ? 0.0 : w.param_time;
     const double bwd_window = st.backward_compute_s + st.recompute_s, fwd_window = st.forward_compute_s;
     const std::int64_t group = std::min(c.r.vp_group, mb);
-    const Overlapped grad =
-        t.overlap_grad_reduce
-            ? overlap_dp_traffic(iter_grad, i * bwd_window / vpp,
-                                 dp_hiding_window_s(iter_grad, bwd_window, vpp, group, false), w.grad_share)
-            : Overlapped{iter_grad, 0.0};
+    const Overlapped grad = t.overlap_grad_reduce ? overlap_beside_pass(iter_grad, i * bwd_window / vpp, w.bwd, vpp,
+                                                                        group, false, w.grad_share)
+                                                  : Overlapped{iter_grad, 0.0};
     const Overlapped param =
         (t.overlap_param_gather && c.r.distributed_optimizer)
-            ? overlap_dp_traffic(iter_param, i * fwd_window / vpp,
-                                 dp_hiding_window_s(iter_param, fwd_window, vpp, group, true), w.param_share)
+            ? overlap_beside_pass(iter_param, i * fwd_window / vpp, w.fwd, vpp, group, true, w.param_share)
             : Overlapped{iter_param, 0.0};
     const double grad_hidden = grad.hidden_s, param_hidden = param.hidden_s;
     grad_exposed[static_cast<std::size_t>(i)] = grad.exposed_s;

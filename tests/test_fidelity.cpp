@@ -1934,3 +1934,29 @@ TEST(Fidelity, MicrobatchGroupsPerVirtualStageSetWhichMicroBatchCountsInterleave
   EXPECT_NEAR(by_16.stages[0].activation_bytes / by_p.stages[0].activation_bytes, 95.0 / 55, 1e-12);
   EXPECT_EQ(io::settings_from_json(io::to_json(t), "s.json").microbatch_group_size_per_vp_stage, 16);
 }
+
+TEST(Fidelity, DataParallelTrafficSharesLinksNotCompute) {
+  // Gradients reduced under the backward (--overlap-grad-reduce). With TP inside a node and DP across nodes, a
+  // backward TP all-reduce left exposed (no asynchronous all-reduce) occupies NVLink only: the DP reduction runs
+  // beside it over the network as in idle time, so less of it is exposed than with that all-reduce hidden.
+  const Model& m = preset("Llama-3-8B");
+  TrainingSettings t;
+  t.seq_length = 8192;
+  t.global_batch_size = 16;
+  t.overlap_grad_reduce = true;
+  auto dp_exposed = [&](const char* name, bool async) {
+    TrainingSettings u = t;
+    u.async_tensor_model_parallel_allreduce = async;
+    const Prediction p = simulate(m, *parse_config_name(name).strategy, h100(), u, PlatformParams{});
+    EXPECT_TRUE(p.ok()) << name;
+    return std::pair{p.breakdown.dp_comm_exposed_s, p.breakdown.tp_comm_s};
+  };
+  const auto [across_async, tp_across_async] = dp_exposed("dp2-tp8-pp1-cp1-noRC-mbs8", true);
+  const auto [across_sync, tp_across_sync] = dp_exposed("dp2-tp8-pp1-cp1-noRC-mbs8", false);
+  ASSERT_GT(tp_across_sync, tp_across_async);  // the synchronous all-reduce is exposed
+  ASSERT_GT(across_async, 0);                  // and some DP traffic was exposed beside the async one
+  EXPECT_LT(across_sync, across_async);
+
+  // (That compute hiding a ring on the DP group's links cannot hide DP traffic too is what keeps a faster
+  // attention from slowing an iteration: Invariants.AFasterPlatformParameterNeverSlowsAnIteration.)
+}

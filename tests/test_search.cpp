@@ -629,3 +629,26 @@ TEST(Invariants, RecomputeNeverSpeedsUpAndShardingNeverAddsMemory) {
       });
   EXPECT_GT(n, 5000u);
 }
+// A platform parameter moved 20 % in its faster direction (more efficiency or overlap, less latency, a smaller
+// half-efficiency size), within its bounds, never slows an iteration down: hidden traffic that becomes exposed as
+// compute speeds up can at most take back what the compute saved.
+TEST(Invariants, AFasterPlatformParameterNeverSlowsAnIteration) {
+  std::vector<std::pair<std::size_t, double>> faster;  // (θ index, factor)
+  for (std::size_t i = 0; i < kNumParams; ++i) {
+    const std::string name = param_table()[i].name;
+    if (name.find("efficiency") != std::string::npos || name == "dp_overlap") faster.emplace_back(i, 1.2);
+    if (name.find("_us") != std::string::npos || name.find("half_") != std::string::npos) faster.emplace_back(i, 0.8);
+  }
+  ASSERT_EQ(faster.size(), 11u);  // every time parameter (runtime memory and score bytes change no time)
+  const std::uint64_t n =
+      for_each_prediction(1000, [&](const Model& m, const Candidate& c, const Scenario& s, const Prediction& p) {
+        for (const auto& [i, factor] : faster) {
+          PlatformParams q = s.params;
+          set(q, i, std::clamp(get(q, i) * factor, param_table()[i].lower, param_table()[i].upper));
+          const Prediction f = simulate(m, c.strategy, s.system, s.settings, q);
+          ASSERT_LE(f.iteration_time_s, p.iteration_time_s * (1 + 1e-9))
+              << label(c, s) << ": " << param_table()[i].name << " " << get(s.params, i) << " -> " << get(q, i);
+        }
+      });
+  EXPECT_GT(n, 3000u);
+}
