@@ -652,20 +652,31 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     double grad_time, param_time, grad_share, param_share;  // share: dp_contention_share, time-weighted
     PassWindow fwd, bwd;                                    // one micro-batch's forward / backward (with recompute)
   };
-  // Which groups' traffic shares the DP group's links (the context-parallel ring's hidden traffic is the ring's).
-  const GroupUse& dp_links = c.group(Group::dp);
+  // A layer's traffic as the DP traffic sees it, per pass: hidden traffic on the DP group's links (the
+  // context-parallel ring's hidden traffic is the ring's) and exposed traffic on other links. Only where DP traffic
+  // overlaps anything at all.
+  struct LinkLoad {
+    double on_fwd = 0, on_bwd = 0, off_fwd = 0, off_bwd = 0;
+  };
+  // The dense parameters' DP group, or where it is one rank (an MoE model's expert data parallelism alone) the
+  // experts'.
+  const GroupUse& dp_links = c.group(Group::dp).size > 1 ? c.group(Group::dp) : c.group(Group::edp);
+  const bool dp_overlaps = dp_links.size > 1 && (t.overlap_grad_reduce || t.overlap_param_gather || c.r.fsdp);
   const bool tp_shared = shares_links(c.group(Group::tp), dp_links),
              cp_shared = shares_links(c.group(c.cp_ulysses > 1 ? Group::cp_ring : Group::cp), dp_links),
              ep_shared = shares_links(c.group(Group::ep), dp_links);
-  auto on_dp_links = [&](const LayerTime& l, bool bwd) {  // hidden traffic occupying the DP group's links
-    return (tp_shared ? (bwd ? l.tp_link_bwd : l.tp_link_fwd) : 0.0) +
-           (cp_shared ? (bwd ? l.cp_link_bwd : l.cp_link_fwd) : 0.0) +
-           (ep_shared ? (bwd ? l.ep_link_bwd : l.ep_link_fwd) : 0.0);
+  auto link_load = [&](const LayerTime& l) {
+    LinkLoad k;
+    if (!dp_overlaps) return k;
+    (tp_shared ? k.on_fwd : k.off_fwd) += tp_shared ? l.tp_link_fwd : l.tp_fwd;
+    (tp_shared ? k.on_bwd : k.off_bwd) += tp_shared ? l.tp_link_bwd : l.tp_bwd;
+    (cp_shared ? k.on_fwd : k.off_fwd) += cp_shared ? l.cp_link_fwd : l.cp_fwd;
+    (cp_shared ? k.on_bwd : k.off_bwd) += cp_shared ? l.cp_link_bwd : l.cp_bwd;
+    (ep_shared ? k.on_fwd : k.off_fwd) += ep_shared ? l.ep_link_fwd : l.ep_fwd;
+    (ep_shared ? k.on_bwd : k.off_bwd) += ep_shared ? l.ep_link_bwd : l.ep_bwd;
+    return k;
   };
-  auto off_dp_links = [&](const LayerTime& l, bool bwd) {  // exposed traffic on other links
-    return (tp_shared ? 0.0 : (bwd ? l.tp_bwd : l.tp_fwd)) + (cp_shared ? 0.0 : (bwd ? l.cp_bwd : l.cp_fwd)) +
-           (ep_shared ? 0.0 : (bwd ? l.ep_bwd : l.ep_fwd));
-  };
+  const LinkLoad dense_load = link_load(dense_t), moe_load = two_kinds ? link_load(moe_t) : dense_load;
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;
   const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
@@ -711,13 +722,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       grad_share = grad_time > 0 ? grad_share / grad_time : 0.0;  // time-weighted over the stage's collectives
       param_share = param_time > 0 ? param_share / param_time : 0.0;
     }
-    w.fwd = PassWindow{
-        std::max(0.0, st.forward_compute_s - ld * on_dp_links(dense_t, false) - lm * on_dp_links(moe_t, false)),
-        ld * off_dp_links(dense_t, false) + lm * off_dp_links(moe_t, false) + (tp_shared ? 0.0 : e.tp_fwd)};
-    w.bwd =
-        PassWindow{std::max(0.0, st.backward_compute_s + st.recompute_s - ld * on_dp_links(dense_t, true) -
-                                     lm * on_dp_links(moe_t, true)),
-                   ld * off_dp_links(dense_t, true) + lm * off_dp_links(moe_t, true) + (tp_shared ? 0.0 : e.tp_bwd)};
+    const double edge_off_fwd = dp_overlaps && !tp_shared ? e.tp_fwd : 0.0,
+                 edge_off_bwd = dp_overlaps && !tp_shared ? e.tp_bwd : 0.0;
+    w.fwd = PassWindow{std::max(0.0, st.forward_compute_s - ld * dense_load.on_fwd - lm * moe_load.on_fwd),
+                       ld * dense_load.off_fwd + lm * moe_load.off_fwd + edge_off_fwd};
+    w.bwd = PassWindow{
+        std::max(0.0, st.backward_compute_s + st.recompute_s - ld * dense_load.on_bwd - lm * moe_load.on_bwd),
+        ld * dense_load.off_bwd + lm * moe_load.off_bwd + edge_off_bwd};
     w.grad_time = grad_time;
     w.param_time = param_time;
     w.grad_share = grad_share;
