@@ -652,3 +652,32 @@ TEST(Invariants, AFasterPlatformParameterNeverSlowsAnIteration) {
       });
   EXPECT_GT(n, 3000u);
 }
+
+// Scaling the work: twice the global batch on the same layout costs at most twice the time (the bubble, the DP
+// traffic and the optimizer step are per iteration); twice the sequence costs more time and memory; a micro-batch
+// twice as large never needs less memory (more tokens in flight, or as many with fewer micro-batches).
+TEST(Invariants, MoreWorkNeverCostsLess) {
+  const std::uint64_t n =
+      for_each_prediction(1500, [](const Model& m, const Candidate& c, const Scenario& s, const Prediction& p) {
+        const std::string name = label(c, s);
+        TrainingSettings batch = s.settings, sequence = s.settings;
+        batch.global_batch_size *= 2;
+        sequence.seq_length *= 2;
+        const Prediction b = simulate(m, c.strategy, s.system, batch, s.params);
+        if (b.ok()) {
+          ASSERT_LE(b.iteration_time_s, 2 * p.iteration_time_s * (1 + 1e-12)) << name;
+        }
+        const Prediction q = simulate(m, c.strategy, s.system, sequence, s.params);
+        if (q.ok()) {
+          ASSERT_GT(q.iteration_time_s, p.iteration_time_s) << name;
+          ASSERT_GT(q.max_peak_memory_bytes, p.max_peak_memory_bytes) << name;
+        }
+        Strategy larger = c.strategy;
+        larger.micro_batch_size = 2 * resolve(c.strategy, s.settings).micro_batch_size;
+        const Prediction l = simulate(m, larger, s.system, s.settings, s.params);
+        if (l.ok()) {
+          ASSERT_GE(l.max_peak_memory_bytes, p.max_peak_memory_bytes * (1 - 1e-12)) << name;
+        }
+      });
+  EXPECT_GT(n, 5000u);
+}
