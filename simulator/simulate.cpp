@@ -205,10 +205,12 @@ LayerActivation layer_activation_from(const Ctx& c, const LayerFootprint& a) {
 struct LayerTime {
   double fwd_compute, bwd_compute, recompute, attn_fwd;
   double model_flops;  // 3x the forward GEMM FLOPs of the layer (model FLOPs, no recompute)
-  double tp_fwd, tp_bwd, tp_hidden, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
+  double tp_fwd, tp_bwd, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
   double ep_alone;  // exposed EP all-to-all of a pass that has no other micro-batch to overlap with
-  // Seconds each group's hidden traffic keeps its links busy under the forward / backward compute.
+  // Seconds each group's hidden traffic keeps its links busy under the forward / backward compute (TP's is all of
+  // its hidden time; the CP ring's hidden time is net of the compute it slows, cp_hidden).
   double tp_link_fwd, tp_link_bwd, cp_link_fwd, cp_link_bwd, ep_link_fwd, ep_link_bwd;
+  double tp_hidden() const { return tp_link_fwd + tp_link_bwd; }
 };
 
 constexpr std::size_t kNumRoles = 7;
@@ -273,7 +275,6 @@ LayerTime layer_time(const Ctx& c, bool moe) {
       case Group::tp:
         lt.tp_fwd += fe;
         lt.tp_bwd += be;
-        lt.tp_hidden += f - fe + b - be;
         lt.tp_link_fwd += f - fe;
         lt.tp_link_bwd += b - be;
         break;
@@ -668,12 +669,19 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   auto link_load = [&](const LayerTime& l) {
     LinkLoad k;
     if (!dp_overlaps) return k;
-    (tp_shared ? k.on_fwd : k.off_fwd) += tp_shared ? l.tp_link_fwd : l.tp_fwd;
-    (tp_shared ? k.on_bwd : k.off_bwd) += tp_shared ? l.tp_link_bwd : l.tp_bwd;
-    (cp_shared ? k.on_fwd : k.off_fwd) += cp_shared ? l.cp_link_fwd : l.cp_fwd;
-    (cp_shared ? k.on_bwd : k.off_bwd) += cp_shared ? l.cp_link_bwd : l.cp_bwd;
-    (ep_shared ? k.on_fwd : k.off_fwd) += ep_shared ? l.ep_link_fwd : l.ep_fwd;
-    (ep_shared ? k.on_bwd : k.off_bwd) += ep_shared ? l.ep_link_bwd : l.ep_bwd;
+    // One group's traffic of one pass: its hidden seconds where it shares the DP links, its exposed ones where not.
+    auto add = [](bool shared, double hidden, double exposed, double& on, double& off) {
+      if (shared)
+        on += hidden;
+      else
+        off += exposed;
+    };
+    add(tp_shared, l.tp_link_fwd, l.tp_fwd, k.on_fwd, k.off_fwd);
+    add(tp_shared, l.tp_link_bwd, l.tp_bwd, k.on_bwd, k.off_bwd);
+    add(cp_shared, l.cp_link_fwd, l.cp_fwd, k.on_fwd, k.off_fwd);
+    add(cp_shared, l.cp_link_bwd, l.cp_bwd, k.on_bwd, k.off_bwd);
+    add(ep_shared, l.ep_link_fwd, l.ep_fwd, k.on_fwd, k.off_fwd);
+    add(ep_shared, l.ep_link_bwd, l.ep_bwd, k.on_bwd, k.off_bwd);
     return k;
   };
   const LinkLoad dense_load = link_load(dense_t), moe_load = two_kinds ? link_load(moe_t) : dense_load;
@@ -696,7 +704,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
     st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd +
                    n.stored_layers * checkpoint_gather;
-    st.tp_comm_overlapped_s = ld * dense_t.tp_hidden + lm * moe_t.tp_hidden;
+    st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
     // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
@@ -878,7 +886,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       dense_t.bwd_compute + dense_t.tp_bwd + dense_t.cp_bwd + dense_t.ep_bwd + dense_t.recompute + checkpoint_gather;
   pr.layer.recompute_s = dense_t.recompute;
   pr.layer.tp_comm_exposed_s = dense_t.tp_fwd + dense_t.tp_bwd + checkpoint_gather;
-  pr.layer.tp_comm_hidden_s = dense_t.tp_hidden;
+  pr.layer.tp_comm_hidden_s = dense_t.tp_hidden();
   pr.capacity_bytes = sys.hbm_capacity_bytes;
   pr.feasible = pr.max_peak_memory_bytes <= capacity;
   return pr;
