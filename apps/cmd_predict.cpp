@@ -195,7 +195,9 @@ void run(PredictCli o, std::ostream& os) {
     return;
   }
   if (!emit.empty()) {  // the flags alone, so they can be pasted or piped
-    os << emit_flags(emit, r.model, s, r.settings, allow_uneven) << "\n";
+    const EmittedFlags e = emit_flags(emit, r.model, s, r.settings, allow_uneven);
+    warn_unsaid(emit, e);
+    os << e.flags << "\n";
     return;
   }
   os << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
@@ -292,8 +294,10 @@ void register_predict(CLI::App& app) {
       ->required()
       ->delimiter(',');
   cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");
-  cmd->add_option("--emit", emit, "print the strategy as megatron, nemo or mindspeed flags")
-      ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));
+  cmd->add_option("--emit", emit,
+                  "print the strategy as megatron or mindspeed flags, or nemo (NeMo 2) or megatron-bridge recipe "
+                  "overrides; settings they cannot set are warned of")
+      ->check(CLI::IsMember(emit_frameworks()));
   cmd->add_option("--gemms-csv", gemm_csv, "write the predicted GEMMs as a matrix_operator_latency-style CSV");
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");

@@ -669,9 +669,8 @@ void run(SearchCli sc, std::ostream& out) {
     j["ranking"] = rk;
     if (!sc.emit.empty() && !r.ranking.empty()) {
       const auto c = space.at(r.ranking[0].index);
-      j["emit"] = {
-          {"framework", sc.emit},
-          {"flags", emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven)}};
+      j["emit"] =
+          emit_json(sc.emit, emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven));
     }
     j["pareto_size"] = r.pareto.size();
     io::Json best = io::Json::array();
@@ -771,8 +770,9 @@ void run(SearchCli sc, std::ostream& out) {
   if (why) out << "\n" << nothing_fits_text(*why, space, scen, o);
   if (!sc.emit.empty() && !r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
-    out << "\n#1 as " << sc.emit << " flags:\n"
-        << emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven) << "\n";
+    const EmittedFlags e = emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven);
+    warn_unsaid(sc.emit, e);
+    out << "\n#1 as " << sc.emit << " flags:\n" << e.flags << "\n";
   }
   if (!sc.out.empty()) out << "wrote " << sc.out << "\n";
 }
@@ -802,8 +802,10 @@ void register_search(CLI::App& app) {
                   "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
                   "P(fits) comes from the priors when the θ was fitted without memory measurements)")
       ->check(CLI::IsMember({"objective", "risk"}));
-  cmd->add_option("--emit", sc.emit, "print the best candidate as megatron, nemo or mindspeed flags")
-      ->check(CLI::IsMember({"megatron", "nemo", "mindspeed"}));
+  cmd->add_option("--emit", sc.emit,
+                  "print the best candidate as megatron or mindspeed flags, or nemo (NeMo 2) or megatron-bridge "
+                  "recipe overrides; settings they cannot set are warned of")
+      ->check(CLI::IsMember(emit_frameworks()));
   cmd->add_option("--memory-margin", sc.memory_margin_gib,
                   "GiB kept free on every device: headroom for what the memory model does not see (allocator "
                   "fragmentation peaks, NCCL and framework buffers); 0 to rank up to the capacity")

@@ -1,5 +1,7 @@
 #include "apps/emit.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "io/error.hpp"
 #include "io/specs.hpp"
 
@@ -7,129 +9,138 @@ namespace lmsim::app {
 
 namespace {
 std::string n(std::int64_t v) { return std::to_string(v); }
-}  // namespace
+const char* b(bool v) { return v ? "true" : "false"; }
 
-std::string emit_flags(const std::string& framework, const Model& m, const Strategy& s, const TrainingSettings& t,
-                       bool allow_uneven_layers) {
-  const ResolvedStrategy r = resolve(s, t);
-  const auto split = pipeline_split(m, s, allow_uneven_layers);
-  std::string out;
-  auto add = [&](const std::string& f) { out += (out.empty() ? "" : " ") + f; };
-  if (framework == "megatron" || framework == "mindspeed") {
-    add("--tensor-model-parallel-size " + n(s.tensor_parallel));
-    add("--pipeline-model-parallel-size " + n(s.pipeline_parallel));
-    add("--context-parallel-size " + n(s.context_parallel));
-    if (s.context_parallel > 1) {
-      add(framework == "mindspeed" ? std::string("--context-parallel-algo ") + io::mindspeed_cp_algo(r.cp_comm_type)
-                                   : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
-      if (r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
-        add(framework == "mindspeed" ? "--ulysses-degree-in-cp " + n(r.ulysses_degree_in_cp)
-                                     : "--hierarchical-context-parallel-sizes " + n(r.ulysses_degree_in_cp) + " " +
-                                           n(s.context_parallel / r.ulysses_degree_in_cp));
-    }
-    if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
-    if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
-    // Megatron-core's default dispatcher is allgather, lmsim's alltoall (every published recipe's): always said.
-    if (m.is_moe()) add(std::string("--moe-token-dispatcher-type ") + to_string(t.moe_token_dispatcher_type));
-    // flex: lmsim models DeepEP's deduplicating kernels, Megatron-core's default backend (HybridEP, GB200's, sends
-    // the same way).
-    if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add("--moe-flex-dispatcher-backend deepep");
-    if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
-      add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
-    else if (s.virtual_pipeline > 1)
-      add("--num-virtual-stages-per-pipeline-rank " + n(s.virtual_pipeline));
-    if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
-      add("--microbatch-group-size-per-virtual-pipeline-stage " + n(t.microbatch_group_size_per_vp_stage));
-    if (split && split->kind == SplitKind::embedding_loss)
-      add("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split");
-    if (split && split->kind == SplitKind::explicit_layers)
-      add("--decoder-first-pipeline-num-layers " + n(split->first) + " --decoder-last-pipeline-num-layers " +
-          n(split->last));
-    if (r.sequence_parallel) add("--sequence-parallel");
-    if (s.recompute == Recompute::full)
-      add(std::string("--recompute-granularity full --recompute-method ") + to_string(s.recompute_method) +
-          " --recompute-num-layers " + n(std::max(1, s.recompute_num_layers)));
-    if (r.distribute_saved_activations) add("--distribute-saved-activations");
-    if (s.recompute == Recompute::selective) {
-      add("--recompute-granularity selective");
-      if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
-        std::string mods;
-        for (const std::string& name : io::recompute_module_names(t)) mods += " " + name;
-        add("--recompute-modules" + mods);
-      }
-    }
-    if (r.fsdp)
-      add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
-    else if (r.distributed_optimizer)
-      add("--use-distributed-optimizer");
-    if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
-    if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
-    if (t.nccl_ub) add("--use-nccl-ub");
-    if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
-    // Megatron-LM's switch from February 2022 (a synchronous all-reduce, as the SC21 runs had); ignored from April
-    // 2024, whose backward always overlaps.
-    if (r.synchronous_tp_allreduce) add("--no-async-tensor-model-parallel-allreduce");
-    if (t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--overlap-p2p-communication");
-    if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
-    if (t.te_cross_entropy) add("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te");
-    if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
-    if (t.fp8_param_gather) add("--fp8-param-gather");
-    if (t.precision == Precision::bf16) add("--bf16");
-    if (t.precision == Precision::fp16) add("--fp16");
-    if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
-    if (!t.gradient_accumulation_fusion) add("--no-gradient-accumulation-fusion");
-    const bool flash = t.flash_in(s.context_parallel);
-    if (!t.masked_softmax_fusion && !flash) add("--no-masked-softmax-fusion");
-    if (flash) add(framework == "mindspeed" ? "--use-flash-attn" : "--attention-backend flash");
-    if (framework == "mindspeed" && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a &&
-        t.kv_head_repeat_before_uly_alltoall)
-      add("--kv-head-repeat-before-uly-alltoall");
-    if (t.reuse_fp32_param && framework == "mindspeed") add("--reuse-fp32-param");
-    add("--micro-batch-size " + n(r.micro_batch_size));
-    add("--global-batch-size " + n(t.global_batch_size));
-    add("--seq-length " + n(t.seq_length));
-    return out;
+// Megatron-LM's (and MindSpeed-LLM's, which takes Megatron's flags and adds its own) command line.
+EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, const TrainingSettings& t,
+                            const ResolvedStrategy& r, const std::optional<PipelineSplit>& split) {
+  EmittedFlags e;
+  auto add = [&](const std::string& f) { e.flags += (e.flags.empty() ? "" : " ") + f; };
+  add("--tensor-model-parallel-size " + n(s.tensor_parallel));
+  add("--pipeline-model-parallel-size " + n(s.pipeline_parallel));
+  add("--context-parallel-size " + n(s.context_parallel));
+  if (s.context_parallel > 1) {
+    add(mindspeed ? std::string("--context-parallel-algo ") + io::mindspeed_cp_algo(r.cp_comm_type)
+                  : std::string("--cp-comm-type ") + to_string(r.cp_comm_type));
+    if (r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
+      add(mindspeed ? "--ulysses-degree-in-cp " + n(r.ulysses_degree_in_cp)
+                    : "--hierarchical-context-parallel-sizes " + n(r.ulysses_degree_in_cp) + " " +
+                          n(s.context_parallel / r.ulysses_degree_in_cp));
   }
-  if (framework == "nemo") {
-    add("trainer.strategy.tensor_model_parallel_size=" + n(s.tensor_parallel));
-    add("trainer.strategy.pipeline_model_parallel_size=" + n(s.pipeline_parallel));
-    add("trainer.strategy.virtual_pipeline_model_parallel_size=" +
-        (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
-    add("trainer.strategy.context_parallel_size=" + n(s.context_parallel));
-    if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
-      add("model.config.microbatch_group_size_per_vp_stage=" + n(t.microbatch_group_size_per_vp_stage));
-    if (s.context_parallel > 1) add(std::string("model.config.cp_comm_type=") + to_string(r.cp_comm_type));
-    if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
-      add("model.config.hierarchical_context_parallel_sizes=[" + n(r.ulysses_degree_in_cp) + "," +
-          n(s.context_parallel / r.ulysses_degree_in_cp) + "]");
-    add("trainer.strategy.expert_model_parallel_size=" + n(s.expert_parallel));
-    if (s.expert_tensor_parallel > 0)
-      add("trainer.strategy.expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));
-    if (m.is_moe())
-      add(std::string("model.config.moe_token_dispatcher_type=") + to_string(t.moe_token_dispatcher_type));
-    if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex)
-      add("model.config.moe_flex_dispatcher_backend=deepep");
-    add(std::string("trainer.strategy.sequence_parallel=") + (r.sequence_parallel ? "true" : "false"));
-    if (split && split->kind == SplitKind::embedding_loss)
-      add("model.config.account_for_embedding_in_pipeline_split=true "
-          "model.config.account_for_loss_in_pipeline_split=true");
-    if (split && split->kind == SplitKind::explicit_layers)
-      add("model.config.num_layers_in_first_pipeline_stage=" + n(split->first) +
-          " model.config.num_layers_in_last_pipeline_stage=" + n(split->last));
-    if (s.recompute == Recompute::full)
-      add(std::string("model.config.recompute_granularity=full model.config.recompute_method=") +
-          to_string(s.recompute_method) +
-          " model.config.recompute_num_layers=" + n(std::max(1, s.recompute_num_layers)));
-    if (r.distribute_saved_activations) add("model.config.distribute_saved_activations=true");
-    if (s.recompute == Recompute::selective) {
-      add("model.config.recompute_granularity=selective");
-      if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
-        std::string mods;
-        for (const std::string& name : io::recompute_module_names(t)) mods += (mods.empty() ? "" : ",") + name;
-        add("model.config.recompute_modules=[" + mods + "]");
-      }
+  if (s.expert_parallel > 1) add("--expert-model-parallel-size " + n(s.expert_parallel));
+  if (s.expert_tensor_parallel > 0) add("--expert-tensor-parallel-size " + n(s.expert_tensor_parallel));
+  // Megatron-core's default dispatcher is allgather, lmsim's alltoall (every published recipe's): always said.
+  if (m.is_moe()) add(std::string("--moe-token-dispatcher-type ") + to_string(t.moe_token_dispatcher_type));
+  // flex: lmsim models DeepEP's deduplicating kernels, Megatron-core's default backend (HybridEP, GB200's, sends
+  // the same way).
+  if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add("--moe-flex-dispatcher-backend deepep");
+  if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
+    add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
+  else if (s.virtual_pipeline > 1)
+    add("--num-virtual-stages-per-pipeline-rank " + n(s.virtual_pipeline));
+  if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
+    add("--microbatch-group-size-per-virtual-pipeline-stage " + n(t.microbatch_group_size_per_vp_stage));
+  if (split && split->kind == SplitKind::embedding_loss)
+    add("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split");
+  if (split && split->kind == SplitKind::explicit_layers)
+    add("--decoder-first-pipeline-num-layers " + n(split->first) + " --decoder-last-pipeline-num-layers " +
+        n(split->last));
+  if (r.sequence_parallel) add("--sequence-parallel");
+  if (s.recompute == Recompute::full)
+    add(std::string("--recompute-granularity full --recompute-method ") + to_string(s.recompute_method) +
+        " --recompute-num-layers " + n(std::max(1, s.recompute_num_layers)));
+  if (r.distribute_saved_activations) add("--distribute-saved-activations");
+  if (s.recompute == Recompute::selective) {
+    add("--recompute-granularity selective");
+    if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
+      std::string mods;
+      for (const std::string& name : io::recompute_module_names(t)) mods += " " + name;
+      add("--recompute-modules" + mods);
     }
-    add(std::string("optim.config.use_distributed_optimizer=") + (r.distributed_optimizer ? "true" : "false"));
+  }
+  if (r.fsdp)
+    add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
+  else if (r.distributed_optimizer)
+    add("--use-distributed-optimizer");
+  if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
+  if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
+  if (t.nccl_ub) add("--use-nccl-ub");
+  if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
+  // Megatron-LM's switch from February 2022 (a synchronous all-reduce, as the SC21 runs had); ignored from April
+  // 2024, whose backward always overlaps.
+  if (r.synchronous_tp_allreduce) add("--no-async-tensor-model-parallel-allreduce");
+  if (t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--overlap-p2p-communication");
+  if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
+  if (t.te_cross_entropy) add("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te");
+  if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
+  if (t.fp8_param_gather) add("--fp8-param-gather");
+  if (t.precision == Precision::bf16) add("--bf16");
+  if (t.precision == Precision::fp16) add("--fp16");
+  if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
+  if (!t.gradient_accumulation_fusion) add("--no-gradient-accumulation-fusion");
+  const bool flash = t.flash_in(s.context_parallel);
+  if (!t.masked_softmax_fusion && !flash) add("--no-masked-softmax-fusion");
+  if (flash) add(mindspeed ? "--use-flash-attn" : "--attention-backend flash");
+  if (mindspeed && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a && t.kv_head_repeat_before_uly_alltoall)
+    add("--kv-head-repeat-before-uly-alltoall");
+  if (t.reuse_fp32_param && mindspeed) add("--reuse-fp32-param");
+  if (t.reuse_fp32_param && !mindspeed)
+    e.unsaid.push_back("BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)");
+  add("--micro-batch-size " + n(r.micro_batch_size));
+  add("--global-batch-size " + n(t.global_batch_size));
+  add("--seq-length " + n(t.seq_length));
+  return e;
+}
+
+// A recipe's overrides: NeMo 2's (NeMo-Run: trainer.strategy.*, model.config.*) or Megatron-Bridge's (trailing
+// KEY=VALUE overrides of its ConfigContainer, as scripts/training/run_recipe.py takes them: model.*, train.*,
+// dataset.*, ddp.*, optimizer.*, comm_overlap.*, mixed_precision).
+EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, const TrainingSettings& t,
+                              const ResolvedStrategy& r, const std::optional<PipelineSplit>& split) {
+  EmittedFlags e;
+  auto add = [&](const std::string& f) { e.flags += (e.flags.empty() ? "" : " ") + f; };
+  const std::string par = bridge ? "model." : "trainer.strategy.";  // parallel sizes
+  const std::string cfg = bridge ? "model." : "model.config.";      // the transformer's configuration
+  add(par + "tensor_model_parallel_size=" + n(s.tensor_parallel));
+  add(par + "pipeline_model_parallel_size=" + n(s.pipeline_parallel));
+  add(par +
+      "virtual_pipeline_model_parallel_size=" + (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
+  add(par + "context_parallel_size=" + n(s.context_parallel));
+  if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
+    add(cfg + "microbatch_group_size_per_vp_stage=" + n(t.microbatch_group_size_per_vp_stage));
+  if (s.context_parallel > 1) add(cfg + "cp_comm_type=" + to_string(r.cp_comm_type));
+  if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
+    add(cfg + "hierarchical_context_parallel_sizes=[" + n(r.ulysses_degree_in_cp) + "," +
+        n(s.context_parallel / r.ulysses_degree_in_cp) + "]");
+  add(par + "expert_model_parallel_size=" + n(s.expert_parallel));
+  if (s.expert_tensor_parallel > 0) add(par + "expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));
+  if (m.is_moe()) add(cfg + "moe_token_dispatcher_type=" + to_string(t.moe_token_dispatcher_type));
+  if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add(cfg + "moe_flex_dispatcher_backend=deepep");
+  add(par + "sequence_parallel=" + b(r.sequence_parallel));
+  if (split && split->kind == SplitKind::embedding_loss)
+    add(cfg + "account_for_embedding_in_pipeline_split=true " + cfg + "account_for_loss_in_pipeline_split=true");
+  if (split && split->kind == SplitKind::explicit_layers)
+    add(cfg + "num_layers_in_first_pipeline_stage=" + n(split->first) + " " + cfg +
+        "num_layers_in_last_pipeline_stage=" + n(split->last));
+  if (s.recompute == Recompute::full)
+    add(cfg + "recompute_granularity=full " + cfg + "recompute_method=" + to_string(s.recompute_method) + " " + cfg +
+        "recompute_num_layers=" + n(std::max(1, s.recompute_num_layers)));
+  if (r.distribute_saved_activations) add(cfg + "distribute_saved_activations=true");
+  if (s.recompute == Recompute::selective) {
+    add(cfg + "recompute_granularity=selective");
+    if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {
+      std::string mods;
+      for (const std::string& name : io::recompute_module_names(t)) mods += (mods.empty() ? "" : ",") + name;
+      add(cfg + "recompute_modules=[" + mods + "]");
+    }
+  }
+  if (r.synchronous_tp_allreduce)
+    e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
+  if (t.reuse_fp32_param)
+    e.unsaid.push_back("BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)");
+  if (!bridge) {
+    if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");
+    add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer));
     if (t.nccl_ub) add("trainer.strategy.ddp.nccl_ub=true");
     if (t.tp_comm_overlap && r.sequence_parallel) add("model.config.tp_comm_overlap=true");
     if (t.te_cross_entropy)
@@ -138,9 +149,71 @@ std::string emit_flags(const std::string& framework, const Model& m, const Strat
     add("data.micro_batch_size=" + n(r.micro_batch_size));
     add("data.global_batch_size=" + n(t.global_batch_size));
     add("data.seq_length=" + n(t.seq_length));
-    return out;
+    return e;
   }
-  throw io::InputError("--emit", 0, "emit", "'" + framework + "' is not megatron, nemo or mindspeed");
+  // Megatron-Bridge: the distributed optimizer is named to both the DDP wrapper and the optimizer, as its recipes
+  // do (Megatron-FSDP requires it); FSDP as its performance scripts' Megatron-FSDP override sets it.
+  const bool dist_opt = r.distributed_optimizer || r.fsdp;
+  if (r.fsdp) add("ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params");
+  add(std::string("ddp.use_distributed_optimizer=") + b(dist_opt) +
+      " optimizer.use_distributed_optimizer=" + b(dist_opt));
+  if (t.nccl_ub) add("ddp.nccl_ub=true");
+  // The recipe's CommOverlapConfig decides the overlaps at setup (training/comm_overlap.py: TP overlap as given,
+  // p2p overlap whenever vp > 1, DP overlap whenever dp > 1 under the distributed optimizer) unless its own fields
+  // say otherwise, so they are said there; comm_overlap.* needs a recipe that sets one (every H100 / B200 one does).
+  const bool dp_overlap = t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1;
+  add(std::string("comm_overlap.tp_comm_overlap=") + b(t.tp_comm_overlap && r.sequence_parallel));
+  if (s.pipeline_parallel > 1)
+    add(std::string("comm_overlap.overlap_p2p_comm=") + b(t.overlap_p2p_comm && s.virtual_pipeline > 1));
+  if (dist_opt)
+    add(std::string("comm_overlap.overlap_grad_reduce=") + b(dp_overlap) +
+        " comm_overlap.overlap_param_gather=" + b(t.overlap_param_gather));
+  else
+    add(std::string("ddp.overlap_grad_reduce=") + b(dp_overlap));
+  if (t.overlap_moe_expert_parallel_comm) add("comm_overlap.overlap_moe_expert_parallel_comm=true");
+  if (t.te_cross_entropy) add("model.cross_entropy_loss_fusion=true model.cross_entropy_fusion_impl=te");
+  if (!t.gradient_accumulation_fusion) add("model.gradient_accumulation_fusion=false");
+  // Precision is a registered MixedPrecisionConfig recipe (training/mixed_precision.py); it also sets the
+  // gradient-reduction dtype and FP8 parameter gather, which a recipe name cannot change (a mixed_precision given
+  // by name takes no nested overrides): where lmsim simulated otherwise, that is said.
+  const bool fp16 = t.precision == Precision::fp16;
+  const bool fp8 = t.precision == Precision::fp8;
+  const std::string mp = fp8 ? "bf16_with_fp8_delayed_scaling_mixed" : fp16 ? "fp16_mixed" : "bf16_mixed";
+  add("mixed_precision=" + mp);
+  const bool recipe_fp32_reduce = !fp16, recipe_fp8_gather = fp8;
+  if (t.fp32_gradients != recipe_fp32_reduce)
+    e.unsaid.push_back(std::string(t.fp32_gradients ? "fp32" : "16-bit") + " gradient reduction (" + mp +
+                       " sets grad_reduce_in_fp32=" + b(recipe_fp32_reduce) + "; a recipe whose mixed_precision is a " +
+                       "MixedPrecisionConfig takes mixed_precision.grad_reduce_in_fp32=" + b(t.fp32_gradients) + ")");
+  if (fp8 && t.fp8_param_gather != recipe_fp8_gather)
+    e.unsaid.push_back(std::string("FP8 parameters gathered in ") + (t.fp8_param_gather ? "8" : "16") + " bits (" + mp +
+                       " sets fp8_param_gather=" + b(recipe_fp8_gather) + "; a recipe whose mixed_precision is a " +
+                       "MixedPrecisionConfig takes mixed_precision.fp8_param_gather=" + b(t.fp8_param_gather) + ")");
+  add("train.micro_batch_size=" + n(r.micro_batch_size));
+  add("train.global_batch_size=" + n(t.global_batch_size));
+  add("dataset.seq_length=" + n(t.seq_length));
+  return e;
+}
+}  // namespace
+
+EmittedFlags emit_flags(const std::string& framework, const Model& m, const Strategy& s, const TrainingSettings& t,
+                        bool allow_uneven_layers) {
+  const ResolvedStrategy r = resolve(s, t);
+  const auto split = pipeline_split(m, s, allow_uneven_layers);
+  if (framework == "megatron" || framework == "mindspeed")
+    return megatron_flags(framework == "mindspeed", m, s, t, r, split);
+  if (framework == "nemo" || framework == "megatron-bridge")
+    return recipe_overrides(framework == "megatron-bridge", m, s, t, r, split);
+  throw io::InputError("--emit", 0, "emit", "'" + framework + "' is not megatron, mindspeed, nemo or megatron-bridge");
+}
+
+void warn_unsaid(const std::string& framework, const EmittedFlags& e) {
+  for (const std::string& u : e.unsaid)
+    spdlog::warn("--emit {}: lmsim simulated {}, which these flags do not set", framework, u);
+}
+
+io::Json emit_json(const std::string& framework, const EmittedFlags& e) {
+  return {{"framework", framework}, {"flags", e.flags}, {"unsaid", e.unsaid}};
 }
 
 }  // namespace lmsim::app

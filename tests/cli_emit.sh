@@ -105,4 +105,40 @@ g=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g 
 g=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g --seq 2048 --global-batch 160 \
   --devices 512 --strategy dp16-tp4-pp8-cp1-noRC-mbs1-vpp6-sp --set microbatch_group_size_per_vp_stage=10 --emit nemo)
 [[ "$g" == *"model.config.microbatch_group_size_per_vp_stage=10"* ]] || fail "nemo micro-batch group: $g"
+# Megatron-Bridge: ConfigContainer overrides (model.*, train.*, dataset.*, ddp.*, comm_overlap.*, mixed_precision);
+# what a registered precision recipe cannot say (the bridge stack's 16-bit gradient reduction) is named, in JSON
+# and as a warning, and nothing is named where the flags say it all.
+mb=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge 2>/dev/null)
+for f in "model.tensor_model_parallel_size=8" "model.pipeline_model_parallel_size=8" \
+         "model.virtual_pipeline_model_parallel_size=8" "model.context_parallel_size=2" "model.sequence_parallel=true" \
+         "model.account_for_embedding_in_pipeline_split=true" "model.recompute_granularity=selective" \
+         "ddp.use_distributed_optimizer=true optimizer.use_distributed_optimizer=true" \
+         "comm_overlap.tp_comm_overlap=true" "comm_overlap.overlap_p2p_comm=true" \
+         "comm_overlap.overlap_grad_reduce=true comm_overlap.overlap_param_gather=true" \
+         "mixed_precision=bf16_with_fp8_delayed_scaling_mixed" "train.micro_batch_size=1" \
+         "train.global_batch_size=512" "dataset.seq_length=8192"; do
+  [[ "$mb" == *"$f"* ]] || fail "megatron-bridge overrides lack '$f': $mb"
+done
+[[ "$mb" != *"trainer."* && "$mb" != *"model.config."* ]] || fail "megatron-bridge emitted NeMo 2 keys: $mb"
+# The warnings come at --log-level warn.
+runw() { "$lmsim" --log-level warn predict --model Llama-3.1-405B --system h100_sxm_80g --seq 8192 --global-batch 512 "$@"; }
+moew() { "$lmsim" --log-level warn predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 "$@"; }
+w=$(runw --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge 2>&1 >/dev/null)
+[[ "$w" == *"16-bit gradient reduction"*"mixed_precision.grad_reduce_in_fp32=false"* ]] || fail "unsaid warning: $w"
+j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge --json)
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert len(u)==1 and '16-bit gradient' in u[0], u" "$j" ||
+  fail "json unsaid"
+j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron-bridge --json)
+python3 -c "import json,sys; e=json.loads(sys.argv[1])['emit']; assert e['unsaid']==[] and 'mixed_precision=bf16_mixed' in e['flags'], e" "$j" ||
+  fail "bf16 with fp32 reduction said in full"
+x=$(run --strategy dp64-tp8-pp1-cp1-noRC-fsdp --emit megatron-bridge 2>/dev/null)
+[[ "$x" == *"ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params ddp.use_distributed_optimizer=true"* ]] ||
+  fail "megatron-bridge fsdp: $x"
+[[ "$x" != *"overlap_p2p_comm"* ]] || fail "p2p overlap said without a pipeline: $x"
+w=$(runw --strategy dp64-tp8-pp1-cp1-noRC-fsdp --emit nemo 2>&1 >/dev/null)
+[[ "$w" == *"--emit nemo: lmsim simulated fully sharded data parallelism"* ]] || fail "nemo fsdp unsaid: $w"
+w=$(moew --strategy dp2-tp2-pp4-cp1-ep2-RC --stack npu --emit megatron 2>&1 >/dev/null)
+[[ "$w" == *"--reuse-fp32-param"* ]] || fail "megatron reuse_fp32_param unsaid: $w"
+w=$(moew --strategy dp2-tp2-pp4-cp1-ep2-RC --stack npu --emit mindspeed 2>&1 >/dev/null)
+[[ "$w" != *"do not set"* ]] || fail "mindspeed said reuse_fp32_param unsaid: $w"
 echo "cli_emit: all checks passed"
