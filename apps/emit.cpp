@@ -10,6 +10,9 @@ namespace lmsim::app {
 namespace {
 std::string n(std::int64_t v) { return std::to_string(v); }
 const char* b(bool v) { return v ? "true" : "false"; }
+// Said where only MindSpeed-LLM has the flag.
+constexpr const char* kReuseFp32Param =
+    "BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)";
 
 // Megatron-LM's (and MindSpeed-LLM's, which takes Megatron's flags and adds its own) command line.
 EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, const TrainingSettings& t,
@@ -84,8 +87,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (mindspeed && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a && t.kv_head_repeat_before_uly_alltoall)
     add("--kv-head-repeat-before-uly-alltoall");
   if (t.reuse_fp32_param && mindspeed) add("--reuse-fp32-param");
-  if (t.reuse_fp32_param && !mindspeed)
-    e.unsaid.push_back("BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)");
+  if (t.reuse_fp32_param && !mindspeed) e.unsaid.push_back(kReuseFp32Param);
   add("--micro-batch-size " + n(r.micro_batch_size));
   add("--global-batch-size " + n(t.global_batch_size));
   add("--seq-length " + n(t.seq_length));
@@ -136,8 +138,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   }
   if (r.synchronous_tp_allreduce)
     e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
-  if (t.reuse_fp32_param)
-    e.unsaid.push_back("BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)");
+  if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");
     add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer));
@@ -180,15 +181,15 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   const bool fp8 = t.precision == Precision::fp8;
   const std::string mp = fp8 ? "bf16_with_fp8_delayed_scaling_mixed" : fp16 ? "fp16_mixed" : "bf16_mixed";
   add("mixed_precision=" + mp);
-  const bool recipe_fp32_reduce = !fp16, recipe_fp8_gather = fp8;
+  const bool recipe_fp32_reduce = !fp16;  // the FP8 recipe also gathers FP8 parameters in 8 bits
   if (t.fp32_gradients != recipe_fp32_reduce)
     e.unsaid.push_back(std::string(t.fp32_gradients ? "fp32" : "16-bit") + " gradient reduction (" + mp +
                        " sets grad_reduce_in_fp32=" + b(recipe_fp32_reduce) + "; a recipe whose mixed_precision is a " +
                        "MixedPrecisionConfig takes mixed_precision.grad_reduce_in_fp32=" + b(t.fp32_gradients) + ")");
-  if (fp8 && t.fp8_param_gather != recipe_fp8_gather)
-    e.unsaid.push_back(std::string("FP8 parameters gathered in ") + (t.fp8_param_gather ? "8" : "16") + " bits (" + mp +
-                       " sets fp8_param_gather=" + b(recipe_fp8_gather) + "; a recipe whose mixed_precision is a " +
-                       "MixedPrecisionConfig takes mixed_precision.fp8_param_gather=" + b(t.fp8_param_gather) + ")");
+  if (fp8 && !t.fp8_param_gather)
+    e.unsaid.push_back("FP8 parameters gathered in 16 bits (" + mp +
+                       " sets fp8_param_gather=true; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
+                       "mixed_precision.fp8_param_gather=false)");
   add("train.micro_batch_size=" + n(r.micro_batch_size));
   add("train.global_batch_size=" + n(t.global_batch_size));
   add("dataset.seq_length=" + n(t.seq_length));
@@ -204,7 +205,9 @@ EmittedFlags emit_flags(const std::string& framework, const Model& m, const Stra
     return megatron_flags(framework == "mindspeed", m, s, t, r, split);
   if (framework == "nemo" || framework == "megatron-bridge")
     return recipe_overrides(framework == "megatron-bridge", m, s, t, r, split);
-  throw io::InputError("--emit", 0, "emit", "'" + framework + "' is not megatron, mindspeed, nemo or megatron-bridge");
+  std::string known;
+  for (const std::string& f : emit_frameworks()) known += (known.empty() ? "" : ", ") + f;
+  throw io::InputError("--emit", 0, "emit", "'" + framework + "' is not one of " + known);
 }
 
 void warn_unsaid(const std::string& framework, const EmittedFlags& e) {

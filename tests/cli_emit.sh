@@ -128,6 +128,9 @@ w=$(runw --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert len(u)==1 and '16-bit gradient' in u[0], u" "$j" ||
   fail "json unsaid"
+j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --set fp8_param_gather=false --emit megatron-bridge --json)
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP8 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
+  fail "json unsaid fp8 gather"
 j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron-bridge --json)
 python3 -c "import json,sys; e=json.loads(sys.argv[1])['emit']; assert e['unsaid']==[] and 'mixed_precision=bf16_mixed' in e['flags'], e" "$j" ||
   fail "bf16 with fp32 reduction said in full"
