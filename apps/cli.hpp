@@ -5,10 +5,13 @@
 // and the Python module (python_module.cpp) both run commands through here, so they share one code path.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace lmsim::app {
 

@@ -2,6 +2,7 @@
 // write params.json with provenance and optionally an HDF5 report.
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <ctime>
 #include <filesystem>

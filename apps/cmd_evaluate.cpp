@@ -2,6 +2,7 @@
 // shortlists and the cross-platform report).
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
 #include <iostream>

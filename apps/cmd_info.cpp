@@ -1,4 +1,5 @@
 // `lmsim models`, `lmsim systems`, `lmsim stacks`, `lmsim dataset info DIR`.
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>

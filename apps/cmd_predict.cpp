@@ -1,4 +1,5 @@
 // `lmsim predict`: one simulation with its breakdown, per-rank memory and (on request) diagnostics.
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
 #include <vector>

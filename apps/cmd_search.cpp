@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <filesystem>
 #include <iostream>

@@ -1,7 +1,6 @@
 // lmsim/apps/common.hpp — helpers shared by the CLI's subcommands: output, tables, run options.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +12,11 @@
 #include "calibration/evaluate.hpp"
 #include "calibration/uncertainty.hpp"
 #include "io/io.hpp"
+
+namespace CLI {
+class App;
+class Validator;
+}  // namespace CLI
 
 namespace lmsim::app {
 

@@ -13,6 +13,9 @@
 namespace {
 std::atomic<long> g_allocations{0};
 }
+// These replacements pair malloc with free themselves; once inlined, GCC sees the delete free a pointer a `new`
+// returned and warns of a mismatch that is not there.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   ++g_allocations;
   if (void* p = std::malloc(n ? n : 1)) return p;
