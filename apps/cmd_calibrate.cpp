@@ -252,6 +252,9 @@ void run(const CalOpts& co, std::ostream& os) {
     train = kept;
   }
   const calib::CvSpec cv = calib::parse_cv(co.cv);
+  // Now that every input is read: a bad --out or --report is refused before the fit and its cross-validation.
+  for (const auto& [flag, path] : {std::pair{"--out", &co.out}, std::pair{"--report", &co.report}})
+    if (!path->empty()) io::check_output_ahead(*path, flag);
   // Predictions of models outside the fit take the held-out models' error only when it was measured.
   if (cv.kind != calib::CvKind::leave_one_model_out && cv.kind != calib::CvKind::leave_one_source_out) {
     std::set<std::string> models;

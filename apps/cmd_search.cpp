@@ -466,12 +466,7 @@ void run(SearchCli sc, std::ostream& out) {
           return n;
         }(),
         omp_get_max_threads());
-  if (!sc.out.empty()) {  // refuse a bad --out before hours of sweeping, not after
-    io::check_output(sc.out);
-    const auto parent = std::filesystem::path(sc.out).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      throw io::InputError(sc.out, 0, "--out", "output folder does not exist");
-  }
+  if (!sc.out.empty()) io::check_output_ahead(sc.out, "--out");  // before hours of sweeping, not after
   search::install_stop_handlers();
   search::SweepResult r = search::sweep(space, o);
   // No even pipeline split fits: Megatron's uneven first/last stages may (Llama-3.1-405B's 126 layers on pp8).

@@ -59,6 +59,15 @@ OutputMode check_output(const std::string& path) {
   return OutputMode::replace;
 }
 
+OutputMode check_output_ahead(const std::string& path, const std::string& field) {
+  const OutputMode mode = check_output(path);
+  const auto parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (mode == OutputMode::replace && !parent.empty() && !std::filesystem::is_directory(parent, ec))
+    throw InputError(path, 0, field, "output folder does not exist");
+  return mode;
+}
+
 std::string read_file(const std::string& path) {
   note_input(path);
   std::error_code ec;
@@ -72,18 +81,13 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
-  if (check_output(path) == OutputMode::write_through) {
+  if (check_output_ahead(path, "") == OutputMode::write_through) {
     std::ofstream out(path, std::ios::binary);
     out << text;
     out.flush();
     if (!out) throw InputError(path, 0, "", "write failed");
     return;
   }
-  // Every writer: a missing parent folder is refused with the same message (never created behind the user's back).
-  const auto parent = std::filesystem::path(path).parent_path();
-  std::error_code pec;
-  if (!parent.empty() && !std::filesystem::is_directory(parent, pec))
-    throw InputError(path, 0, "", "output folder does not exist");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

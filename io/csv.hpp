@@ -114,6 +114,10 @@ void forget_input(const std::string& path);
 // through, never replaced; anything else is replaced atomically (temporary file in the same folder, renamed).
 enum class OutputMode { replace, write_through };
 OutputMode check_output(const std::string& path);
+// check_output's rule and, for a file to replace, a folder that exists (never created behind the user's back):
+// what every writer checks, and what a command checks before its work (a fit, a sweep) rather than after it.
+// `field`: the option that named the path.
+OutputMode check_output_ahead(const std::string& path, const std::string& field);
 
 // Writes `text` to `path` under check_output's rule.
 void write_file_atomic(const std::string& path, const std::string& text);

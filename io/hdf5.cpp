@@ -147,13 +147,10 @@ hid_t open_ds(hid_t f, const std::string& file, const std::string& path, std::si
 
 H5Writer::H5Writer(std::string final_path) : final_(std::move(final_path)) {
   hdf5_init();
-  write_through_ = check_output(final_) == OutputMode::write_through;
+  write_through_ = check_output_ahead(final_, "") == OutputMode::write_through;
   tmp_ = write_through_
              ? (std::filesystem::temp_directory_path() / ("lmsim." + std::to_string(::getpid()) + ".h5")).string()
              : final_ + ".tmp." + std::to_string(::getpid());
-  const auto parent = std::filesystem::path(final_).parent_path();
-  if (!write_through_ && !parent.empty() && !std::filesystem::is_directory(parent))
-    throw InputError(final_, 0, "", "output folder does not exist");
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);

@@ -109,10 +109,20 @@ expect 0 "" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1
 expect 2 "also an input" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC \
   --params "$tmp/theta_in.json" --gemms-csv "$tmp/theta_in.json"
 grep -q kernel_launch_us "$tmp/theta_in.json" || { echo "FAIL: input overwritten"; fail=1; }
+# calibrate refuses a bad output once its inputs are read and before the fit, not after: the fit's first line
+# ("calibrating ...") never shows.
+before_fit() {
+  if grep -q "calibrating" "$tmp/err"; then echo "FAIL: calibrate $* was refused after the fit started"; fail=1; fi
+}
 expect 2 "also an input" calibrate --platform gpu --start "$tmp/theta_in.json" --out "$tmp/theta_in.json"
+before_fit --start theta_in.json --out theta_in.json
 mkdir -p "$tmp/adir"
 expect 2 "not a regular file" calibrate --platform gpu --out "$tmp/adir"
+before_fit --out adir
 expect 2 "not a regular file" calibrate --platform gpu --out "$tmp/ok.json" --report "$tmp/adir"
+before_fit --report adir
+expect 2 "no/such: field .--report.: output folder does not exist" calibrate --platform gpu --out "$tmp/ok.json" --report "$tmp/no/such"
+before_fit --report no/such
 [ -e "$tmp/ok.json" ] && { echo "FAIL: calibrate wrote --out although --report failed"; fail=1; }
 ls "$tmp" | grep -q "\.tmp\." && { echo "FAIL: temporary files left behind"; fail=1; }
 
