@@ -240,7 +240,7 @@ void run(const CalOpts& co, std::ostream& os) {
   for (const auto& [flag, names] : {std::pair{"--calibrate-on", &co.calibrate_on}, std::pair{"--test-on", &co.test_on}})
     for (const auto& name : *names)
       if (calib::select(pb, {name}).empty())
-        throw io::InputError(flag, 0, "optimization_config",
+        throw io::InputError(flag, 0, "",
                              "'" + name +
                                  "' matches no measured configuration of this platform (use exact names, or "
                                  "model_setting:config)");

@@ -410,7 +410,7 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
   const bool stack = sc.to == "gpu" || sc.to == "npu";
   out.system = sc.to == "gpu" ? "v100_sxm2_32g" : sc.to == "npu" ? "ascend_910b3_64g" : sc.to;
   const io::SystemPreset* sp = io::presets().find_system(out.system);
-  if (!sp) throw io::InputError("--to", 0, "platform", "'" + sc.to + "' is neither gpu, npu nor a system preset");
+  if (!sp) throw io::InputError("--to", 0, "", "'" + sc.to + "' is neither gpu, npu nor a system preset");
   PlatformParams params = sp->params();
   out.how = sp->params_source();
   std::string theta_file = sp->calibrated_path;

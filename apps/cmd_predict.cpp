@@ -95,7 +95,7 @@ void compare(const PredictCli& o, std::ostream& os) {
   };
   if (o.diagnostics || !o.gemm_csv.empty() || !o.emit.empty())
     throw io::InputError(
-        "--strategy", 0, "strategy",
+        "--strategy", 0, "",
         "--diagnostics, --gemms-csv and --emit take one --strategy and one --devices; " +
             count(o.strategy_names.size(), "strategy", "strategies") + " at " +
             count(std::max<std::size_t>(1, o.opt.device_counts.size()), "device count", "device counts") +

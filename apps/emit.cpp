@@ -207,7 +207,7 @@ EmittedFlags emit_flags(const std::string& framework, const Model& m, const Stra
     return recipe_overrides(framework == "megatron-bridge", m, s, t, r, split);
   std::string known;
   for (const std::string& f : emit_frameworks()) known += (known.empty() ? "" : ", ") + f;
-  throw io::InputError("--emit", 0, "emit", "'" + framework + "' is not one of " + known);
+  throw io::InputError("--emit", 0, "", "'" + framework + "' is not one of " + known);
 }
 
 void warn_unsaid(const std::string& framework, const EmittedFlags& e) {

@@ -34,7 +34,7 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
         q.strategy, q.run.devices, s.data_parallel, config_name(s));
   if (q.run.devices && q.run.devices != s.devices())
     throw io::InputError(
-        "--strategy", 0, "optimization_config",
+        "--strategy", 0, "",
         "'" + q.strategy + "' uses dp*tp*pp*cp = " + std::to_string(s.devices()) +
             (s.expert_parallel > 1 ? " (dp*tp*pp*cp*ep = " + std::to_string(s.devices() * s.expert_parallel) + ")"
                                    : std::string()) +
@@ -48,7 +48,7 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
     whole.set_expert_tensor(1);
     const bool etp1 = res.p.rejection == Rejection::ep_not_dividing_dp_cp && s.expert_tensor_parallel == 0 &&
                       check(r.model, whole, r.settings, so.validity) == Rejection::ok;
-    throw io::InputError("--strategy", 0, "optimization_config",
+    throw io::InputError("--strategy", 0, "",
                          "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection) +
                              (etp1 ? " (expert tensor parallel = tp by default; " + config_name(whole) +
                                          " keeps each expert whole on a rank and runs)"

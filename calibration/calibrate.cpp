@@ -71,7 +71,7 @@ Problem make_problem(const io::PublishedSet& ps, const std::string& system) {
   Problem pb;
   pb.platform = system;
   const io::SystemPreset* sp = io::presets().find_system(system);
-  if (!sp) throw io::InputError("--system", 0, "system", "'" + system + "' is not a system preset");
+  if (!sp) throw io::InputError("--system", 0, "", "'" + system + "' is not a system preset");
   pb.system = sp->system;
   pb.start = sp->default_params;
   for (const auto& r : ps.runs) {
@@ -521,10 +521,10 @@ CvSpec parse_cv(const std::string& text) {
     char* end = nullptr;
     k = std::strtod(ks.c_str(), &end);
     if (ks.empty() || *end || k < 2 || k > 1000 || k != std::floor(k))
-      throw io::InputError("--cv", 0, "cv", "'" + text + "': K must be an integer in [2, 1000]");
+      throw io::InputError("--cv", 0, "", "'" + text + "': K must be an integer in [2, 1000]");
     cv.k = static_cast<int>(k);
   } else {
-    throw io::InputError("--cv", 0, "cv",
+    throw io::InputError("--cv", 0, "",
                          "'" + text + "' is not loo, kfold=K, leave-one-model-out or leave-one-source-out");
   }
   return cv;
@@ -544,7 +544,7 @@ CvResult cross_validate(const Problem& pb, const std::vector<std::size_t>& idx, 
     std::map<std::string, std::vector<std::size_t>> by;
     for (auto i : idx) by[by_model ? pb.samples[i].model_setting : pb.samples[i].source].push_back(i);
     if (by.size() < 2)
-      throw io::InputError("--cv", 0, "cv",
+      throw io::InputError("--cv", 0, "",
                            by_model ? "leave-one-model-out needs at least two model settings"
                                     : "leave-one-source-out needs at least two sources");
     for (auto& [_, v] : by) tests.push_back(v);

@@ -1047,7 +1047,7 @@ std::string matching_stack(const TrainingSettings& t) {
 
 const StackPreset& resolve_stack(const std::string& name, const char* option) {
   if (const StackPreset* st = presets().find_stack(name)) return *st;
-  throw InputError(option, 0, "stack", unknown_stack(name));
+  throw InputError(option, 0, "", unknown_stack(name));
 }
 
 PlatformParams load_params(const std::string& file, const PlatformParams& base) {
@@ -1066,7 +1066,7 @@ Strategy parse_strategy(const std::string& name, const std::string& source, std:
   // The command line's spelling (parse_strategy_spec): any field order, dp from the device count, the other degrees
   // 1 where left out, recompute also as Megatron's flag values; dataset names stay exactly as the dataset writes them.
   ParseResult r = parse_strategy_spec(name, devices);
-  if (!r.strategy) throw InputError(source, 0, "optimization_config", r.error);
+  if (!r.strategy) throw InputError(source, 0, "", r.error);  // the flag is the field
   return *r.strategy;
 }
 

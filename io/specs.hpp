@@ -115,7 +115,7 @@ System resolve_system(const std::string& name_or_file, PlatformParams* defaults 
 PlatformParams load_params(const std::string& file, const PlatformParams& base = {});
 
 // Parses a strategy as typed on the command line (parse_strategy_spec: any field order, dp from `devices` when left
-// out) or throws InputError naming `source` and the field.
+// out) or throws InputError naming `source` (a flag: the field itself).
 Strategy parse_strategy(const std::string& name, const std::string& source = "--strategy", std::int64_t devices = 0);
 // LM-SimBench's MoE names may count the data-parallel replicas outside the expert group: dp·tp·pp·cp·ep equals the
 // device count (its Phi-3.5-MoE settings list dp 1 with tp and pp down to 1 on 16 devices). Megatron's
