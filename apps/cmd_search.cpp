@@ -5,7 +5,6 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
-#include <filesystem>
 #include <iostream>
 #include <set>
 

@@ -25,8 +25,8 @@ expect 0 "lmsim" --version
 expect 0 "predict" --help
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
-expect 2 "^lmsim: error: --strategy: strategy 'dp8-tp1-pp1-cp1-XX': unknown field 'XX'; fields: dp<N>" predict --model Qwen3-0.6B \
-  --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
+expect 2 "^lmsim: error: --strategy: strategy 'dp8-tp1-pp1-cp1-XX': unknown field 'XX'; fields: dp<N>" \
+  predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-XX
 # A strategy as a person types it: fields in any order, dp from --devices; said as the configuration it stands for,
 # predicted as that configuration is. Without --devices a missing dp is named; a device count tp·pp·cp does not
 # divide, likewise.
