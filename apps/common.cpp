@@ -334,10 +334,38 @@ TrainingSettings stack_settings_on(const std::string& stack, const System& sys) 
   return t;
 }
 
+namespace {
+
+// Settings that exist only at some precision follow a precision an override sets without naming them, as
+// Megatron-Bridge's mixed-precision recipes set them together: a stack's fp8_param_gather (FP8 parameters) goes
+// with any other precision, its reuse_fp32_param (bf16 parameters) with fp16. Named in the override, they stay
+// and a contradiction is still refused.
+void follow_precision(const io::Json& j, TrainingSettings& t, const std::string& source) {
+  if (!j.is_object() || !j.contains("precision") || !j["precision"].is_string()) return;
+  const std::string precision = j["precision"].get<std::string>();
+  auto drop = [&](bool& flag, const char* name, bool applies, const char* why) {
+    if (!flag || !applies || j.contains(name)) return;
+    flag = false;
+    spdlog::info("{}: precision {}: {} off ({})", source, precision, name, why);
+  };
+  drop(t.fp8_param_gather, "fp8_param_gather", precision != "fp8", "it gathers FP8 parameters");
+  drop(t.reuse_fp32_param, "reuse_fp32_param", precision == "fp16", "it needs bf16 parameters");
+}
+
+}  // namespace
+
 TrainingSettings with_settings_options(TrainingSettings t, const std::string& settings_file,
                                        const std::vector<std::string>& set, const System& sys) {
-  if (!settings_file.empty()) t = io::settings_from_json(io::parse_json_file(settings_file), settings_file, "", t);
-  if (!set.empty()) t = io::settings_from_json(settings_of_set(set), "--set", "", t);
+  if (!settings_file.empty()) {
+    const io::Json j = io::parse_json_file(settings_file);
+    follow_precision(j, t, settings_file);
+    t = io::settings_from_json(j, settings_file, "", t);
+  }
+  if (!set.empty()) {
+    const io::Json j = settings_of_set(set);
+    follow_precision(j, t, "--set");
+    t = io::settings_from_json(j, "--set", "", t);
+  }
   if (t.flash_attention && !sys.fused_attention)
     spdlog::warn("{}: flash_attention true on {} {}", settings_file.empty() ? sys.name : settings_file, sys.name,
                  no_fused_attention(sys));

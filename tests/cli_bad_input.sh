@@ -83,6 +83,14 @@ expect 2 "--set: field 'cp_comm_type'" search --model Qwen3-0.6B --system v100_s
   --set cp_comm_type=ring
 expect 0 "unfused kernels" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC \
   --set fused_kernels=false
+# A stack's precision-bound settings follow a precision set over it (Megatron-Bridge's mixed-precision recipes set
+# them together); named alongside, a contradiction is still refused. From a settings file alike.
+bridge=(predict --model Llama-3-8B --system h100_sxm_80g --stack megatron-bridge --strategy dp8-tp1-pp1-cp1-noRC)
+expect 0 "precision bf16: fp8_param_gather off" "${bridge[@]}" --set precision=bf16
+expect 2 "fp8_param_gather needs precision fp8" "${bridge[@]}" --set precision=bf16 --set fp8_param_gather=true
+printf '{"precision": "fp16"}\n' > "$tmp/fp16.json"
+expect 0 "fp16.json: precision fp16: reuse_fp32_param off" predict --model Qwen3-0.6B --system ascend_910b3_64g \
+  --stack npu --strategy dp8-tp1-pp1-cp1-RC --settings "$tmp/fp16.json"
 # `models --model` shows how a HuggingFace config is read; an unsupported one, or a layer pattern lmsim cannot
 # describe, is named.
 fixtures=$(cd "$(dirname "$0")/fixtures/hf" && pwd)
