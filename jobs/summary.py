@@ -39,6 +39,13 @@ for f in sorted(os.listdir(res)):
             " (p90 %.2f)" % p90 if p90 else "", best["max_peak_memory_bytes"] / 2**30,
             " P(fits) %.2f" % best["p_fits"] if best.get("p_fits") is not None else "",
             s["space_size"], s["feasible"], s["wall_s"], s["ranks"]))
+        if best.get("p_fits") is not None and best["p_fits"] < 0.9:  # as search warns: the #1 may not fit
+            sure = next((i for i, r in enumerate(s["ranking"]) if (r.get("p_fits") or 0) >= 0.9), None)
+            print("  %-12s      fits with P(fits) %.2f only; %s" % ("", best["p_fits"], (
+                "the first listed that fits with P(fits) >= 0.9 is #%d, %s (%.2f s, %+.1f %%)" % (
+                    sure + 1, s["ranking"][sure]["config_name"], s["ranking"][sure]["iteration_time_s"],
+                    100 * (s["ranking"][sure]["iteration_time_s"] / best["iteration_time_s"] - 1))
+                if sure is not None else "none of the %d listed fits with P(fits) >= 0.9" % len(s["ranking"]))))
         leans = s.get("best_leans_on_unfitted") or []
         if leans:  # the best layout's speed rests partly on parameters θ's runs never measured
             print("  %-12s      leans on parameters its θ never measured (held at their prior): %s" % (
