@@ -315,6 +315,49 @@ io::Dataset read_dataset_warned(const std::string& root) {
   return d;
 }
 
+namespace {
+
+// The settings that exist only at some precisions: FP8 parameter gathering needs FP8 parameters, the reused master
+// copy bf16 ones (settings_problem refuses either elsewhere).
+struct PrecisionBound {
+  bool TrainingSettings::*member;
+  const char* name;
+  bool (*runs_at)(Precision);
+  const char* why;
+};
+const PrecisionBound kPrecisionBound[] = {
+    {&TrainingSettings::fp8_param_gather, "fp8_param_gather", [](Precision p) { return p == Precision::fp8; },
+     "it gathers FP8 parameters"},
+    {&TrainingSettings::reuse_fp32_param, "reuse_fp32_param", [](Precision p) { return p != Precision::fp16; },
+     "it needs bf16 parameters"},
+};
+
+// Sets the precision and turns off the settings bound to another one, as Megatron-Bridge's mixed-precision recipes
+// set them together, except those `named` names (an override's own, kept so that a contradiction is refused).
+// Returns what it turned off, for the log.
+std::string set_precision(TrainingSettings& t, Precision p, const io::Json& named = io::Json::object()) {
+  t.precision = p;
+  std::string off;
+  for (const PrecisionBound& b : kPrecisionBound)
+    if (t.*b.member && !b.runs_at(p) && !named.contains(b.name)) {
+      t.*b.member = false;
+      off += std::string(off.empty() ? "" : ", ") + b.name + " off (" + b.why + ")";
+    }
+  return off;
+}
+
+// A precision an override (--settings, --set) sets carries the stack's settings bound to another one with it.
+void follow_precision(const io::Json& j, TrainingSettings& t, const std::string& source) {
+  if (!j.is_object() || !j.contains("precision") || !j["precision"].is_string()) return;
+  const std::string name = j["precision"].get<std::string>();
+  for (const Precision p : {Precision::fp16, Precision::bf16, Precision::fp8})
+    if (name == to_string(p))
+      if (const std::string off = set_precision(t, p, j); !off.empty())
+        spdlog::info("{}: precision {}: {}", source, name, off);
+}
+
+}  // namespace
+
 TrainingSettings stack_settings_on(const std::string& stack, const System& sys) {
   TrainingSettings t;
   if (!stack.empty()) {
@@ -322,10 +365,9 @@ TrainingSettings stack_settings_on(const std::string& stack, const System& sys) 
     t = st.settings;
     // A stack's FP8 recipe on a device without FP8 units runs its linear layers in BF16 (FP16 where BF16 is absent).
     if (sys.peak_flops(t.precision) <= 0 && t.precision == Precision::fp8) {
-      t.precision = sys.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16;
-      t.fp8_param_gather = false;
-      spdlog::info("stack {} runs FP8 linear layers; {} has no FP8 units: {} instead", st.name, sys.name,
-                   to_string(t.precision));
+      const std::string off = set_precision(t, sys.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16);
+      spdlog::info("stack {} runs FP8 linear layers; {} has no FP8 units: {} instead{}{}", st.name, sys.name,
+                   to_string(t.precision), off.empty() ? "" : "; ", off);
     }
   } else {
     if (sys.peak_flops_bf16 <= 0) t.precision = Precision::fp16;
@@ -333,26 +375,6 @@ TrainingSettings stack_settings_on(const std::string& stack, const System& sys) 
   }
   return t;
 }
-
-namespace {
-
-// Settings that exist only at some precision follow a precision an override sets without naming them, as
-// Megatron-Bridge's mixed-precision recipes set them together: a stack's fp8_param_gather (FP8 parameters) goes
-// with any other precision, its reuse_fp32_param (bf16 parameters) with fp16. Named in the override, they stay
-// and a contradiction is still refused.
-void follow_precision(const io::Json& j, TrainingSettings& t, const std::string& source) {
-  if (!j.is_object() || !j.contains("precision") || !j["precision"].is_string()) return;
-  const std::string precision = j["precision"].get<std::string>();
-  auto drop = [&](bool& flag, const char* name, bool applies, const char* why) {
-    if (!flag || !applies || j.contains(name)) return;
-    flag = false;
-    spdlog::info("{}: precision {}: {} off ({})", source, precision, name, why);
-  };
-  drop(t.fp8_param_gather, "fp8_param_gather", precision != "fp8", "it gathers FP8 parameters");
-  drop(t.reuse_fp32_param, "reuse_fp32_param", precision == "fp16", "it needs bf16 parameters");
-}
-
-}  // namespace
 
 TrainingSettings with_settings_options(TrainingSettings t, const std::string& settings_file,
                                        const std::vector<std::string>& set, const System& sys) {
