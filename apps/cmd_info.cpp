@@ -127,13 +127,14 @@ void register_models(CLI::App& app) {
       std::cout << arr.dump(1) << "\n";
       return;
     }
-    std::vector<std::vector<std::string>> rows;
+    // A paragraph a stack: its summary is too long for a table's column.
     for (const auto& st : p.stacks) {
-      std::string sys;
-      for (const auto& s : st.systems) sys += (sys.empty() ? "" : ",") + s;
-      rows.push_back({st.name, to_string(st.settings.precision), sys.empty() ? "-" : sys, st.summary});
+      std::cout << st.name << ": " << to_string(st.settings.precision) << ", θ fitted on "
+                << (st.systems.empty() ? std::string("none") : join(st.systems)) << "\n"
+                << wrap(st.summary, 100, 4);
+      if (!st.source.empty()) std::cout << wrap("source: " + st.source, 100, 4);
     }
-    std::cout << table({"stack", "precision", "θ fitted on", "settings"}, rows);
+    std::cout << "The settings of each: lmsim stacks --json.\n";
   });
 }
 

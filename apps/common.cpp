@@ -29,11 +29,15 @@ const CLI::Validator& positive_size() {
 // `--stack NAME`: the names and summaries come from the stack table (presets/stacks.json); an unknown name is
 // refused when the options are parsed, naming the stacks.
 void add_stack_option(CLI::App& cmd, std::string& stack) {
-  std::string help = "a software stack's training settings (--settings and the strategy name override them):";
+  // The names only: each stack's summary is a paragraph, which `lmsim stacks` prints (once in every subcommand's
+  // --help, they buried the other options).
+  std::string help = "a software stack's training settings (--settings, --set and the strategy name override them): ";
   try {
-    for (const auto& st : io::presets().stacks) help += " " + st.name + " (" + st.summary + ");";
+    std::vector<std::string> names;
+    for (const auto& st : io::presets().stacks) names.push_back(st.name);
+    help += join(names) + "; `lmsim stacks` says what each sets";
   } catch (const std::exception&) {
-    help += " see data/presets/stacks.json";
+    help += "see data/presets/stacks.json";
   }
   cmd.add_option("--stack", stack, help)
       ->check(CLI::Validator(
@@ -517,6 +521,24 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
   for (auto x : w) sep.push_back(std::string(x, '-'));
   line(sep);
   for (const auto& r : rows) line(r);
+  return out;
+}
+
+std::string wrap(const std::string& text, std::size_t width, std::size_t indent) {
+  const std::string pad(indent, ' ');
+  std::string out, line;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t end = std::min(text.find(' ', i), text.size());
+    const std::string word = text.substr(i, end - i);
+    if (!line.empty() && pad.size() + line.size() + 1 + word.size() > width) {
+      out += pad + line + '\n';
+      line.clear();
+    }
+    if (!word.empty()) line += (line.empty() ? "" : " ") + word;
+    i = end + 1;
+  }
+  if (!line.empty()) out += pad + line + '\n';
   return out;
 }
 

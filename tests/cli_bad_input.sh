@@ -23,6 +23,22 @@ expect() {  # expect <code> <message-substring> <args...>
 }
 expect 0 "lmsim" --version
 expect 0 "predict" --help
+# --stack's help names the stacks (their paragraphs would bury the other options); `lmsim stacks` gives each one a
+# paragraph of lines within 100 columns, every stack of `stacks --json` by name.
+"$lmsim" predict --help >"$tmp/help" 2>&1
+if ! grep -q -- "--stack .*gpu, npu, megatron-lm-2021, nemo-24.07, megatron-bridge; .lmsim stacks" "$tmp/help" ||
+  grep -q "Apex distributed Adam" "$tmp/help"; then
+  echo "FAIL: predict --help's --stack: $(grep -- --stack "$tmp/help" | head -c 300)"
+  fail=1
+fi
+"$lmsim" stacks >"$tmp/stacks" 2>&1 || { echo "FAIL: lmsim stacks failed"; fail=1; }
+if awk 'length($0) > 100 { bad = 1 } END { exit !bad }' "$tmp/stacks"; then
+  echo "FAIL: lmsim stacks prints lines over 100 columns"
+  fail=1
+fi
+for name in $("$lmsim" stacks --json | python3 -c 'import json, sys; print(" ".join(s["name"] for s in json.load(sys.stdin)))'); do
+  grep -q "^$name: [a-z0-9]*, θ fitted on " "$tmp/stacks" || { echo "FAIL: lmsim stacks has no paragraph for $name"; fail=1; }
+done
 expect 2 "unknown model 'NoSuch'" predict --model NoSuch --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "unknown system" predict --model Qwen3-0.6B --system nope --strategy dp8-tp1-pp1-cp1-RC
 expect 2 "^lmsim: error: --strategy: strategy 'dp8-tp1-pp1-cp1-XX': unknown field 'XX'; fields: dp<N>" \
