@@ -378,16 +378,32 @@ std::optional<LogSensitivity> log_sensitivity(const Model& m, const Strategy& s,
   return out;
 }
 
-std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd) {
+namespace {
+// The entries [lo, hi) of `u`'s parameters whose sd alone moves the log time by at least `min_log_sd`, largest first.
+std::vector<PriorLean> leans_in(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd, std::size_t lo,
+                                std::size_t hi) {
   std::vector<PriorLean> out;
   const std::size_t k = u.free.size();
-  for (std::size_t a = k - std::min(u.n_prior_only, k); a < k && a < ls.g_time.size(); ++a) {
-    const double sd = std::fabs(ls.g_time[a]) * std::sqrt(u.covariance[a * k + a]);
-    if (sd >= min_log_sd) out.push_back({u.free[a], sd});
+  if (u.covariance.size() != k * k) return out;
+  for (std::size_t a = lo; a < hi && a < k && a < ls.g_time.size(); ++a) {
+    const double param_sd = std::sqrt(std::max(0.0, u.covariance[a * k + a]));
+    const double sd = std::fabs(ls.g_time[a]) * param_sd;
+    if (sd >= min_log_sd) out.push_back({u.free[a], sd, param_sd});
   }
   std::sort(out.begin(), out.end(),
             [](const PriorLean& x, const PriorLean& y) { return x.time_log_sd > y.time_log_sd; });
   return out;
+}
+}  // namespace
+
+std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd) {
+  const std::size_t k = u.free.size();
+  return leans_in(u, ls, min_log_sd, k - std::min(u.n_prior_only, k), k);
+}
+
+std::vector<PriorLean> fitted_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd) {
+  const std::size_t k = u.free.size();
+  return leans_in(u, ls, min_log_sd, 0, k - std::min(u.n_prior_only, k));
 }
 
 std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta, std::size_t most) {
@@ -397,7 +413,7 @@ std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& 
     if (most-- == 0) break;
     const ParamInfo& info = param_table()[l.param];
     std::snprintf(buf, sizeof buf, "%s%s %.4g ± %.4g (time ± %.1f %%)", s.empty() ? "" : ", ", info.name,
-                  get(theta, l.param), info.prior_sd, 100 * l.time_log_sd);
+                  get(theta, l.param), l.param_sd, 100 * l.time_log_sd);
     s += buf;
   }
   return s;

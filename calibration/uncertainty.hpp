@@ -163,8 +163,14 @@ LogSds total_log_sds(const Uncertainty& u, const LogSensitivity& ls);
 struct PriorLean {
   std::size_t param = 0;   // index into param_table()
   double time_log_sd = 0;  // its share of the time's log sd
+  double param_sd = 0;     // the parameter's own sd (its prior's for a prior-only one)
 };
 std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
+// The same for the fitted parameters, each by its marginal sd alone (correlations apart): which of them a
+// prediction far from θ's runs leans on where those runs pinned them little. A B200 θ fitted on two dense runs
+// leaves the kernel launch and collective latency near their priors, on which an MoE layer's many small kernels
+// and all-to-alls lean.
+std::vector<PriorLean> fitted_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
 // "flash_attention_efficiency 0.5 ± 0.15 (time ± 6.1 %), ..." for a warning: the first `most` of them.
 std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta,
                      std::size_t most = static_cast<std::size_t>(-1));

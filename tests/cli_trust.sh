@@ -284,6 +284,25 @@ assert abs(math.sqrt(sum(v * v for v in parts.values())) - cp["time_log_sd"]) < 
 assert parts["unfitted_priors"] > 0.02 and parts["beyond_fitted_range"] > 0 and tp["time_log_sd_parts"]["unfitted_priors"] == 0
 PY
 
+# A wide interval made of the fitted parameters names those the runs left loose: the B200 θ, from two dense runs,
+# holds the kernel launch near its prior, and an MoE layer's many small kernels lean on it; a dense layout like the
+# fitted runs names none.
+"$lmsim" predict --model Qwen3-30B-A3B --system b200_sxm_180g --stack megatron-bridge --seq 4096 --global-batch 512 \
+  --strategy dp8-tp1-pp1-cp1-ep8-noRC --json 2> "$tmp/e" > "$tmp/moe.json"
+grep -q "the fitted parameters' ± [0-9.]* % of the time's log sd come mostly from kernel_launch_us" "$tmp/e" ||
+  fail "no loosely-fitted parameters said: $(cat "$tmp/e")"
+"$lmsim" predict --model Llama-3-8B --system b200_sxm_180g --stack megatron-bridge --seq 8192 --global-batch 128 \
+  --strategy dp8-tp1-pp1-cp1-noRC-mbs2 --json 2> "$tmp/e" > "$tmp/dense.json"
+! grep -q "come mostly from" "$tmp/e" || fail "loosely-fitted parameters said of a fitted layout: $(cat "$tmp/e")"
+python3 - "$tmp/moe.json" "$tmp/dense.json" <<'PY' || fail "predict loosely_fitted_parameters"
+import json, sys
+moe, dense = (json.load(open(f)) for f in sys.argv[1:])
+loose = moe["loosely_fitted_parameters"]
+assert loose and loose[0]["name"] == "kernel_launch_us" and loose[0]["sd"] > 0, loose
+assert all(a["time_log_sd"] >= b["time_log_sd"] for a, b in zip(loose, loose[1:])), loose
+assert moe["time_log_sd_parts"]["fitted_parameters"] >= 0.1 and dense["loosely_fitted_parameters"] == [], dense
+PY
+
 # Beyond the fitted range the intervals widen at the rate θ's calibration measured (the 910B3 θ: 8 devices only).
 "$lmsim" predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --devices 64 --global-batch 256 \
   --strategy dp16-tp4-pp1-cp1-RC --json 2> "$tmp/e" > "$tmp/far.json"
