@@ -90,10 +90,11 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
           parts.fitted_parameters > parts.unfitted_priors) {
         res.loosely_fitted = calib::fitted_leans(*u, *ls, kWideFittedLogSd / 4);
         if (!res.loosely_fitted.empty())
-          spdlog::info("{}the fitted parameters' ± {:.1f} % of the time's log sd come mostly from {}: θ's runs left "
-                       "them loose for a configuration like this one; runs like it would narrow the interval",
-                       name_in_warnings ? config_name(s) + ": " : "", 100 * parts.fitted_parameters,
-                       calib::describe(res.loosely_fitted, r.params, 3));
+          spdlog::info(
+              "{}the fitted parameters' ± {:.1f} % of the time's log sd come mostly from {}: θ's runs left "
+              "them loose for a configuration like this one; runs like it would narrow the interval",
+              name_in_warnings ? config_name(s) + ": " : "", 100 * parts.fitted_parameters,
+              calib::describe(res.loosely_fitted, r.params, 3));
       }
       if (calib::time_from_priors(*u))  // every parameter is a prior: say which weigh most, not a warning each
         spdlog::info("the intervals come from θ's priors, mostly {}", calib::describe(res.unfitted, r.params, 3));
