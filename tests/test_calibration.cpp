@@ -488,8 +488,8 @@ TEST(Uncertainty, EachKindLosesTheEffectiveParametersOfItsFit) {
   EXPECT_DOUBLE_EQ(two.time_dof, 0.0);
   EXPECT_DOUBLE_EQ(two.time_log_sd, std::sqrt(pb.weights.prior));
   const calib::Sample& p0 = pb.samples[pair[0]];
-  const auto iv2 = calib::intervals(p0.model, p0.strategy, pb.system, p0.settings, exact.params, two,
-                                    calib::sim_options(pb));
+  const auto iv2 =
+      calib::intervals(p0.model, p0.strategy, pb.system, p0.settings, exact.params, two, calib::sim_options(pb));
   ASSERT_TRUE(iv2);
   EXPECT_NEAR(std::log(iv2->time_s_90.upper / iv2->time_s_90.value), 1.6449 * iv2->time_log_sd,
               1e-3 * iv2->time_log_sd);
