@@ -5,9 +5,6 @@
 #include "apps/emit.hpp"
 
 namespace lmsim::app {
-// A fitted parameters' share of the time's log sd from which predict says which of them make it (10 %: well above
-// the 2-4 % residual scales of the shipped fits).
-constexpr double kWideFittedLogSd = 0.10;
 
 namespace {
 template <class Owner, std::size_t N>
@@ -85,17 +82,13 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
       res.time_sd_parts = calib::time_sd_parts(*r.uncertainty, *u, *ls);
       // Fitted parameters that make most of a wide interval: θ's runs pinned them for configurations like theirs,
       // not for this one (a B200 θ from two dense runs, asked of an MoE layer's small kernels and all-to-alls).
-      const calib::TimeSdParts& parts = res.time_sd_parts;
-      if (parts.fitted_parameters >= kWideFittedLogSd && parts.fitted_parameters > parts.residual &&
-          parts.fitted_parameters > parts.unfitted_priors) {
-        res.loosely_fitted = calib::fitted_leans(*u, *ls, kWideFittedLogSd / 4);
-        if (!res.loosely_fitted.empty())
-          spdlog::info(
-              "{}the fitted parameters' ± {:.1f} % of the time's log sd come mostly from {}: θ's runs left "
-              "them loose for a configuration like this one; runs like it would narrow the interval",
-              name_in_warnings ? config_name(s) + ": " : "", 100 * parts.fitted_parameters,
-              calib::describe(res.loosely_fitted, r.params, 3));
-      }
+      res.loosely_fitted = calib::loosely_fitted(*u, *ls, res.time_sd_parts);
+      if (!res.loosely_fitted.empty())
+        spdlog::info(
+            "{}the fitted parameters' ± {:.1f} % of the time's log sd come mostly from {}: θ's runs left "
+            "them loose for a configuration like this one; runs like it would narrow the interval",
+            name_in_warnings ? config_name(s) + ": " : "", 100 * res.time_sd_parts.fitted_parameters,
+            calib::describe(res.loosely_fitted, r.params, 3));
       if (calib::time_from_priors(*u))  // every parameter is a prior: say which weigh most, not a warning each
         spdlog::info("the intervals come from θ's priors, mostly {}", calib::describe(res.unfitted, r.params, 3));
       else if (!res.unfitted.empty())

@@ -512,6 +512,13 @@ TimeSdParts time_sd_parts(const Uncertainty& base, const Uncertainty& widened, c
   return out;
 }
 
+std::vector<PriorLean> loosely_fitted(const Uncertainty& u, const LogSensitivity& ls, const TimeSdParts& parts) {
+  if (parts.fitted_parameters < kLooseFittedLogSd || parts.fitted_parameters <= parts.residual ||
+      parts.fitted_parameters <= parts.unfitted_priors)
+    return {};
+  return fitted_leans(u, ls, kLooseFittedLogSd / 4);
+}
+
 PredictionIntervals intervals(const LogSensitivity& ls, const Uncertainty& u) {
   PredictionIntervals out;
   const LogSds sd = total_log_sds(u, ls);

@@ -183,6 +183,11 @@ struct TimeSdParts {
   double residual = 0, beyond_range = 0, fitted_parameters = 0, unfitted_priors = 0;
 };
 TimeSdParts time_sd_parts(const Uncertainty& base, const Uncertainty& widened, const LogSensitivity& ls);
+// Where the fitted parameters make most of a wide time interval (a log sd of kLooseFittedLogSd or more, above the
+// residual and the unfitted priors' parts): the fitted ones whose sd alone moves the time by a quarter of that or
+// more (fitted_leans), largest first; else none. `u` and `ls` as for `parts`.
+constexpr double kLooseFittedLogSd = 0.10;  // well above the 2-4 % residual scales of the shipped fits
+std::vector<PriorLean> loosely_fitted(const Uncertainty& u, const LogSensitivity& ls, const TimeSdParts& parts);
 
 // Risk of ranked candidates that share one θ: P(peak ≤ capacity) and P(objective within 5 % of the first
 // candidate's). Parameter uncertainty is shared (so the difference of two candidates' logs has variance

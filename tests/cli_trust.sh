@@ -357,6 +357,18 @@ assert "-RC-" in best["config_name"] and "-RC-block" in alt["config_name"], (bes
 assert alt["iteration_time_s"] < best["iteration_time_s"], (best, alt)
 assert q["partial_recompute_of_best"] is None and q["ranking"][0]["config_name"] == alt["config_name"], q["ranking"][0]
 PY
+# A best candidate whose interval comes mostly from loosely fitted parameters says which (the B200 θ's kernel launch
+# under an MoE layer); the bundled 910B3's best says none.
+mpirun -np 1 "$lmsim" search --model Qwen3-30B-A3B --system b200_sxm_180g --stack megatron-bridge --devices 8 \
+  --seq 4096 --global-batch 512 --top 3 --json > "$tmp/l.json" 2> "$tmp/l.err"
+python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["best_loosely_fitted"]; assert l and l[0]["name"] == "kernel_launch_us", l' \
+  "$tmp/l.json" || fail "search best_loosely_fitted: $(cat "$tmp/l.err")"
+grep -q "comes mostly from fitted parameters θ's runs left loose for it" "$tmp/l.err" ||
+  fail "no loosely-fitted note from search: $(cat "$tmp/l.err")"
+mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 --seq 4096 \
+  --global-batch 32 --top 3 --json > "$tmp/l.json" 2> "$tmp/l.err"
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["best_loosely_fitted"] == []' "$tmp/l.json" ||
+  fail "loosely-fitted parameters said of the 910B3's best"
 # A first place with CP on a stack whose CP alone turns flash attention on (the bundled 910B3's MindSpeed-LLM) says
 # so; with flash attention on everywhere it does not.
 mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 --seq 4096 \
