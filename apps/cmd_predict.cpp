@@ -277,6 +277,14 @@ void run(PredictCli o, std::ostream& os) {
                                           fmt(x.predicted_ms, 3)};
         });
     os << "\n" << table({"collective", "group", "stage", "size", "nodes", "link_share", "MiB", "calls", "ms/call"}, c);
+    if (!res.elasticities.empty()) {  // what bounds the time, parameter by parameter
+      std::vector<std::vector<std::string>> el;
+      for (const auto& e : res.elasticities)
+        el.push_back({param_table()[e.param].name, (e.value > 0 ? "+" : "") + fmt(e.value, 2),
+                      e.prior_only ? "prior (never measured)" : "fitted"});
+      os << "\ntime elasticity, d log T / d log θ (10 % more of a parameter: about 10 x this % more time):\n"
+         << table({"parameter", "elasticity", "θ"}, el);
+    }
   }
 }
 }  // namespace
@@ -294,7 +302,8 @@ void register_predict(CLI::App& app) {
                   "(comma-separated or repeated) are compared side by side")
       ->required()
       ->delimiter(',');
-  cmd->add_flag("--diagnostics", diagnostics, "also print the GEMM problems and collectives");
+  cmd->add_flag("--diagnostics", diagnostics,
+                "also print the GEMM problems, the collectives and the time's elasticity to each parameter of θ");
   cmd->add_option("--emit", emit,
                   "print the strategy as megatron or mindspeed flags, or nemo (NeMo 2) or megatron-bridge recipe "
                   "overrides; settings they cannot set are warned of")

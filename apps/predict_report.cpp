@@ -83,6 +83,7 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
       // Fitted parameters that make most of a wide interval: θ's runs pinned them for configurations like theirs,
       // not for this one (a B200 θ from two dense runs, asked of an MoE layer's small kernels and all-to-alls).
       res.loosely_fitted = calib::loosely_fitted(*u, *ls, res.time_sd_parts);
+      res.elasticities = calib::time_elasticities(*u, *ls, r.params);
       if (!res.loosely_fitted.empty())
         spdlog::info(
             "{}the fitted parameters' ± {:.1f} % of the time's log sd come mostly from {}: θ's runs left "
@@ -137,6 +138,10 @@ io::Json PredictResult::json() const {
     };
     j["unfitted_parameters"] = leans(unfitted, "prior_sd");
     j["loosely_fitted_parameters"] = leans(loosely_fitted, "sd");
+    io::Json el = io::Json::array();
+    for (const auto& e : elasticities)
+      el.push_back({{"name", param_table()[e.param].name}, {"elasticity", e.value}, {"prior_only", e.prior_only}});
+    j["time_elasticities"] = el;
   }
   if (r.uncertainty) {  // which residual scale the intervals carry (see resolve())
     j["interval_residual_scale"] = calib::time_from_priors(*r.uncertainty) ? "priors"

@@ -30,6 +30,7 @@ struct PredictResult {
   std::vector<std::string> outside_fitted_range;  // dimensions beyond θ's fitted runs (an extrapolation)
   std::vector<calib::PriorLean> unfitted;         // parameters θ's runs never measured that the time leans on
   std::vector<calib::PriorLean> loosely_fitted;   // fitted ones, said where they make most of a wide interval
+  std::vector<calib::Elasticity> elasticities;    // d log T / d log θ per parameter (with has_iv)
   double beyond_range_log_sq = 0;                 // calib::beyond_range_log_sq of θ's fitted range (0: inside)
   calib::TimeSdParts time_sd_parts{};             // where the time interval's width comes from (with has_iv)
   // Under plain full recompute: the fewest block-recomputed layers per chunk that still fit (search/explain.hpp).

@@ -406,6 +406,19 @@ std::vector<PriorLean> fitted_leans(const Uncertainty& u, const LogSensitivity& 
   return leans_in(u, ls, min_log_sd, 0, k - std::min(u.n_prior_only, k));
 }
 
+std::vector<Elasticity> time_elasticities(const Uncertainty& u, const LogSensitivity& ls, const PlatformParams& theta,
+                                          double min) {
+  std::vector<Elasticity> out;
+  const std::size_t k = u.free.size(), fitted = k - std::min(u.n_prior_only, k);
+  for (std::size_t a = 0; a < k && a < ls.g_time.size(); ++a) {
+    const double e = ls.g_time[a] * get(theta, u.free[a]);
+    if (std::isfinite(e) && std::fabs(e) >= min) out.push_back({u.free[a], e, a >= fitted});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Elasticity& x, const Elasticity& y) { return std::fabs(x.value) > std::fabs(y.value); });
+  return out;
+}
+
 std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta, std::size_t most) {
   std::string s;
   char buf[160];

@@ -171,6 +171,17 @@ std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& l
 // leaves the kernel launch and collective latency near their priors, on which an MoE layer's many small kernels
 // and all-to-alls lean.
 std::vector<PriorLean> fitted_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
+// What bounds a prediction, parameter by parameter: the elasticity d log T / d log θ of its time to each of `u`'s
+// parameters (g·θ; over ± one prior sd for a prior-only one, as its sensitivity is a secant), those of at least
+// `min` in size, largest first. A launch-bound MoE layer shows kernel_launch_us near +0.5, a compute-bound dense
+// one matmul_efficiency near −1.
+struct Elasticity {
+  std::size_t param = 0;  // index into param_table()
+  double value = 0;       // 10 % more of the parameter: about 10·value % more time
+  bool prior_only = false;
+};
+std::vector<Elasticity> time_elasticities(const Uncertainty& u, const LogSensitivity& ls, const PlatformParams& theta,
+                                          double min = 0.01);
 // "flash_attention_efficiency 0.5 ± 0.15 (time ± 6.1 %), ..." for a warning: the first `most` of them.
 std::string describe(const std::vector<PriorLean>& leans, const PlatformParams& theta,
                      std::size_t most = static_cast<std::size_t>(-1));

@@ -301,7 +301,18 @@ loose = moe["loosely_fitted_parameters"]
 assert loose and loose[0]["name"] == "kernel_launch_us" and loose[0]["sd"] > 0, loose
 assert all(a["time_log_sd"] >= b["time_log_sd"] for a, b in zip(loose, loose[1:])), loose
 assert moe["time_log_sd_parts"]["fitted_parameters"] >= 0.1 and dense["loosely_fitted_parameters"] == [], dense
+# What bounds each: the MoE layer's many small kernels (launch elasticity about +0.5), the dense layout's FP8 GEMMs
+# (an efficiency's elasticity is negative: faster units, less time).
+el = {e["name"]: e["elasticity"] for e in moe["time_elasticities"]}
+assert moe["time_elasticities"][0]["name"] == "kernel_launch_us" and 0.3 < el["kernel_launch_us"] < 0.8, el
+first = dense["time_elasticities"][0]
+assert first["name"].endswith("efficiency") and first["elasticity"] < -0.2 and not first["prior_only"], first
+mags = [abs(e["elasticity"]) for e in dense["time_elasticities"]]
+assert mags == sorted(mags, reverse=True) and min(mags) >= 0.01, mags
 PY
+grep -q "time elasticity, d log T / d log θ" <("$lmsim" --log-level error predict --model Llama-3-8B --system b200_sxm_180g \
+  --stack megatron-bridge --seq 8192 --global-batch 128 --strategy dp8-tp1-pp1-cp1-noRC-mbs2 --diagnostics) ||
+  fail "no elasticity table under --diagnostics"
 
 # Beyond the fitted range the intervals widen at the rate θ's calibration measured (the 910B3 θ: 8 devices only).
 "$lmsim" predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --devices 64 --global-batch 256 \
