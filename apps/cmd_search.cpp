@@ -577,7 +577,7 @@ void run(SearchCli sc, std::ostream& out) {
   prov["partial_recompute_of_best"] = partial;
   // Whether the best candidate owes its place to a parameter θ's runs never measured (flash attention's efficiency
   // on a θ fitted on runs that stored their scores, say): said, and kept with the results.
-  io::Json leans = io::Json::array(), loose = io::Json::array();
+  io::Json leans = io::Json::array(), loose = io::Json::array(), bound = io::Json::array();
   bool flash_from_cp = false;
   if (!r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
@@ -612,6 +612,8 @@ void run(SearchCli sc, std::ostream& out) {
               config_name(c.strategy), calib::describe(l, s.params));
         const calib::Uncertainty& base = *unc[c.scenario];
         const calib::TimeSdParts parts = calib::time_sd_parts(base, base, *ls);
+        for (const auto& e : calib::time_elasticities(base, *ls, s.params))
+          bound.push_back({{"name", param_table()[e.param].name}, {"elasticity", e.value}});
         const auto lf = calib::loosely_fitted(base, *ls, parts);
         for (const auto& x : lf)
           loose.push_back({{"name", param_table()[x.param].name}, {"time_log_sd", x.time_log_sd}});
@@ -625,6 +627,7 @@ void run(SearchCli sc, std::ostream& out) {
   }
   prov["best_leans_on_unfitted"] = leans;
   prov["best_loosely_fitted"] = loose;
+  prov["best_time_elasticities"] = bound;  // what bounds the best candidate (predict --diagnostics' table)
   prov["best_flash_attention_from_cp"] = flash_from_cp;
   prov["rank_by"] = sc.rank_by;
   prov["allow_uneven_layers"] = o.validity.allow_uneven_layers;

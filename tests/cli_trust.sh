@@ -374,6 +374,8 @@ mpirun -np 1 "$lmsim" search --model Qwen3-30B-A3B --system b200_sxm_180g --stac
   --seq 4096 --global-batch 512 --top 3 --json > "$tmp/l.json" 2> "$tmp/l.err"
 python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["best_loosely_fitted"]; assert l and l[0]["name"] == "kernel_launch_us", l' \
   "$tmp/l.json" || fail "search best_loosely_fitted: $(cat "$tmp/l.err")"
+python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["best_time_elasticities"]; assert e and all(abs(a["elasticity"]) >= abs(b["elasticity"]) for a, b in zip(e, e[1:])), e' \
+  "$tmp/l.json" || fail "search best_time_elasticities"
 grep -q "comes mostly from fitted parameters θ's runs left loose for it" "$tmp/l.err" ||
   fail "no loosely-fitted note from search: $(cat "$tmp/l.err")"
 mpirun -np 1 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --stack npu --devices 8 --seq 4096 \
