@@ -11,6 +11,27 @@
 
 namespace lmsim::app {
 
+namespace {
+// `text` as lines of at most `width` characters (a longer word stands alone), each indented by `indent` spaces.
+std::string wrap(const std::string& text, std::size_t width, std::size_t indent) {
+  const std::string pad(indent, ' ');
+  std::string out, line;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t end = std::min(text.find(' ', i), text.size());
+    const std::string word = text.substr(i, end - i);
+    if (!line.empty() && pad.size() + line.size() + 1 + word.size() > width) {
+      out += pad + line + '\n';
+      line.clear();
+    }
+    if (!word.empty()) line += (line.empty() ? "" : " ") + word;
+    i = end + 1;
+  }
+  if (!line.empty()) out += pad + line + '\n';
+  return out;
+}
+}  // namespace
+
 void register_models(CLI::App& app) {
   auto* models = app.add_subcommand("models", "list model presets with their parameter counts");
   // Options live as long as the command (shared with its callback): no file-scope or static state.

@@ -524,24 +524,6 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
   return out;
 }
 
-std::string wrap(const std::string& text, std::size_t width, std::size_t indent) {
-  const std::string pad(indent, ' ');
-  std::string out, line;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const std::size_t end = std::min(text.find(' ', i), text.size());
-    const std::string word = text.substr(i, end - i);
-    if (!line.empty() && pad.size() + line.size() + 1 + word.size() > width) {
-      out += pad + line + '\n';
-      line.clear();
-    }
-    if (!word.empty()) line += (line.empty() ? "" : " ") + word;
-    i = end + 1;
-  }
-  if (!line.empty()) out += pad + line + '\n';
-  return out;
-}
-
 std::string fmt(double v, int prec) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);

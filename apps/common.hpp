@@ -114,8 +114,6 @@ const CLI::Validator& positive_size();
 // Prints rows as an aligned text table.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string fmt(double v, int prec = 3);
-// `text` as lines of at most `width` characters (a longer word stands alone), each indented by `indent` spaces.
-std::string wrap(const std::string& text, std::size_t width, std::size_t indent);
 // The items of a list or set of strings, comma-separated.
 template <class Strings>
 std::string join(const Strings& items) {

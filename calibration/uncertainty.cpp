@@ -401,11 +401,6 @@ std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& l
   return leans_in(u, ls, min_log_sd, k - std::min(u.n_prior_only, k), k);
 }
 
-std::vector<PriorLean> fitted_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd) {
-  const std::size_t k = u.free.size();
-  return leans_in(u, ls, min_log_sd, 0, k - std::min(u.n_prior_only, k));
-}
-
 std::vector<Elasticity> time_elasticities(const Uncertainty& u, const LogSensitivity& ls, const PlatformParams& theta,
                                           double min) {
   std::vector<Elasticity> out;
@@ -529,7 +524,8 @@ std::vector<PriorLean> loosely_fitted(const Uncertainty& u, const LogSensitivity
   if (parts.fitted_parameters < kLooseFittedLogSd || parts.fitted_parameters <= parts.residual ||
       parts.fitted_parameters <= parts.unfitted_priors)
     return {};
-  return fitted_leans(u, ls, kLooseFittedLogSd / 4);
+  const std::size_t k = u.free.size();
+  return leans_in(u, ls, kLooseFittedLogSd / 4, 0, k - std::min(u.n_prior_only, k));
 }
 
 PredictionIntervals intervals(const LogSensitivity& ls, const Uncertainty& u) {

@@ -166,11 +166,6 @@ struct PriorLean {
   double param_sd = 0;     // the parameter's own sd (its prior's for a prior-only one)
 };
 std::vector<PriorLean> prior_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
-// The same for the fitted parameters, each by its marginal sd alone (correlations apart): which of them a
-// prediction far from θ's runs leans on where those runs pinned them little. A B200 θ fitted on two dense runs
-// leaves the kernel launch and collective latency near their priors, on which an MoE layer's many small kernels
-// and all-to-alls lean.
-std::vector<PriorLean> fitted_leans(const Uncertainty& u, const LogSensitivity& ls, double min_log_sd = 0.01);
 // What bounds a prediction, parameter by parameter: the elasticity d log T / d log θ of its time to each of `u`'s
 // parameters (g·θ; over ± one prior sd for a prior-only one, as its sensitivity is a secant), those of at least
 // `min` in size, largest first. A launch-bound MoE layer shows kernel_launch_us near +0.5, a compute-bound dense
@@ -195,8 +190,10 @@ struct TimeSdParts {
 };
 TimeSdParts time_sd_parts(const Uncertainty& base, const Uncertainty& widened, const LogSensitivity& ls);
 // Where the fitted parameters make most of a wide time interval (a log sd of kLooseFittedLogSd or more, above the
-// residual and the unfitted priors' parts): the fitted ones whose sd alone moves the time by a quarter of that or
-// more (fitted_leans), largest first; else none. `u` and `ls` as for `parts`.
+// residual and the unfitted priors' parts): the fitted ones whose marginal sd alone (correlations apart) moves the
+// time by a quarter of that or more, largest first; else none. `u` and `ls` as for `parts`. They are the ones θ's
+// runs pinned little for this configuration: a B200 θ fitted on two dense runs leaves the kernel launch and
+// collective latency near their priors, on which an MoE layer's many small kernels and all-to-alls lean.
 constexpr double kLooseFittedLogSd = 0.10;  // well above the 2-4 % residual scales of the shipped fits
 std::vector<PriorLean> loosely_fitted(const Uncertainty& u, const LogSensitivity& ls, const TimeSdParts& parts);
 
