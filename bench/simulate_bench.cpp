@@ -1,5 +1,6 @@
 // Speed of one simulate() call (Google Benchmark): an 8-device dense configuration, the paper's Qwen3 runs,
-// and a 1,024-device Llama-3-70B configuration. Target: <= 1 µs median on one core.
+// a 1,024-device Llama-3-70B configuration and
+// DeepSeek-V3's 1,024-device publication layout. Target: <= 1 µs median on one core.
 #include <benchmark/benchmark.h>
 
 #include "io/specs.hpp"
@@ -26,6 +27,17 @@ TrainingSettings qwen_gpu() {
   t.fused_kernels = false;
   return t;
 }
+// DeepSeek-V3 as Megatron-Bridge published it on 1,024 H100s: MoE with dense first layers, MTP, an uneven
+// interleaved split, selective recompute of the MLA up-projection, flex dispatch.
+TrainingSettings deepseek() {
+  TrainingSettings t;
+  t.seq_length = 4096;
+  t.global_batch_size = 8192;
+  t.precision = Precision::fp8;
+  t.sequence_parallel = true;
+  t.moe_token_dispatcher_type = MoeDispatcher::flex;
+  return t;
+}
 TrainingSettings large() {
   TrainingSettings t;
   t.seq_length = 8192;
@@ -41,6 +53,8 @@ BENCHMARK_CAPTURE(run, llama3_8b_8dev_tp2_pp4, "Llama-3-8B", "h100_sxm_80g", "dp
                   TrainingSettings{});
 BENCHMARK_CAPTURE(run, llama3_70b_1024dev_tp8_pp8_cp2_vpp5, "Llama-3-70B", "h100_sxm_80g", "dp8-tp8-pp8-cp2-RC-vpp5",
                   large());
+BENCHMARK_CAPTURE(run, deepseek_v3_1024dev_tp2_pp8_ep64_vpp4, "DeepSeek-V3", "h100_sxm_80g",
+                  "dp64-tp2-pp8-cp1-ep64-etp1-selRC-mbs1-vpp4", deepseek());
 BENCHMARK_CAPTURE(run, qwen3_30b_a3b_16dev_ep4, "Qwen3-30B-A3B", "ascend_910b3_64g", "dp4-tp2-pp2-cp1-ep4-RC",
                   TrainingSettings{});
 

@@ -376,6 +376,8 @@ double moe_layers_in(const Model& m, std::int64_t lo, std::int64_t hi) {
   const std::int64_t start = std::max(lo, m.first_dense_layers);
   if (start >= hi) return 0;
   const std::int64_t fq = m.moe_layer_frequency;
+  // Every layer from first_dense_layers on (the common case, without the divisions below).
+  if (fq == 1) return static_cast<double>(hi - start);
   auto upto = [&](std::int64_t x) {  // MoE layers in [first_dense_layers, x)
     return x <= m.first_dense_layers ? 0 : (x - m.first_dense_layers + fq - 1) / fq;
   };
@@ -435,7 +437,7 @@ StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy
     out.moe += moe_layers_in(m, lo, lo + n);
     const ChunkReplay r = chunk_replay(s, n);
     out.replayed += static_cast<double>(r.replayed);
-    out.replayed_moe += moe_layers_in(m, lo, lo + r.replayed);
+    if (r.replayed > 0) out.replayed_moe += moe_layers_in(m, lo, lo + r.replayed);
     out.checkpoints += static_cast<double>(r.checkpoints);
     widest = std::max(widest, n);
   }
