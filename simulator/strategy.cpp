@@ -433,17 +433,6 @@ const char* to_string(SplitKind k) {
   return "?";
 }
 
-std::int64_t PipelineSplit::layers_of_chunk(std::int64_t c, std::int64_t num_layers) const {
-  if (kind == SplitKind::uneven) return num_layers / chunks + (c < num_layers % chunks ? 1 : 0);
-  if (chunks == 1) return first;
-  return c == 0 ? first : c == chunks - 1 ? last : middle;
-}
-
-std::int64_t PipelineSplit::first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const {
-  if (kind == SplitKind::uneven) return c * (num_layers / chunks) + std::min(c, num_layers % chunks);
-  return c == 0 ? 0 : first + (c - 1) * middle;
-}
-
 std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, bool allow_uneven_layers) {
   PipelineSplit p;
   const std::int64_t L = m.num_layers, C = static_cast<std::int64_t>(s.pipeline_parallel) * s.virtual_pipeline;

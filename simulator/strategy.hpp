@@ -361,8 +361,15 @@ struct PipelineSplit {
   SplitKind kind = SplitKind::even;
   std::int64_t chunks = 1;
   std::int64_t first = 0, middle = 0, last = 0;  // transformer layers of the first, middle and last chunks
-  std::int64_t layers_of_chunk(std::int64_t c, std::int64_t num_layers) const;
-  std::int64_t first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const;
+  std::int64_t layers_of_chunk(std::int64_t c, std::int64_t num_layers) const {
+    if (kind == SplitKind::uneven) return num_layers / chunks + (c < num_layers % chunks ? 1 : 0);
+    if (chunks == 1) return first;
+    return c == 0 ? first : c == chunks - 1 ? last : middle;
+  }
+  std::int64_t first_layer_of_chunk(std::int64_t c, std::int64_t num_layers) const {
+    if (kind == SplitKind::uneven) return c * (num_layers / chunks) + std::min(c, num_layers % chunks);
+    return c == 0 ? 0 : first + (c - 1) * middle;
+  }
   std::int64_t widest_chunk() const { return std::max({first, middle, last}); }
 };
 std::optional<PipelineSplit> pipeline_split(const Model& m, const Strategy& s, bool allow_uneven_layers);
