@@ -13,6 +13,18 @@ const char* b(bool v) { return v ? "true" : "false"; }
 // Said where only MindSpeed-LLM has the flag.
 constexpr const char* kReuseFp32Param =
     "BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)";
+// What the Megatron-LM of the published A100 runs did and no framework of today can be told to (so said, never
+// emitted): its synchronous backward TP all-reduce (Megatron-LM ignored --no-async-tensor-model-parallel-allreduce
+// from April 2024 and removed it in January 2026, 639c08ab82) and its pipeline scatter/gather (Narayanan et al.
+// 2021 §4.1, gone when the pipeline moved into Megatron-core in March 2023).
+void say_legacy(const Strategy& s, const TrainingSettings& t, const ResolvedStrategy& r, EmittedFlags& e) {
+  if (r.synchronous_tp_allreduce)
+    e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
+  if (t.pipeline_scatter_gather && !r.sequence_parallel && s.tensor_parallel > 1 && s.pipeline_parallel > 1)
+    e.unsaid.push_back(
+        "the pipeline's scatter/gather of stage-boundary tensors over the TP ranks (Megatron-core sends the whole "
+        "tensor from every TP rank; --set pipeline_scatter_gather=false times that)");
+}
 
 // Megatron-LM's (and MindSpeed-LLM's, which takes Megatron's flags and adds its own) command line.
 EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, const TrainingSettings& t,
@@ -69,12 +81,18 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
   if (t.nccl_ub) add("--use-nccl-ub");
   if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
-  // Megatron-LM's switch from February 2022 (a synchronous all-reduce, as the SC21 runs had); ignored from April
-  // 2024, whose backward always overlaps.
-  if (r.synchronous_tp_allreduce) add("--no-async-tensor-model-parallel-allreduce");
-  if (t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--overlap-p2p-communication");
+  say_legacy(s, t, r, e);
+  // The interleaved schedule overlaps its sends by default since October 2023 (4eeff55d1f), which took the
+  // --overlap-p2p-communication of May 2023 away: only turning it off is a flag.
+  if (!t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--no-overlap-p2p-communication");
   if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
-  if (t.te_cross_entropy) add("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te");
+  // Megatron-LM's argument check refuses Transformer Engine's cross entropy since June 2026 (168cb15d70, for its
+  // stability); Megatron-Bridge and NeMo set it on the model's configuration, which only warns.
+  if (t.te_cross_entropy)
+    e.unsaid.push_back(
+        "Transformer Engine's fused cross entropy (--cross-entropy-loss-fusion --cross-entropy-fusion-impl te, "
+        "which Megatron-LM refuses since June 2026; without it the loss runs as Megatron's own chain of ops, as "
+        "predict --set te_cross_entropy=false times it)");
   if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
   if (t.fp8_param_gather) add("--fp8-param-gather");
   if (t.precision == Precision::bf16) add("--bf16");
@@ -136,8 +154,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
       add(cfg + "recompute_modules=[" + mods + "]");
     }
   }
-  if (r.synchronous_tp_allreduce)
-    e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
+  say_legacy(s, t, r, e);
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");

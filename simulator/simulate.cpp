@@ -709,9 +709,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
-    // With --overlap-p2p-communication the interleaved schedule posts each chunk's transfers before computing the
-    // next chunk: a boundary's traffic hides under one chunk's compute, whose NCCL send/recv kernels slow it as
-    // overlapped DP traffic does (1 - dp_overlap of each hidden second).
+    // With overlap_p2p_comm (Megatron-LM's default) the interleaved schedule posts each chunk's transfers before
+    // computing the next chunk: a boundary's traffic hides under one chunk's compute, whose NCCL send/recv kernels slow
+    // it as overlapped DP traffic does (1 - dp_overlap of each hidden second).
     const double chunk_compute =
         (st.forward_compute_s + st.backward_compute_s + st.recompute_s) / static_cast<double>(vpp);
     const double p2p_beyond = (t.overlap_p2p_comm && vpp > 1) ? std::max(0.0, p2p - chunk_compute) : p2p;

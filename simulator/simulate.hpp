@@ -33,7 +33,7 @@ struct StageResult {
   double cp_comm_overlapped_s;
   double ep_comm_s;             // MoE all-to-all dispatch and combine
   double pp_comm_s;             // point-to-point activation / gradient transfers, exposed
-  double pp_comm_overlapped_s;  // hidden under the chunk's compute (--overlap-p2p-communication, interleaved)
+  double pp_comm_overlapped_s;  // hidden under the chunk's compute (overlap_p2p_comm, interleaved)
   double per_microbatch_s;
   // Once per iteration, seconds.
   double dp_comm_exposed_s;     // gradient reduction + parameter gather not hidden (after slack), per iteration

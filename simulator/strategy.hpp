@@ -166,7 +166,9 @@ struct TrainingSettings {
   // Korthikanti 2022) and until it moved into Megatron-core (March 2023, 3c92fa93), which sends the whole tensor
   // from every TP rank: false for Megatron-core stacks (both bundled ones set it so).
   bool pipeline_scatter_gather = true;
-  bool overlap_p2p_comm = false;  // --overlap-p2p-communication: interleaved 1F1B sends/receives under compute
+  // Interleaved 1F1B's sends/receives under compute: Megatron-LM's default since October 2023, off with
+  // --no-overlap-p2p-communication.
+  bool overlap_p2p_comm = false;
   bool overlap_moe_expert_parallel_comm = false;  // batch-level overlap: one micro-batch's EP all-to-all under
                                                   // another's compute (Megatron-core 0.14)
   // Transformer Engine's fused cross entropy (Megatron --cross-entropy-loss-fusion --cross-entropy-fusion-impl te,
