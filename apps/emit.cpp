@@ -121,13 +121,16 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   auto add = [&](const std::string& f) { e.flags += (e.flags.empty() ? "" : " ") + f; };
   const std::string par = bridge ? "model." : "trainer.strategy.";  // parallel sizes
   const std::string cfg = bridge ? "model." : "model.config.";      // the transformer's configuration
+  // NeMo 2's MegatronStrategy copies its parallelism fields (the sizes, the split, the micro-batch grouping) over the
+  // model configuration's at setup (nemo/lightning/_strategy_lib.py, set_model_parallel_attributes): they are the
+  // strategy's to say, or the model's are overwritten with the strategy's defaults.
   add(par + "tensor_model_parallel_size=" + n(s.tensor_parallel));
   add(par + "pipeline_model_parallel_size=" + n(s.pipeline_parallel));
   add(par +
       "virtual_pipeline_model_parallel_size=" + (s.virtual_pipeline > 1 ? n(s.virtual_pipeline) : std::string("null")));
   add(par + "context_parallel_size=" + n(s.context_parallel));
   if (s.virtual_pipeline > 1 && t.microbatch_group_size_per_vp_stage > 0)
-    add(cfg + "microbatch_group_size_per_vp_stage=" + n(t.microbatch_group_size_per_vp_stage));
+    add(par + "microbatch_group_size_per_vp_stage=" + n(t.microbatch_group_size_per_vp_stage));
   if (s.context_parallel > 1) add(cfg + "cp_comm_type=" + to_string(r.cp_comm_type));
   if (s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a_p2p && r.ulysses_degree_in_cp > 0)
     add(cfg + "hierarchical_context_parallel_sizes=[" + n(r.ulysses_degree_in_cp) + "," +
@@ -138,9 +141,9 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add(cfg + "moe_flex_dispatcher_backend=deepep");
   add(par + "sequence_parallel=" + b(r.sequence_parallel));
   if (split && split->kind == SplitKind::embedding_loss)
-    add(cfg + "account_for_embedding_in_pipeline_split=true " + cfg + "account_for_loss_in_pipeline_split=true");
+    add(par + "account_for_embedding_in_pipeline_split=true " + par + "account_for_loss_in_pipeline_split=true");
   if (split && split->kind == SplitKind::explicit_layers)
-    add(cfg + "num_layers_in_first_pipeline_stage=" + n(split->first) + " " + cfg +
+    add(par + "num_layers_in_first_pipeline_stage=" + n(split->first) + " " + par +
         "num_layers_in_last_pipeline_stage=" + n(split->last));
   if (s.recompute == Recompute::full)
     add(cfg + "recompute_granularity=full " + cfg + "recompute_method=" + to_string(s.recompute_method) + " " + cfg +
@@ -160,7 +163,13 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");
     add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer));
     if (t.nccl_ub) add("trainer.strategy.ddp.nccl_ub=true");
-    if (t.tp_comm_overlap && r.sequence_parallel) add("model.config.tp_comm_overlap=true");
+    // NeMo 2 runs TP overlap through its MegatronCommOverlapCallback, which sets up the userbuffers and writes its
+    // own tp_comm_overlap (off unless the callback was built with it) over the model configuration's.
+    if (t.tp_comm_overlap && r.sequence_parallel)
+      e.unsaid.push_back(
+          "TP communication overlap (NeMo 2 takes it from the recipe's "
+          "MegatronCommOverlapCallback(tp_comm_overlap=True), which overwrites "
+          "model.config.tp_comm_overlap)");
     if (t.te_cross_entropy)
       add("model.config.cross_entropy_loss_fusion=true model.config.cross_entropy_fusion_impl=te");
     if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");

@@ -122,7 +122,17 @@ g=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g 
 [[ "$g" == *"--microbatch-group-size-per-virtual-pipeline-stage 10"* ]] || fail "megatron micro-batch group: $g"
 g=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g --seq 2048 --global-batch 160 \
   --devices 512 --strategy dp16-tp4-pp8-cp1-noRC-mbs1-vpp6-sp --set microbatch_group_size_per_vp_stage=10 --emit nemo)
-[[ "$g" == *"model.config.microbatch_group_size_per_vp_stage=10"* ]] || fail "nemo micro-batch group: $g"
+[[ "$g" == *"trainer.strategy.microbatch_group_size_per_vp_stage=10"* ]] || fail "nemo micro-batch group: $g"
+# NeMo 2's comm-overlap callback decides TP overlap over the model configuration: said, not emitted.
+g=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --stack nemo-24.07 --emit nemo --json)
+[[ "$g" != *"tp_comm_overlap=true"* && "$(unsaid "$g")" == *"MegatronCommOverlapCallback"* ]] || fail "nemo tp overlap: $g"
+# NeMo 2's strategy overwrites the model configuration's split fields with its own: they are the strategy's keys.
+g=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --emit nemo)
+[[ "$g" == *"trainer.strategy.account_for_embedding_in_pipeline_split=true trainer.strategy.account_for_loss_in_pipeline_split=true"* ]] ||
+  fail "nemo embedding/loss split: $g"
+g=$(run --strategy dp8-tp8-pp8-cp2-noRC-first15-last15-sp --emit nemo)
+[[ "$g" == *"trainer.strategy.num_layers_in_first_pipeline_stage=15 trainer.strategy.num_layers_in_last_pipeline_stage=15"* ]] ||
+  fail "nemo explicit split: $g"
 # Megatron-Bridge: ConfigContainer overrides (model.*, train.*, dataset.*, ddp.*, comm_overlap.*, mixed_precision);
 # what a registered precision recipe cannot say (the bridge stack's 16-bit gradient reduction) is named, in JSON
 # and as a warning, and nothing is named where the flags say it all.
