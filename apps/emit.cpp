@@ -86,6 +86,8 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // --overlap-p2p-communication of May 2023 away: only turning it off is a flag.
   if (!t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--no-overlap-p2p-communication");
   if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
+  // Megatron-LM's attention and hidden dropout default to 0.1 (TransformerConfig): a run without is said.
+  if (!t.dropout) add("--attention-dropout 0.0 --hidden-dropout 0.0");
   // Megatron-LM's argument check refuses Transformer Engine's cross entropy since June 2026 (168cb15d70, for its
   // stability); Megatron-Bridge and NeMo set it on the model's configuration, which only warns.
   if (t.te_cross_entropy)
@@ -158,6 +160,10 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     }
   }
   say_legacy(s, t, r, e);
+  // Dropout: the recipes' model configurations differ (the Llama ones 0, GPT-3's Megatron-core's 0.1), so it is said
+  // either way, at Megatron-core's rate when on (the rate does not change what lmsim times).
+  const std::string dropout = t.dropout ? "0.1" : "0.0";
+  add(cfg + "attention_dropout=" + dropout + " " + cfg + "hidden_dropout=" + dropout);
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");

@@ -76,6 +76,14 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set async_tensor_model_parallel_
 [[ "$(unsaid "$x")" != *"synchronous"* && "$(unsaid "$x")" != *"scatter"* ]] || fail "said under SP: $x"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --set pipeline_scatter_gather=false --emit nemo --json)
 [[ "$(unsaid "$x")" != *"scatter"* ]] || fail "scatter/gather said when off: $x"
+# Dropout, on in Megatron-LM by default and in some recipes' models: said either way.
+[[ "$m" == *"--attention-dropout 0.0 --hidden-dropout 0.0"* ]] || fail "dropout off: $m"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron)
+[[ "$x" != *"dropout"* ]] || fail "dropout on (Megatron's default) emitted: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron-bridge)
+[[ "$x" == *"model.attention_dropout=0.1 model.hidden_dropout=0.1"* ]] || fail "bridge dropout: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit nemo)
+[[ "$x" == *"model.config.attention_dropout=0.0 model.config.hidden_dropout=0.0"* ]] || fail "nemo dropout: $x"
 # The interleaved schedule overlaps its sends unless told not to: only --no-overlap-p2p-communication exists.
 [[ "$m" == *"--no-overlap-p2p-communication"* ]] || fail "p2p overlap off not said: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set overlap_p2p_comm=true --emit megatron)
