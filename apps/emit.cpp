@@ -103,7 +103,10 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (!t.gradient_accumulation_fusion) add("--no-gradient-accumulation-fusion");
   const bool flash = t.flash_in(s.context_parallel);
   if (!t.masked_softmax_fusion && !flash) add("--no-masked-softmax-fusion");
+  // Megatron-core's attention backend defaults to auto (Transformer Engine picks a flash or fused kernel): attention
+  // over stored s x s scores is its unfused backend. MindSpeed-LLM's flash attention is off unless asked for.
   if (flash) add(mindspeed ? "--use-flash-attn" : "--attention-backend flash");
+  if (!flash && !mindspeed) add("--attention-backend unfused");
   if (mindspeed && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a && t.kv_head_repeat_before_uly_alltoall)
     add("--kv-head-repeat-before-uly-alltoall");
   if (t.reuse_fp32_param && mindspeed) add("--reuse-fp32-param");
@@ -164,6 +167,11 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   // either way, at Megatron-core's rate when on (the rate does not change what lmsim times).
   const std::string dropout = t.dropout ? "0.1" : "0.0";
   add(cfg + "attention_dropout=" + dropout + " " + cfg + "hidden_dropout=" + dropout);
+  if (!t.flash_in(s.context_parallel))
+    e.unsaid.push_back(
+        "attention over stored s x s scores, without flash attention (the recipes leave "
+        "attention_backend to Transformer Engine, which picks a fused kernel; an AttnBackend, "
+        "set it to unfused in the recipe)");
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");

@@ -76,6 +76,12 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set async_tensor_model_parallel_
 [[ "$(unsaid "$x")" != *"synchronous"* && "$(unsaid "$x")" != *"scatter"* ]] || fail "said under SP: $x"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --set pipeline_scatter_gather=false --emit nemo --json)
 [[ "$(unsaid "$x")" != *"scatter"* ]] || fail "scatter/gather said when off: $x"
+# Attention over stored scores: Megatron-core's unfused backend; the recipes' overrides say they leave it.
+[[ "$m" == *"--attention-backend flash"* && "$m" != *"unfused"* ]] || fail "flash backend: $m"
+x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --set flash_attention=false --emit megatron)
+[[ "$x" == *"--attention-backend unfused"* ]] || fail "unfused backend: $x"
+x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --set flash_attention=false --emit megatron-bridge --json)
+[[ "$(unsaid "$x")" == *"stored s x s scores"* ]] || fail "bridge unfused attention not said: $x"
 # Dropout, on in Megatron-LM by default and in some recipes' models: said either way.
 [[ "$m" == *"--attention-dropout 0.0 --hidden-dropout 0.0"* ]] || fail "dropout off: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron)
