@@ -17,7 +17,16 @@ constexpr const char* kReuseFp32Param =
 // emitted): its synchronous backward TP all-reduce (Megatron-LM ignored --no-async-tensor-model-parallel-allreduce
 // from April 2024 and removed it in January 2026, 639c08ab82) and its pipeline scatter/gather (Narayanan et al.
 // 2021 §4.1, gone when the pipeline moved into Megatron-core in March 2023).
-void say_legacy(const Strategy& s, const TrainingSettings& t, const ResolvedStrategy& r, EmittedFlags& e) {
+// Nor can they be told to run PyTorch's own norms (but MindSpeed-LLM, whose fused RMSNorm is opt-in) or keep Adam's
+// state in 16 bits without a master copy.
+void say_unsettable(bool mindspeed, const Strategy& s, const TrainingSettings& t, const ResolvedStrategy& r,
+                    EmittedFlags& e) {
+  if (!t.fused_norm && !mindspeed)
+    e.unsaid.push_back(
+        "unfused (PyTorch) norms, which keep an fp32 copy of their input (Transformer Engine's and "
+        "Apex's are fused)");
+  if (t.bf16_optimizer_state)
+    e.unsaid.push_back("Adam's state in 16 bits without a master copy (NeMo 1.x optim.dtype bf16)");
   if (r.synchronous_tp_allreduce)
     e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
   if (t.pipeline_scatter_gather && !r.sequence_parallel && s.tensor_parallel > 1 && s.pipeline_parallel > 1)
@@ -81,7 +90,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
   if (t.nccl_ub) add("--use-nccl-ub");
   if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
-  say_legacy(s, t, r, e);
+  say_unsettable(mindspeed, s, t, r, e);
   // The interleaved schedule overlaps its sends by default since October 2023 (4eeff55d1f), which took the
   // --overlap-p2p-communication of May 2023 away: only turning it off is a flag.
   if (!t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--no-overlap-p2p-communication");
@@ -102,10 +111,13 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
   if (!t.gradient_accumulation_fusion) add("--no-gradient-accumulation-fusion");
   const bool flash = t.flash_in(s.context_parallel);
-  if (!t.masked_softmax_fusion && !flash) add("--no-masked-softmax-fusion");
+  // Unfused kernels: each fusion Megatron-LM has a switch for, off (the stored-scores softmax's only without flash).
+  if (!t.fused_kernels) add("--no-bias-gelu-fusion --no-bias-swiglu-fusion --no-bias-dropout-fusion --no-rope-fusion");
+  if ((!t.masked_softmax_fusion || !t.fused_kernels) && !flash) add("--no-masked-softmax-fusion");
   // Megatron-core's attention backend defaults to auto (Transformer Engine picks a flash or fused kernel): attention
   // over stored s x s scores is its unfused backend. MindSpeed-LLM's flash attention is off unless asked for.
   if (flash) add(mindspeed ? "--use-flash-attn" : "--attention-backend flash");
+  if (mindspeed && t.fused_norm && m.norm == Norm::rmsnorm) add("--use-fused-rmsnorm");  // MindSpeed's, opt-in
   if (!flash && !mindspeed) add("--attention-backend unfused");
   if (mindspeed && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a && t.kv_head_repeat_before_uly_alltoall)
     add("--kv-head-repeat-before-uly-alltoall");
@@ -162,11 +174,15 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
       add(cfg + "recompute_modules=[" + mods + "]");
     }
   }
-  say_legacy(s, t, r, e);
+  say_unsettable(false, s, t, r, e);
   // Dropout: the recipes' model configurations differ (the Llama ones 0, GPT-3's Megatron-core's 0.1), so it is said
   // either way, at Megatron-core's rate when on (the rate does not change what lmsim times).
   const std::string dropout = t.dropout ? "0.1" : "0.0";
   add(cfg + "attention_dropout=" + dropout + " " + cfg + "hidden_dropout=" + dropout);
+  if (!t.fused_kernels)
+    add(cfg + "bias_activation_fusion=false " + cfg + "bias_dropout_fusion=false " + cfg + "apply_rope_fusion=false");
+  if ((!t.masked_softmax_fusion || !t.fused_kernels) && !t.flash_in(s.context_parallel))
+    add(cfg + "masked_softmax_fusion=false");
   if (!t.flash_in(s.context_parallel))
     e.unsaid.push_back(
         "attention over stored s x s scores, without flash attention (the recipes leave "

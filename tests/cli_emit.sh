@@ -82,6 +82,19 @@ x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --set flash_attention=false --emit
 [[ "$x" == *"--attention-backend unfused"* ]] || fail "unfused backend: $x"
 x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --set flash_attention=false --emit megatron-bridge --json)
 [[ "$(unsaid "$x")" == *"stored s x s scores"* ]] || fail "bridge unfused attention not said: $x"
+# Unfused kernels (the bundled V100 runs'): every fusion switch off; PyTorch norms said.
+g=$("$lmsim" --log-level error predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
+  --strategy dp2-tp2-pp2-cp1-RC --emit megatron --json)
+[[ "$g" == *"--no-bias-gelu-fusion --no-bias-swiglu-fusion --no-bias-dropout-fusion --no-rope-fusion"* &&
+   "$g" == *"--no-masked-softmax-fusion"* ]] || fail "unfused kernels: $g"
+g=$("$lmsim" --log-level error predict --model Qwen3-1.7B --system ascend_910b3_64g --stack npu --devices 8 \
+  --strategy dp2-tp2-pp2-cp1-RC --emit megatron-bridge --json)
+[[ "$g" == *"model.masked_softmax_fusion=false"* && "$g" != *"bias_activation_fusion"* ]] || fail "npu fusions: $g"
+[[ "$(unsaid "$g")" == *"unfused (PyTorch) norms"* ]] || fail "unfused norms not said: $g"
+[[ "$m" != *"fusion"* ]] || fail "fusion switches for fused kernels: $m"
+# MindSpeed-LLM's fused RMSNorm is opt-in: asked for where the norms are fused, nothing said where not.
+g=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit mindspeed)
+[[ "$g" == *"--use-fused-rmsnorm"* ]] || fail "mindspeed fused rmsnorm: $g"
 # Dropout, on in Megatron-LM by default and in some recipes' models: said either way.
 [[ "$m" == *"--attention-dropout 0.0 --hidden-dropout 0.0"* ]] || fail "dropout off: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron)
