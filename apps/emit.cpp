@@ -94,7 +94,9 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // The interleaved schedule overlaps its sends by default since October 2023 (4eeff55d1f), which took the
   // --overlap-p2p-communication of May 2023 away: only turning it off is a flag.
   if (!t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--no-overlap-p2p-communication");
-  if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm");
+  // The batch-level EP overlap as Megatron-Bridge's performance scripts run it (utils/overrides.py): with the
+  // weight-gradient GEMMs delayed, which Megatron-core's MoE guide pairs with it.
+  if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
   // Megatron-LM's attention and hidden dropout default to 0.1 (TransformerConfig): a run without is said.
   if (!t.dropout) add("--attention-dropout 0.0 --hidden-dropout 0.0");
   // Megatron-LM's argument check refuses Transformer Engine's cross entropy since June 2026 (168cb15d70, for its
@@ -191,6 +193,10 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");
+    if (t.overlap_moe_expert_parallel_comm)
+      e.unsaid.push_back(
+          "the batch-level EP all-to-all overlap (Megatron-core's overlap_moe_expert_parallel_comm, "
+          "which NeMo 2's sources do not name)");
     add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer));
     if (t.nccl_ub) add("trainer.strategy.ddp.nccl_ub=true");
     // NeMo 2 runs TP overlap through its MegatronCommOverlapCallback, which sets up the userbuffers and writes its
@@ -227,7 +233,8 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
         " comm_overlap.overlap_param_gather=" + b(t.overlap_param_gather));
   else
     add(std::string("ddp.overlap_grad_reduce=") + b(dp_overlap));
-  if (t.overlap_moe_expert_parallel_comm) add("comm_overlap.overlap_moe_expert_parallel_comm=true");
+  if (t.overlap_moe_expert_parallel_comm)
+    add("comm_overlap.overlap_moe_expert_parallel_comm=true comm_overlap.delay_wgrad_compute=true");
   if (t.te_cross_entropy) add("model.cross_entropy_loss_fusion=true model.cross_entropy_fusion_impl=te");
   if (!t.gradient_accumulation_fusion) add("model.gradient_accumulation_fusion=false");
   // Precision is a registered MixedPrecisionConfig recipe (training/mixed_precision.py); it also sets the

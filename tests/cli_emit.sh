@@ -103,6 +103,14 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron
 [[ "$x" == *"model.attention_dropout=0.1 model.hidden_dropout=0.1"* ]] || fail "bridge dropout: $x"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit nemo)
 [[ "$x" == *"model.config.attention_dropout=0.0 model.config.hidden_dropout=0.0"* ]] || fail "nemo dropout: $x"
+# The batch-level EP overlap with its delayed weight gradients, as Megatron-Bridge's performance scripts run it.
+x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit megatron)
+[[ "$x" == *"--overlap-moe-expert-parallel-comm --delay-wgrad-compute"* ]] || fail "ep overlap: $x"
+x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit megatron-bridge)
+[[ "$x" == *"comm_overlap.overlap_moe_expert_parallel_comm=true comm_overlap.delay_wgrad_compute=true"* ]] ||
+  fail "bridge ep overlap: $x"
+x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit nemo --json)
+[[ "$(unsaid "$x")" == *"batch-level EP all-to-all overlap"* ]] || fail "nemo ep overlap not said: $x"
 # The interleaved schedule overlaps its sends unless told not to: only --no-overlap-p2p-communication exists.
 [[ "$m" == *"--no-overlap-p2p-communication"* ]] || fail "p2p overlap off not said: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set overlap_p2p_comm=true --emit megatron)
