@@ -58,6 +58,8 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // flex: lmsim models DeepEP's deduplicating kernels, Megatron-core's default backend (HybridEP, GB200's, sends
   // the same way).
   if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add("--moe-flex-dispatcher-backend deepep");
+  // lmsim times the experts as Transformer Engine's GroupedLinear; Megatron-core's default is one MLP per expert.
+  if (m.is_moe()) add("--moe-grouped-gemm");
   if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
     add("--num-layers-per-virtual-pipeline-stage " + n(m.num_layers / (s.pipeline_parallel * s.virtual_pipeline)));
   else if (s.virtual_pipeline > 1)
@@ -158,6 +160,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   if (s.expert_tensor_parallel > 0) add(par + "expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));
   if (m.is_moe()) add(cfg + "moe_token_dispatcher_type=" + to_string(t.moe_token_dispatcher_type));
   if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add(cfg + "moe_flex_dispatcher_backend=deepep");
+  if (m.is_moe()) add(cfg + "moe_grouped_gemm=true");
   add(par + "sequence_parallel=" + b(r.sequence_parallel));
   if (split && split->kind == SplitKind::embedding_loss)
     add(par + "account_for_embedding_in_pipeline_split=true " + par + "account_for_loss_in_pipeline_split=true");

@@ -27,7 +27,8 @@ e=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set moe_token_dispatcher_type=allgat
 e=$("$lmsim" --log-level error predict --model Phi-3.5-MoE-instruct --system h100_sxm_80g --devices 16 \
   --strategy dp2-tp2-pp4-cp1-ep2-RC --set moe_token_dispatcher_type=flex --emit megatron)
 [[ "$e" == *"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"* ]] || fail "flex backend: $e"
-[[ "$m" != *"dispatcher"* ]] || fail "dense model emitted a dispatcher: $m"
+[[ "$m" != *"dispatcher"* && "$m" != *"grouped"* ]] || fail "dense model emitted MoE flags: $m"
+[[ "$e" == *"--moe-grouped-gemm"* ]] || fail "moe grouped gemm: $e"
 j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron --json)
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['emit']['framework']=='megatron' and '--sequence-parallel' in j['emit']['flags']" "$j" || fail "json emit"
 # FSDP and module recompute: from the name token and the settings, into the flags and the report's settings line.
