@@ -1,6 +1,6 @@
-// Speed of one simulate() call (Google Benchmark): an 8-device dense configuration, the paper's Qwen3 runs,
-// a 1,024-device Llama-3-70B configuration and
-// DeepSeek-V3's 1,024-device publication layout. Target: <= 1 µs median on one core.
+// Speed of one simulate() call (Google Benchmark): an 8-device dense configuration, the paper's Qwen3 runs, a
+// 1,024-device Llama-3-70B configuration, DeepSeek-V3's 1,024-device publication layout and GPT-1T's 64-stage
+// pipeline on 3,072 devices. Target: <= 1 µs median on one core (for an 8-device dense configuration).
 #include <benchmark/benchmark.h>
 
 #include "io/specs.hpp"
@@ -38,6 +38,15 @@ TrainingSettings deepseek() {
   t.moe_token_dispatcher_type = MoeDispatcher::flex;
   return t;
 }
+// Narayanan et al.'s 1T model on 3,072 A100s: 64 pipeline stages, the deepest published pipeline, where the
+// per-stage loop is most of the call.
+TrainingSettings gpt_1t() {
+  TrainingSettings t;
+  t.seq_length = 2048;
+  t.global_batch_size = 3072;
+  t.precision = Precision::fp16;
+  return t;
+}
 TrainingSettings large() {
   TrainingSettings t;
   t.seq_length = 8192;
@@ -55,6 +64,7 @@ BENCHMARK_CAPTURE(run, llama3_70b_1024dev_tp8_pp8_cp2_vpp5, "Llama-3-70B", "h100
                   large());
 BENCHMARK_CAPTURE(run, deepseek_v3_1024dev_tp2_pp8_ep64_vpp4, "DeepSeek-V3", "h100_sxm_80g",
                   "dp64-tp2-pp8-cp1-ep64-etp1-selRC-mbs1-vpp4", deepseek());
+BENCHMARK_CAPTURE(run, gpt_1t_3072dev_tp8_pp64, "GPT-1T", "a100_sxm_80g", "dp6-tp8-pp64-cp1-RC", gpt_1t());
 BENCHMARK_CAPTURE(run, qwen3_30b_a3b_16dev_ep4, "Qwen3-30B-A3B", "ascend_910b3_64g", "dp4-tp2-pp2-cp1-ep4-RC",
                   TrainingSettings{});
 
