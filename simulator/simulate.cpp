@@ -412,13 +412,18 @@ struct StageLayers {
            replayed_moe == o.replayed_moe && checkpoints == o.checkpoints && replay_group == o.replay_group;
   }
 };
+// A dense model split into whole chunks of `middle` layers but the two ends, with every layer of a chunk replayed
+// alike: its middle stages hold the same layers.
+bool middle_stages_alike(const Model& m, const PipelineSplit& sp, const Strategy& s) {
+  const bool partial = s.recompute == Recompute::full && s.recompute_num_layers > 0;
+  return !m.is_moe() && sp.kind != SplitKind::uneven && !partial;
+}
 StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy& s, int i) {
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
   StageLayers out;
   out.first = static_cast<int>(sp.first_layer_of_chunk(i, m.num_layers));
   if (i == pp - 1) out.mtp = static_cast<int>(m.mtp_layers);
-  const bool partial = s.recompute == Recompute::full && s.recompute_num_layers > 0;
-  if (!m.is_moe() && sp.kind != SplitKind::uneven && !partial) {  // dense: every chunk holds `middle` but the two ends
+  if (middle_stages_alike(m, sp, s)) {  // dense: every chunk holds `middle` but the two ends
     if (sp.chunks == 1) {
       out.layers = static_cast<double>(sp.first);
     } else {
@@ -781,22 +786,31 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   int crit = 0, grad_stage = 0, step_stage = 0;
   std::array<double, kMaxStages> grad_exposed, param_exposed, fsdp_exposed_mb;  // [0, pp) written below
   StageWork w{};
-  StageLayers prev{};
+  StageLayers sl{};
+  const bool alike = middle_stages_alike(m, split, s);
+  double model_flops = 0;  // of one micro-batch, summed over the stages
   for (int i = 0; i < pp; ++i) {
-    const StageLayers sl = stage_layers(m, split, s, i);
     const bool is_first = i == 0, is_last = i == pp - 1;
     StageResult& st = pr.stages[static_cast<std::size_t>(i)];
     // Stage i - 1 is a middle stage from i = 2 on: the same layers there cost the same here.
-    if (i >= 2 && !is_last && sl.same_layers(prev)) {
+    const bool middle = i >= 2 && !is_last;
+    bool same = middle && alike;
+    if (same) {
+      sl.first = static_cast<int>(split.first_layer_of_chunk(i, m.num_layers));
+    } else {
+      const StageLayers prev = sl;
+      sl = stage_layers(m, split, s, i);
+      same = middle && sl.same_layers(prev);
+    }
+    if (same) {
       st = pr.stages[static_cast<std::size_t>(i - 1)];
     } else {
       st = StageResult{};
       w = stage_work(sl, is_first, is_last, st);
     }
-    prev = sl;
     st.first_layer = sl.first;
     const double ld = w.ld, lm = w.lm;
-    pr.model_flops_per_device += static_cast<double>(mb) * w.model_flops / static_cast<double>(pp);
+    model_flops += w.model_flops;
     // With the batch-level overlap only the steady phase pairs a forward with another micro-batch's backward: the
     // warm-up forwards and cool-down backwards (Megatron's warm-up count) keep their all-to-alls exposed.
     const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i, c.r.vp_group) : 1.0;
@@ -861,6 +875,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   // 1F1B with heterogeneous stages: the bottleneck stage runs all m micro-batches, the others add their
   // fill/drain once, shortened v-fold by interleaving: uniform stages give the bubble (p - 1)/(v·m).
   const double mbd = static_cast<double>(mb);
+  pr.model_flops_per_device = mbd * model_flops / static_cast<double>(pp);
   const double pipe = mbd * max_c + (sum_c - max_c) / vpp;
   pr.iteration_time_s = pipe + max_grad_tail + max_step_tail;
   pr.critical_stage = crit;
