@@ -88,8 +88,18 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
     add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
   else if (r.distributed_optimizer)
     add("--use-distributed-optimizer");
-  if (t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1) add("--overlap-grad-reduce");
-  if (t.overlap_param_gather && r.distributed_optimizer) add("--overlap-param-gather");
+  // Megatron-LM's argument check takes --overlap-param-gather only beside --overlap-grad-reduce; without a
+  // data-parallel group neither has anything to overlap.
+  const bool dp_group = s.data_parallel * s.context_parallel > 1, grad_overlap = t.overlap_grad_reduce && dp_group;
+  if (grad_overlap) add("--overlap-grad-reduce");
+  if (t.overlap_param_gather && r.distributed_optimizer && dp_group) {
+    if (grad_overlap)
+      add("--overlap-param-gather");
+    else
+      e.unsaid.push_back(
+          "the parameter all-gather overlapped while the gradient reduction is not (Megatron-LM "
+          "takes --overlap-param-gather only with --overlap-grad-reduce)");
+  }
   if (t.nccl_ub) add("--use-nccl-ub");
   if (t.tp_comm_overlap && r.sequence_parallel) add("--tp-comm-overlap");
   say_unsettable(mindspeed, s, t, r, e);

@@ -112,6 +112,15 @@ x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm
   fail "bridge ep overlap: $x"
 x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit nemo --json)
 [[ "$(unsaid "$x")" == *"batch-level EP all-to-all overlap"* ]] || fail "nemo ep overlap not said: $x"
+# Megatron-LM takes the parameter-gather overlap only beside the gradient-reduction one, and neither without DP.
+x=$(run --strategy dp1-tp8-pp8-cp1-RC-vpp8-sp --stack megatron-bridge --emit megatron)
+[[ "$x" != *"--overlap-param-gather"* && "$x" != *"--overlap-grad-reduce"* ]] || fail "DP overlaps without DP: $x"
+x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --stack megatron-bridge --emit megatron)
+[[ "$x" == *"--overlap-grad-reduce --overlap-param-gather"* ]] || fail "DP overlaps: $x"
+x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --stack megatron-bridge --set overlap_grad_reduce=false --emit megatron --json)
+flags=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['emit']['flags'])" "$x")
+[[ "$flags" != *"--overlap-param-gather"* && "$(unsaid "$x")" == *"parameter all-gather overlapped"* ]] ||
+  fail "param-gather overlap alone: $flags"
 # The interleaved schedule overlaps its sends unless told not to: only --no-overlap-p2p-communication exists.
 [[ "$m" == *"--no-overlap-p2p-communication"* ]] || fail "p2p overlap off not said: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set overlap_p2p_comm=true --emit megatron)
