@@ -71,6 +71,12 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
     out += ", checkpoints distributed over TP";
   else if (t.distribute_saved_activations)
     out += ", checkpoints not distributed (needs full recompute, TP > 1 and no SP)";
+  if (r.moe_a2a_overlap)
+    out += ", batch-level EP overlap";
+  else if (t.overlap_moe_expert_parallel_comm)
+    out +=
+        ", batch-level EP overlap not in effect (needs EP > 1, all-to-all or flex dispatch, no full recompute or "
+        "MoE replay, interleaving when pipelined)";
   if (s.recompute == Recompute::selective) {
     std::string mods;
     for (const std::string& m : io::recompute_module_names(t)) mods += (mods.empty() ? "" : "+") + m;

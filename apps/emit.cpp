@@ -108,7 +108,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (!t.overlap_p2p_comm && s.virtual_pipeline > 1) add("--no-overlap-p2p-communication");
   // The batch-level EP overlap as Megatron-Bridge's performance scripts run it (utils/overrides.py): with the
   // weight-gradient GEMMs delayed, which Megatron-core's MoE guide pairs with it.
-  if (t.overlap_moe_expert_parallel_comm) add("--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
+  if (r.moe_a2a_overlap) add("--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
   // Megatron-LM's attention and hidden dropout default to 0.1 (TransformerConfig): a run without is said.
   if (!t.dropout) add("--attention-dropout 0.0 --hidden-dropout 0.0");
   // Megatron-LM's argument check refuses Transformer Engine's cross entropy since June 2026 (168cb15d70, for its
@@ -206,7 +206,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");
-    if (t.overlap_moe_expert_parallel_comm)
+    if (r.moe_a2a_overlap)
       e.unsaid.push_back(
           "the batch-level EP all-to-all overlap (Megatron-core's overlap_moe_expert_parallel_comm, "
           "which NeMo 2's sources do not name)");
@@ -246,7 +246,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
         " comm_overlap.overlap_param_gather=" + b(t.overlap_param_gather));
   else
     add(std::string("ddp.overlap_grad_reduce=") + b(dp_overlap));
-  if (t.overlap_moe_expert_parallel_comm)
+  if (r.moe_a2a_overlap)
     add("comm_overlap.overlap_moe_expert_parallel_comm=true comm_overlap.delay_wgrad_compute=true");
   if (t.te_cross_entropy) add("model.cross_entropy_loss_fusion=true model.cross_entropy_fusion_impl=te");
   if (!t.gradient_accumulation_fusion) add("model.gradient_accumulation_fusion=false");

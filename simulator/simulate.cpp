@@ -299,7 +299,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
   // backward, layer by layer, so each one's dispatch / combine all-to-alls hide under the other's compute, which
   // they slow by the share of the GPU they take (`ep_contention_share`), as overlapped DP traffic does.
   lt.ep_alone = lt.ep_fwd + lt.ep_bwd;
-  if (c.t.overlap_moe_expert_parallel_comm && moe) {
+  if (c.r.moe_a2a_overlap && moe) {
     const double ep = lt.ep_fwd + lt.ep_bwd, exposed = std::max(0.0, ep - (lt.fwd_compute + lt.bwd_compute));
     const double scale = ep > 0 ? (exposed + ep_contention_share(c) * (ep - exposed)) / ep : 0;
     const double hidden = ep > 0 ? (ep - exposed) / ep : 0;  // share of each pass's exchange under the other's
@@ -813,7 +813,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     model_flops += w.model_flops;
     // With the batch-level overlap only the steady phase pairs a forward with another micro-batch's backward: the
     // warm-up forwards and cool-down backwards (Megatron's warm-up count) keep their all-to-alls exposed.
-    const double paired = t.overlap_moe_expert_parallel_comm ? 1.0 - unpaired_share(pp, vpp, mb, i, c.r.vp_group) : 1.0;
+    const double paired = c.r.moe_a2a_overlap ? 1.0 - unpaired_share(pp, vpp, mb, i, c.r.vp_group) : 1.0;
     st.ep_comm_s = ld * (dense_t.ep_fwd + dense_t.ep_bwd) +
                    lm * (paired * (moe_t.ep_fwd + moe_t.ep_bwd) + (1.0 - paired) * moe_t.ep_alone);
     st.per_microbatch_s = st.forward_compute_s + st.backward_compute_s + st.recompute_s + st.tp_comm_s +

@@ -344,7 +344,12 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
       s.ulysses_degree > 0 ? s.ulysses_degree : t.ulysses_degree_in_cp,
       t.microbatch_group_size_per_vp_stage > 0 ? t.microbatch_group_size_per_vp_stage : s.pipeline_parallel,
       false,
+      false,
       false};
+  r.moe_a2a_overlap = t.overlap_moe_expert_parallel_comm && s.expert_parallel > 1 &&
+                      t.moe_token_dispatcher_type != MoeDispatcher::allgather && s.recompute != Recompute::full &&
+                      !(s.recompute == Recompute::selective && t.recomputes(RecomputeModule::moe)) &&
+                      (s.pipeline_parallel == 1 || s.virtual_pipeline > 1);
   r.synchronous_tp_allreduce =
       !t.async_tensor_model_parallel_allreduce && s.tensor_parallel > 1 && !r.sequence_parallel;
   r.distribute_saved_activations =

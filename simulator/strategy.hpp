@@ -301,6 +301,10 @@ struct ResolvedStrategy {
   std::int64_t vp_group;              // micro-batches per virtual-stage group: the setting, else pipeline_parallel
   bool distribute_saved_activations;  // in effect: asked for, full recompute, TP > 1 and no SP
   bool synchronous_tp_allreduce;      // in effect: async_tensor_model_parallel_allreduce off, TP > 1 and no SP
+  // The batch-level EP overlap in effect: asked for (overlap_moe_expert_parallel_comm) where Megatron-core's
+  // TransformerConfig lets it run: EP > 1, the all-to-all or flex dispatcher, no full recompute and no replay of the
+  // MoE module, interleaved when pipelined.
+  bool moe_a2a_overlap;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.

@@ -104,14 +104,21 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron
 [[ "$x" == *"model.attention_dropout=0.1 model.hidden_dropout=0.1"* ]] || fail "bridge dropout: $x"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit nemo)
 [[ "$x" == *"model.config.attention_dropout=0.0 model.config.hidden_dropout=0.0"* ]] || fail "nemo dropout: $x"
-# The batch-level EP overlap with its delayed weight gradients, as Megatron-Bridge's performance scripts run it.
-x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit megatron)
+# The batch-level EP overlap with its delayed weight gradients, as Megatron-Bridge's performance scripts run it,
+# where Megatron-core lets it run (EP > 1, no full recompute, interleaved when pipelined); elsewhere not in effect.
+x=$(moe --strategy dp4-tp2-pp2-cp1-ep2-noRC-vpp2 --set overlap_moe_expert_parallel_comm=true --emit megatron)
 [[ "$x" == *"--overlap-moe-expert-parallel-comm --delay-wgrad-compute"* ]] || fail "ep overlap: $x"
-x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit megatron-bridge)
+x=$(moe --strategy dp4-tp2-pp2-cp1-ep2-noRC-vpp2 --set overlap_moe_expert_parallel_comm=true --emit megatron-bridge)
 [[ "$x" == *"comm_overlap.overlap_moe_expert_parallel_comm=true comm_overlap.delay_wgrad_compute=true"* ]] ||
   fail "bridge ep overlap: $x"
-x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit nemo --json)
+x=$(moe --strategy dp4-tp2-pp2-cp1-ep2-noRC-vpp2 --set overlap_moe_expert_parallel_comm=true --emit nemo --json)
 [[ "$(unsaid "$x")" == *"batch-level EP all-to-all overlap"* ]] || fail "nemo ep overlap not said: $x"
+x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-RC --set overlap_moe_expert_parallel_comm=true --emit megatron)
+[[ "$x" != *"overlap-moe"* ]] || fail "ep overlap under full recompute: $x"
+x=$(moe --strategy dp2-tp2-pp4-cp1-ep2-noRC --set overlap_moe_expert_parallel_comm=true)
+[[ "$x" == *"batch-level EP overlap not in effect"* ]] || fail "ep overlap without interleaving: $x"
+x=$(moe --strategy dp4-tp2-pp2-cp1-ep2-noRC-vpp2 --set overlap_moe_expert_parallel_comm=true)
+[[ "$x" == *", batch-level EP overlap,"* || "$x" == *", batch-level EP overlap"$'\n'* ]] || fail "ep overlap in effect: $x"
 # Megatron-LM takes the parameter-gather overlap only beside the gradient-reduction one, and neither without DP.
 x=$(run --strategy dp1-tp8-pp8-cp1-RC-vpp8-sp --stack megatron-bridge --emit megatron)
 [[ "$x" != *"--overlap-param-gather"* && "$x" != *"--overlap-grad-reduce"* ]] || fail "DP overlaps without DP: $x"

@@ -322,3 +322,26 @@ TEST(Validity, EachRuleRejectsWithItsReason) {
   uneven.allow_uneven_layers = true;
   EXPECT_EQ(check(m, strat(2, 1, 3, 1), TrainingSettings{.global_batch_size = 32}, uneven), Rejection::ok);
 }
+
+// The batch-level EP overlap runs only where Megatron-core's TransformerConfig lets it: EP > 1, the all-to-all or
+// flex dispatcher, no full recompute and no replay of the MoE module, interleaving when pipelined.
+TEST(Resolve, TheBatchLevelEpOverlapIsInEffectOnlyWhereMegatronCoreRunsIt) {
+  TrainingSettings t;
+  t.overlap_moe_expert_parallel_comm = true;
+  auto in_effect = [&](const char* name, const TrainingSettings& ts) {
+    return resolve(*parse_config_name(name).strategy, ts).moe_a2a_overlap;
+  };
+  EXPECT_TRUE(in_effect("dp4-tp2-pp2-cp1-ep2-noRC-vpp2", t));
+  EXPECT_TRUE(in_effect("dp8-tp2-pp1-cp1-ep2-selRC", t));
+  EXPECT_FALSE(in_effect("dp4-tp2-pp2-cp1-ep2-noRC-vpp2", TrainingSettings{}));  // not asked for
+  EXPECT_FALSE(in_effect("dp8-tp2-pp1-cp1-noRC", t));                            // no EP
+  EXPECT_FALSE(in_effect("dp4-tp2-pp2-cp1-ep2-RC-vpp2", t));                     // full recompute
+  EXPECT_FALSE(in_effect("dp4-tp2-pp2-cp1-ep2-noRC", t));                        // pipelined, not interleaved
+  TrainingSettings gathered = t;
+  gathered.moe_token_dispatcher_type = MoeDispatcher::allgather;
+  EXPECT_FALSE(in_effect("dp4-tp2-pp2-cp1-ep2-noRC-vpp2", gathered));
+  TrainingSettings moe_replay = t;
+  moe_replay.recompute_modules = module_bit(RecomputeModule::moe);
+  EXPECT_FALSE(in_effect("dp8-tp2-pp1-cp1-ep2-selRC", moe_replay));
+  EXPECT_TRUE(in_effect("dp8-tp2-pp1-cp1-ep2-noRC", moe_replay));  // the modules matter only when replayed
+}
