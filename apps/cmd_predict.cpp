@@ -85,7 +85,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   if (!t.fused_kernels) out += ", unfused kernels";
   if (!t.fused_norm) out += ", unfused norm";
   if (t.te_cross_entropy) out += ", TE cross entropy";
-  if (t.fp8_param_gather) out += ", FP8 parameters";
+  if (r.fp8_param_gather)
+    out += ", FP8 parameters";
+  else if (t.fp8_param_gather && t.precision == Precision::fp8)
+    out += ", FP8 parameters not in effect (need the distributed optimizer or FSDP)";
   if (t.nccl_ub) out += ", NCCL user buffers";
   return out;
 }

@@ -86,7 +86,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   }
   if (r.fsdp)
     add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
-  else if (r.distributed_optimizer)
+  else if (r.distributed_optimizer || r.fp8_param_gather)  // FP8 parameters need it (a no-op over one rank)
     add("--use-distributed-optimizer");
   // Megatron-LM's argument check takes --overlap-param-gather only beside --overlap-grad-reduce; without a
   // data-parallel group neither has anything to overlap.
@@ -119,7 +119,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
         "which Megatron-LM refuses since June 2026; without it the loss runs as Megatron's own chain of ops, as "
         "predict --set te_cross_entropy=false times it)");
   if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
-  if (t.fp8_param_gather) add("--fp8-param-gather");
+  if (r.fp8_param_gather) add("--fp8-param-gather");
   if (t.precision == Precision::bf16) add("--bf16");
   if (t.precision == Precision::fp16) add("--fp16");
   if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
@@ -210,7 +210,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
       e.unsaid.push_back(
           "the batch-level EP all-to-all overlap (Megatron-core's overlap_moe_expert_parallel_comm, "
           "which NeMo 2's sources do not name)");
-    add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer));
+    add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer || r.fp8_param_gather));
     if (t.nccl_ub) add("trainer.strategy.ddp.nccl_ub=true");
     // NeMo 2 runs TP overlap through its MegatronCommOverlapCallback, which sets up the userbuffers and writes its
     // own tp_comm_overlap (off unless the callback was built with it) over the model configuration's.
@@ -229,7 +229,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   }
   // Megatron-Bridge: the distributed optimizer is named to both the DDP wrapper and the optimizer, as its recipes
   // do (Megatron-FSDP requires it); FSDP as its performance scripts' Megatron-FSDP override sets it.
-  const bool dist_opt = r.distributed_optimizer || r.fsdp;
+  const bool dist_opt = r.distributed_optimizer || r.fsdp || r.fp8_param_gather;  // FP8 parameters need it
   if (r.fsdp) add("ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params");
   add(std::string("ddp.use_distributed_optimizer=") + b(dist_opt) +
       " optimizer.use_distributed_optimizer=" + b(dist_opt));
@@ -262,7 +262,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     e.unsaid.push_back(std::string(t.fp32_gradients ? "fp32" : "16-bit") + " gradient reduction (" + mp +
                        " sets grad_reduce_in_fp32=" + b(recipe_fp32_reduce) + "; a recipe whose mixed_precision is a " +
                        "MixedPrecisionConfig takes mixed_precision.grad_reduce_in_fp32=" + b(t.fp32_gradients) + ")");
-  if (fp8 && !t.fp8_param_gather)
+  if (fp8 && !r.fp8_param_gather)
     e.unsaid.push_back("FP8 parameters gathered in 16 bits (" + mp +
                        " sets fp8_param_gather=true; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
                        "mixed_precision.fp8_param_gather=false)");

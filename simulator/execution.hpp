@@ -848,14 +848,12 @@ inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gr
 // Bytes a rank keeps per parameter of its model copy: 16-bit; under FP8 plus Transformer Engine's FP8 weight
 // workspace (kept across an iteration's micro-batches), or with FP8 parameters the FP8 data and its transposed
 // (column-wise) copy only. The few non-linear parameters (embedding, norms, router) are counted alike.
-inline double weight_bytes_per_param(const TrainingSettings& t) {
+inline double weight_bytes_per_param(const TrainingSettings& t, const ResolvedStrategy& r) {
   if (t.precision != Precision::fp8) return 2.0;
-  return t.fp8_param_gather ? 2.0 : 3.0;
+  return r.fp8_param_gather ? 2.0 : 3.0;
 }
 // Bytes per parameter of the distributed optimizer's parameter all-gather: 16-bit, 8-bit with FP8 parameters.
-inline double param_gather_bytes_per_param(const TrainingSettings& t) {
-  return t.precision == Precision::fp8 && t.fp8_param_gather ? 1.0 : 2.0;
-}
+inline double param_gather_bytes_per_param(const ResolvedStrategy& r) { return r.fp8_param_gather ? 1.0 : 2.0; }
 
 // Optimizer state per owned parameter for mixed-precision Adam (Megatron-LM theoretical_memory_usage.py: 12 bytes,
 // the 18 of "2 + 4 + 12" less weights and gradients): the fp32 master copy (4), created with the optimizer, and
@@ -931,7 +929,7 @@ inline double ep_contention_share(const Ctx& c) {
 
 template <class F>
 void visit_dp_collectives(const Ctx& c, double dense_params, double expert_params, F&& f) {
-  const double gb = grad_bytes_per_param(c.t), pb = param_gather_bytes_per_param(c.t);
+  const double gb = grad_bytes_per_param(c.t), pb = param_gather_bytes_per_param(c.r);
   const std::pair<Group, double> parts[2] = {{Group::dp, dense_params}, {Group::edp, expert_params}};
   for (const auto& [g, params] : parts) {
     if (params <= 0 || c.group(g).size <= 1) continue;

@@ -643,7 +643,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
                                (m.final_logit_softcapping > 0 ? kSoftcapKeptBytes : 0.0)) *
                               c.tokens * c.vocab_padded / c.tp;
   const double grad_bytes = grad_bytes_per_param(t);
-  const double weight_bytes = weight_bytes_per_param(t);
+  const double weight_bytes = weight_bytes_per_param(t, c.r);
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
   // A multi-token-prediction module's extra pass through the LM head and loss (its compute; only MTP models).
   const EdgeTime head_only = m.mtp_layers > 0 ? edge_time(c, false, true) : EdgeTime{};

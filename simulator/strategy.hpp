@@ -305,6 +305,10 @@ struct ResolvedStrategy {
   // TransformerConfig lets it run: EP > 1, the all-to-all or flex dispatcher, no full recompute and no replay of the
   // MoE module, interleaved when pipelined.
   bool moe_a2a_overlap;
+  // FP8 parameters (fp8_param_gather) in effect: FP8 training with the optimizer state sharded, as Megatron-LM's
+  // argument check requires (the distributed optimizer or FSDP), or over one-rank data-parallel groups, where the
+  // distributed optimizer shards nothing (emitted with it).
+  bool fp8_param_gather;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.

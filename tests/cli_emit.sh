@@ -128,6 +128,20 @@ x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --stack megatron-bridge --set over
 flags=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['emit']['flags'])" "$x")
 [[ "$flags" != *"--overlap-param-gather"* && "$(unsaid "$x")" == *"parameter all-gather overlapped"* ]] ||
   fail "param-gather overlap alone: $flags"
+# FP8 parameters only with the optimizer state sharded (Megatron-LM's argument check): said where moot.
+x=$("$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
+  --global-batch 128 --devices 8 --strategy dp8-tp1-pp1-noRC-nodo --emit megatron)
+[[ "$x" != *"--fp8-param-gather"* ]] || fail "fp8 params without do: $x"
+x=$("$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
+  --global-batch 128 --devices 8 --strategy dp8-tp1-pp1-noRC-nodo)
+[[ "$x" == *"FP8 parameters not in effect"* ]] || fail "fp8 params moot not said: $x"
+x=$("$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
+  --global-batch 128 --devices 8 --strategy dp8-tp1-pp1-noRC-do --emit megatron)
+[[ "$x" == *"--fp8-param-gather"* ]] || fail "fp8 params: $x"
+x=$("$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --stack megatron-bridge --seq 8192 \
+  --global-batch 128 --devices 8 --strategy dp1-tp8-pp1-noRC-nodo-sp --emit megatron)
+[[ "$x" == *"--use-distributed-optimizer"* && "$x" == *"--fp8-param-gather"* ]] ||
+  fail "fp8 params over a one-rank DP group: $x"
 # The interleaved schedule overlaps its sends unless told not to: only --no-overlap-p2p-communication exists.
 [[ "$m" == *"--no-overlap-p2p-communication"* ]] || fail "p2p overlap off not said: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set overlap_p2p_comm=true --emit megatron)

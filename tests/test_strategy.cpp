@@ -345,3 +345,22 @@ TEST(Resolve, TheBatchLevelEpOverlapIsInEffectOnlyWhereMegatronCoreRunsIt) {
   EXPECT_FALSE(in_effect("dp8-tp2-pp1-cp1-ep2-selRC", moe_replay));
   EXPECT_TRUE(in_effect("dp8-tp2-pp1-cp1-ep2-noRC", moe_replay));  // the modules matter only when replayed
 }
+
+// FP8 parameters need FP8 training and the optimizer state sharded (Megatron-LM's argument check): elsewhere the
+// setting is moot and the weights are kept as TE's 16-bit copy plus its FP8 workspace.
+TEST(Resolve, Fp8ParametersNeedFp8TrainingAndAShardedOptimizer) {
+  TrainingSettings t;
+  t.precision = Precision::fp8;
+  t.fp8_param_gather = true;
+  auto in_effect = [&](const char* name, const TrainingSettings& ts) {
+    return resolve(*parse_config_name(name).strategy, ts).fp8_param_gather;
+  };
+  EXPECT_TRUE(in_effect("dp8-tp1-pp1-cp1-noRC-do", t));
+  EXPECT_TRUE(in_effect("dp8-tp1-pp1-cp1-noRC-fsdp", t));
+  EXPECT_FALSE(in_effect("dp8-tp1-pp1-cp1-noRC-nodo", t));
+  EXPECT_TRUE(in_effect("dp1-tp8-pp1-cp1-noRC-nodo", t));  // one-rank DP group: the optimizer shards nothing
+  TrainingSettings bf16 = t;
+  bf16.precision = Precision::bf16;
+  bf16.fp8_param_gather = false;
+  EXPECT_FALSE(in_effect("dp8-tp1-pp1-cp1-noRC-do", bf16));
+}
