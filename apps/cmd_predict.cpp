@@ -87,7 +87,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   if (t.te_cross_entropy) out += ", TE cross entropy";
   if (r.fp8_param_gather)
     out += ", FP8 parameters";
-  else if (t.fp8_param_gather && t.precision == Precision::fp8)
+  else if (t.fp8_param_gather)  // valid settings have it only under FP8
     out += ", FP8 parameters not in effect (need the distributed optimizer or FSDP)";
   if (t.nccl_ub) out += ", NCCL user buffers";
   return out;

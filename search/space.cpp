@@ -159,7 +159,7 @@ Space::Space(const Model& m, std::vector<Scenario> scenarios, const SpaceFilter&
               // Nothing to shard over a one-rank data-parallel group (Megatron's dp·cp; for an MoE model also the
               // expert one): every (distributed optimizer, FSDP) variant is the same run, so one is swept, not FSDP
               // where another is allowed.
-              if (dp * cp == 1 && (!m.is_moe() || stage_ranks / (expert_tp * ep) == 1)) {
+              if (one_rank_data_parallel(dp, tp, cp, expert_tp, ep)) {
                 t.n_shard = 1;
                 for (std::size_t v = sharding_.size(); v-- > 0;)
                   if (sharding_[v].second != true) t.shard0 = static_cast<std::uint32_t>(v);

@@ -347,10 +347,10 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
       false,
       false,
       false};
-  // Over one-rank data-parallel groups (dp·cp, and the experts' tp·cp·dp / (etp·ep)) the distributed optimizer
-  // shards nothing, so such a run takes it, and FP8 parameters, whatever the strategy says of it.
-  const std::int64_t dp_cp = static_cast<std::int64_t>(s.data_parallel) * s.context_parallel;
-  const bool one_rank_dp = dp_cp == 1 && s.tensor_parallel == s.expert_tensor() * s.expert_parallel;
+  // Over one-rank data-parallel groups the distributed optimizer shards nothing, so FP8 parameters run there
+  // whatever the strategy says of it (--emit then names the optimizer).
+  const bool one_rank_dp = one_rank_data_parallel(s.data_parallel, s.tensor_parallel, s.context_parallel,
+                                                  s.expert_tensor(), s.expert_parallel);
   r.fp8_param_gather = t.fp8_param_gather && t.precision == Precision::fp8 && (r.distributed_optimizer || one_rank_dp);
   r.moe_a2a_overlap = t.overlap_moe_expert_parallel_comm && s.expert_parallel > 1 &&
                       t.moe_token_dispatcher_type != MoeDispatcher::allgather && s.recompute != Recompute::full &&

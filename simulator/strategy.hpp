@@ -311,6 +311,12 @@ struct ResolvedStrategy {
   bool fp8_param_gather;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
+// Whether every data-parallel group is one rank: Megatron's dp·cp and, for the experts, tp·cp·dp / (etp·ep). Nothing
+// is sharded over them, so the distributed optimizer and FSDP are no-ops there.
+constexpr bool one_rank_data_parallel(std::int64_t dp, std::int64_t tp, std::int64_t cp, std::int64_t expert_tp,
+                                      std::int64_t ep) {
+  return dp * cp == 1 && tp == expert_tp * ep;
+}
 // The Ulysses (all-to-all) degree inside a cp group: cp under a2a, the inner degree under a2a+p2p, else 1.
 constexpr std::int64_t ulysses_degree(CpCommType c, std::int64_t ulysses_degree_in_cp, std::int64_t cp) {
   return c == CpCommType::a2a ? cp : c == CpCommType::a2a_p2p ? ulysses_degree_in_cp : 1;
