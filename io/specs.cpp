@@ -166,6 +166,10 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
       "activation", {{"swiglu", Activation::swiglu}, {"geglu", Activation::geglu}, {"gelu", Activation::gelu}},
       Activation::swiglu);
   m.norm = o.choice<Norm>("norm", {{"rmsnorm", Norm::rmsnorm}, {"layernorm", Norm::layernorm}}, Norm::rmsnorm);
+  m.position_embedding_type = o.choice<PositionEmbedding>(
+      "position_embedding_type",
+      {{"rope", PositionEmbedding::rope}, {"learned_absolute", PositionEmbedding::learned_absolute}},
+      PositionEmbedding::rope);
   m.qkv_bias = o.boolean_or("qkv_bias", false);
   m.qk_norm = o.boolean_or("qk_norm", false);
   m.post_norms = o.boolean_or("post_norms", false);
@@ -520,6 +524,7 @@ Json to_json(const Model& m) {
   j["tied_embeddings"] = m.tied_embeddings;
   j["activation"] = to_string(m.activation);
   j["norm"] = to_string(m.norm);
+  j["position_embedding_type"] = to_string(m.position_embedding_type);
   j["qkv_bias"] = m.qkv_bias;
   j["qk_norm"] = m.qk_norm;
   j["post_norms"] = m.post_norms;

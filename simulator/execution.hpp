@@ -547,8 +547,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     emit(o);
   }
   // Rotary embedding on q and k (MLA: applied with the up-projections, which mla_up_proj replays); the Q, K, V it
-  // hands to the attention core are kept (up-projected ones freed by mla_up_proj).
-  inside("rotary", 2 * qk_width, m.is_mla() ? 2 : 0, m.is_mla() ? R::mla_up_proj : R::none, qkv,
+  // hands to the attention core are kept (up-projected ones freed by mla_up_proj). Learned positions (GPT) were
+  // added at the input: no rotary traffic, the same Q, K, V kept.
+  inside("rotary", m.is_rotary() ? 2 * qk_width : 0.0, m.is_mla() ? 2 : 0, m.is_mla() ? R::mla_up_proj : R::none, qkv,
          m.is_mla() ? R::mla_up_proj : R::none);
   if (!c.t.flash_attention && c.g < c.a && !m.is_mla())
     inside("gqa_expand", 2 * S * (c.a + c.g) * c.d / t * 2, 0, R::none, 0);  // K and V repeated to every head

@@ -18,6 +18,8 @@ const char* to_string(Activation a) {
 
 const char* to_string(Norm n) { return n == Norm::rmsnorm ? "rmsnorm" : "layernorm"; }
 
+const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::rope ? "rope" : "learned_absolute"; }
+
 std::int64_t Model::num_moe_layers() const {
   std::int64_t n = 0;
   for (std::int64_t l = 0; l < num_layers; ++l) n += layer_is_moe(l) ? 1 : 0;
@@ -39,11 +41,12 @@ double Model::attention_window_fraction(std::int64_t seq) const {
 bool same_architecture(const Model& a, const Model& b) {
   const auto body = [](const Model& m) {
     return std::tie(m.hidden_size, m.num_layers, m.num_attention_heads, m.num_kv_heads, m.head_dim, m.ffn_hidden_size,
-                    m.tied_embeddings, m.activation, m.norm, m.qkv_bias, m.qk_norm, m.post_norms, m.sliding_window,
-                    m.window_attn_skip_freq, m.attention_chunk_size, m.final_logit_softcapping, m.num_experts,
-                    m.experts_per_token, m.moe_ffn_hidden_size, m.num_shared_experts, m.first_dense_layers,
-                    m.moe_layer_frequency, m.moe_router_num_groups, m.moe_router_group_topk, m.mtp_layers,
-                    m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim, m.v_head_dim);
+                    m.tied_embeddings, m.activation, m.norm, m.position_embedding_type, m.qkv_bias, m.qk_norm,
+                    m.post_norms, m.sliding_window, m.window_attn_skip_freq, m.attention_chunk_size,
+                    m.final_logit_softcapping, m.num_experts, m.experts_per_token, m.moe_ffn_hidden_size,
+                    m.num_shared_experts, m.first_dense_layers, m.moe_layer_frequency, m.moe_router_num_groups,
+                    m.moe_router_group_topk, m.mtp_layers, m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim,
+                    m.v_head_dim);
   };
   const auto va = static_cast<double>(a.vocab_size), vb = static_cast<double>(b.vocab_size);
   return body(a) == body(b) && std::abs(va - vb) <= 0.05 * std::max(va, vb);
@@ -86,6 +89,8 @@ std::string validate(const Model& m) {
   if (m.num_shared_experts < 0) return "num_shared_experts must not be negative";
   if (m.is_mla() && (!positive(m.qk_rope_head_dim) || !positive(m.v_head_dim)))
     return "MLA needs qk_rope_head_dim and v_head_dim";
+  if (m.is_mla() && m.position_embedding_type != PositionEmbedding::rope)
+    return "MLA applies rotary embeddings to its decoupled heads: position_embedding_type must be rope";
   if (m.hidden_size > (1 << 20) || m.num_layers > 4096 || m.vocab_size > (1LL << 24) || m.num_attention_heads > 4096 ||
       m.ffn_hidden_size > (1LL << 22) || m.num_experts > 65536)
     return "a dimension is absurdly large";

@@ -11,9 +11,13 @@ namespace lmsim {
 
 enum class Activation { swiglu, geglu, gelu };
 enum class Norm { rmsnorm, layernorm };
+// Where positions enter (Megatron-LM --position-embedding-type): rotary embeddings applied to q and k in every
+// layer, or GPT's learned table added to the input embedding (a lookup at the first stage, not modelled).
+enum class PositionEmbedding { rope, learned_absolute };
 
 const char* to_string(Activation a);
 const char* to_string(Norm n);
+const char* to_string(PositionEmbedding p);
 
 struct Model {
   std::string name;
@@ -27,6 +31,7 @@ struct Model {
   bool tied_embeddings = false;
   Activation activation = Activation::swiglu;
   Norm norm = Norm::rmsnorm;
+  PositionEmbedding position_embedding_type = PositionEmbedding::rope;
   bool qkv_bias = false;
   bool qk_norm = false;
   bool post_norms = false;  // Gemma-2 style extra norms after attention and MLP
@@ -70,6 +75,7 @@ struct Model {
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
   bool is_gated() const { return activation != Activation::gelu; }
+  bool is_rotary() const { return position_embedding_type == PositionEmbedding::rope; }  // MLA: always (validate)
   bool layer_is_moe(std::int64_t layer) const {
     return is_moe() && layer >= first_dense_layers && (layer - first_dense_layers) % moe_layer_frequency == 0;
   }

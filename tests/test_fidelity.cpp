@@ -1450,6 +1450,30 @@ TEST(Fidelity, FinalLogitSoftcappingKeepsItsTanhOutput) {
   EXPECT_NEAR(b.breakdown.compute_s - a.breakdown.compute_s, per_mb, 1e-9 * b.breakdown.compute_s);  // 1 micro-batch
 }
 
+// GPT's learned positions are added at the input: its layers run no rotary embedding (Megatron-LM
+// --position-embedding-type learned_absolute), where a rotary model reads and writes q and k (2 x 2 bytes a
+// element forward, 1.5 times that backward) and keeps the same Q, K, V.
+TEST(Fidelity, LearnedPositionsRunNoRotaryEmbedding) {
+  const Model& learned = preset("GPT-22B");  // 48 layers, 64 heads of 96
+  ASSERT_EQ(learned.position_embedding_type, PositionEmbedding::learned_absolute);
+  EXPECT_FALSE(learned.is_rotary());
+  EXPECT_TRUE(preset("Llama-3-8B").is_rotary());
+  EXPECT_TRUE(preset("DeepSeek-V3").is_rotary());  // MLA's decoupled rotary heads
+  Model rotary = learned;
+  rotary.position_embedding_type = PositionEmbedding::rope;
+  const TrainingSettings t = run_settings(2048, 1);
+  const Strategy s = *parse_config_name("dp1-tp8-pp1-cp1-noRC").strategy;
+  const PlatformParams p;
+  const Prediction a = simulate(learned, s, h100(), t, p), b = simulate(rotary, s, h100(), t, p);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double qk_width = 2048.0 * (64 + 64) * 96 / 8 * 2;
+  EXPECT_NEAR(b.breakdown.compute_s - a.breakdown.compute_s,
+              48 * 2 * qk_width * 2.5 / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency),
+              1e-9 * a.breakdown.compute_s);
+  EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
+  EXPECT_FALSE(same_architecture(learned, rotary));
+}
+
 // Without gradient-accumulation fusion every weight gradient is written in 16 bits and added into the gradient
 // buffer each micro-batch: 2 + 2·4 bytes per weight with fp32 buffers, 2 + 2·2 with 16-bit ones, one kernel per GEMM.
 TEST(Fidelity, UnfusedGradientAccumulationAddsEachWeightGradientIntoTheBuffer) {

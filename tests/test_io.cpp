@@ -728,6 +728,9 @@ TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
   const Model back = io::model_from_json(io::to_json(m), "mem");
   EXPECT_EQ(io::to_json(back), io::to_json(m));
   EXPECT_DOUBLE_EQ(count_params(back).total, count_params(m).total);
+  const Model gpt = io::presets().find_model("GPT-3-175B")->model;  // learned positions survive the round trip
+  EXPECT_EQ(io::model_from_json(io::to_json(gpt), "mem").position_embedding_type, PositionEmbedding::learned_absolute);
+  EXPECT_EQ(io::to_json(m)["position_embedding_type"], "rope");
   auto bad = [&](const std::string& key, const io::Json& value, const std::string& why) {
     io::Json j = io::to_json(io::presets().find_model("Qwen3-0.6B")->model);
     if (value.is_null())
@@ -748,6 +751,12 @@ TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
   bad("num_layers", 1e12, "integer");
   bad("vocab_size", 0, "outside");
   bad("activation", "relu", "not one of");
+  bad("position_embedding_type", "alibi", "not one of");
+  {  // MLA's decoupled heads are rotary
+    io::Json j = io::to_json(io::presets().find_model("DeepSeek-V3")->model);
+    j["position_embedding_type"] = "learned_absolute";
+    EXPECT_THROW(io::model_from_json(j, "model.json"), io::InputError);
+  }
   bad("hidden_sise", 1024, "unknown key");
   bad("num_kv_heads", 3, "multiple");
   bad("name", "", "empty string");
