@@ -132,6 +132,10 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // over stored s x s scores is its unfused backend. MindSpeed-LLM's flash attention is off unless asked for.
   if (flash) add(mindspeed ? "--use-flash-attn" : "--attention-backend flash");
   if (mindspeed && t.fused_norm && m.norm == Norm::rmsnorm) add("--use-fused-rmsnorm");  // MindSpeed's, opt-in
+  // MindSpeed's fused SwiGLU and rotary kernels are opt-in too (its argument check takes them only with --swiglu
+  // and --position-embedding-type rope), as MindSpeed-LLM's recipes pass them.
+  if (mindspeed && t.fused_kernels && m.activation == Activation::swiglu) add("--use-fused-swiglu");
+  if (mindspeed && t.fused_kernels && m.is_rotary()) add("--use-fused-rotary-pos-emb");
   if (!flash && !mindspeed) add("--attention-backend unfused");
   if (mindspeed && s.context_parallel > 1 && r.cp_comm_type == CpCommType::a2a && t.kv_head_repeat_before_uly_alltoall)
     add("--kv-head-repeat-before-uly-alltoall");

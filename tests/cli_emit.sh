@@ -96,6 +96,13 @@ g=$("$lmsim" --log-level error predict --model Qwen3-1.7B --system ascend_910b3_
 # MindSpeed-LLM's fused RMSNorm is opt-in: asked for where the norms are fused, nothing said where not.
 g=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit mindspeed)
 [[ "$g" == *"--use-fused-rmsnorm"* ]] || fail "mindspeed fused rmsnorm: $g"
+# So are its fused SwiGLU and rotary kernels, which its argument check takes only for SwiGLU and rope models.
+[[ "$g" == *"--use-fused-swiglu"* && "$g" == *"--use-fused-rotary-pos-emb"* ]] || fail "mindspeed fused swiglu/rope: $g"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set fused_kernels=false --emit mindspeed)
+[[ "$x" != *"--use-fused-swiglu"* && "$x" != *"--use-fused-rotary"* ]] || fail "mindspeed unfused kernels: $x"
+x=$("$lmsim" --log-level error predict --model GPT-3-175B --system h100_sxm_80g --seq 2048 --global-batch 512 \
+  --devices 512 --strategy tp8-pp8-RC-sp --emit mindspeed)
+[[ "$x" != *"--use-fused-swiglu"* && "$x" != *"--use-fused-rotary"* ]] || fail "mindspeed GELU / learned positions: $x"
 # Dropout, on in Megatron-LM by default and in some recipes' models: said either way.
 [[ "$m" == *"--attention-dropout 0.0 --hidden-dropout 0.0"* ]] || fail "dropout off: $m"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron)
