@@ -1,4 +1,6 @@
 // `lmsim models`, `lmsim systems`, `lmsim stacks`, `lmsim dataset info DIR`.
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -230,6 +232,7 @@ void run_import(const ImportCli& o) {
   std::vector<io::MegatronRun> runs;
   for (const auto& log : o.logs) {
     runs.push_back(bridge ? io::read_megatron_bridge_log(log, mem, o.devices) : io::read_megatron_log(log, mem));
+    for (const std::string& note : io::resolve_kernel_fusions(runs.back(), model)) spdlog::warn("{}", note);
     if (o.devices > 0 && runs.back().devices != o.devices)
       throw io::InputError(log, 0, "world_size",
                            std::to_string(runs.back().devices) + " ranks, --devices says " + std::to_string(o.devices));

@@ -178,12 +178,11 @@ constexpr std::pair<const char*, const char*> kBridgeAliases[] = {
 };
 
 // Megatron-core's defaults where Megatron-LM's arguments differ (TransformerConfig / ModelParallelConfig: no fused
-// weight-gradient accumulation, no masked-softmax fusion), and what every Bridge GPT model is: a Megatron-core model
-// built from Transformer Engine's layer specs.
+// weight-gradient accumulation, masked softmax, bias-activation, bias-dropout-add or RoPE), and what every Bridge GPT
+// model is: a Megatron-core model built from Transformer Engine's layer specs.
 constexpr std::pair<const char*, const char*> kBridgeDefaults[] = {
-    {"gradient_accumulation_fusion", "False"},
-    {"masked_softmax_fusion", "False"},
-    {"use_mcore_models", "True"},
+    {"gradient_accumulation_fusion", "False"},  {"masked_softmax_fusion", "False"}, {"bias_activation_fusion", "False"},
+    {"bias_dropout_fusion", "False"},           {"apply_rope_fusion", "False"},     {"use_mcore_models", "True"},
     {"transformer_impl", "transformer_engine"},
 };
 
@@ -481,6 +480,24 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
       throw InputError(path, l, "data_parallel_sharding_strategy",
                        "'" + v + "': only optim_grads_params (parameters, gradients and optimizer state) is modelled");
   }
+  {
+    // Kernel fusions under each framework's name (resolve_kernel_fusions picks those the model runs). MindSpeed's
+    // opt-in --use-fused-swiglu / --use-fused-rotary-pos-emb / --use-fused-rmsnorm where its log has them (its NPU
+    // kernels; Megatron's jit fusions do not fuse there); else Megatron-core's TransformerConfig fields a
+    // Megatron-Bridge log gives (bias_activation_fusion, absent: False); else Megatron-LM's arguments:
+    // --no-bias-swiglu-fusion and --no-rope-fusion since January 2024 (de9428a701; before, SwiGLU and RoPE ran
+    // unfused and were not logged), --no-bias-gelu-fusion and --no-bias-dropout-fusion (on by default).
+    auto fusion = [&](std::initializer_list<const char*> names, bool dflt) {
+      for (const char* name : names)
+        if (args.count(name)) return FusionSwitch{name, flag(name, dflt), args.at(name).line};
+      return FusionSwitch{*(names.end() - 1), dflt, 0};
+    };
+    r.swiglu_fusion = fusion({"use_fused_swiglu", "bias_activation_fusion", "bias_swiglu_fusion"}, false);
+    r.gelu_fusion = fusion({"bias_activation_fusion", "bias_gelu_fusion"}, true);
+    r.bias_dropout_fusion = fusion({"bias_dropout_fusion"}, true);
+    r.rope_fusion = fusion({"use_fused_rotary_pos_emb", "apply_rope_fusion"}, false);
+    if (args.count("use_fused_rmsnorm")) r.rmsnorm_fusion = fusion({"use_fused_rmsnorm"}, false);
+  }
   t.overlap_grad_reduce = flag("overlap_grad_reduce", false);
   t.overlap_param_gather = flag("overlap_param_gather", false);
   t.tp_comm_overlap = flag("tp_comm_overlap", false);
@@ -542,5 +559,27 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
 }
 
 }  // namespace
+
+std::vector<std::string> resolve_kernel_fusions(MegatronRun& run, const Model& m) {
+  std::vector<const FusionSwitch*> counted;
+  if (m.activation == Activation::swiglu) counted.push_back(&run.swiglu_fusion);
+  if (m.activation == Activation::geglu) counted.push_back(&run.gelu_fusion);
+  counted.push_back(&run.bias_dropout_fusion);
+  if (m.is_rotary()) counted.push_back(&run.rope_fusion);
+  const auto on = std::count_if(counted.begin(), counted.end(), [](const FusionSwitch* f) { return f->on; });
+  run.settings.fused_kernels = 2 * on >= static_cast<std::ptrdiff_t>(counted.size());
+  if (!run.rmsnorm_fusion.name.empty() && m.norm == Norm::rmsnorm) run.settings.fused_norm = run.rmsnorm_fusion.on;
+  std::vector<std::string> notes;
+  if (on > 0 && on < static_cast<std::ptrdiff_t>(counted.size())) {
+    std::string list;
+    for (const FusionSwitch* f : counted)
+      list += (list.empty() ? "" : ", ") + f->name + (f->on ? " on" : " off") +
+              (f->line > 0 ? " (line " + std::to_string(f->line) + ")" : " (not logged: the default)");
+    notes.push_back(run.log + ": kernel fusions differ (" + list + "); lmsim models them as one setting, read as " +
+                    (run.settings.fused_kernels ? "fused (at least half on)" : "unfused (fewer than half on)") +
+                    "; the other reading is fused_kernels in the imported training_settings.json");
+  }
+  return notes;
+}
 
 }  // namespace lmsim::io

@@ -19,6 +19,14 @@ namespace lmsim::io {
 
 enum class MemoryReport { max_reserved, max_allocated };
 
+// A kernel-fusion switch as a log sets it: its name in that framework, on or off, and its line (0: not logged, the
+// framework's default).
+struct FusionSwitch {
+  std::string name;
+  bool on = true;
+  long line = 0;
+};
+
 struct MegatronRun {
   std::string log;
   Strategy strategy;
@@ -28,6 +36,10 @@ struct MegatronRun {
   double iteration_time_s = 0;
   int intervals_used = 0;                   // logged intervals in the median
   std::map<int, double> peak_memory_bytes;  // per reporting rank
+  // The fusion switches behind settings.fused_kernels and fused_norm, which of them count being the model's
+  // (resolve_kernel_fusions): SwiGLU's and GELU's bias-activation fusion, the bias-dropout-add's, RoPE's, and
+  // MindSpeed's opt-in fused RMSNorm (name empty: not logged).
+  FusionSwitch swiglu_fusion, gelu_fusion, bias_dropout_fusion, rope_fusion, rmsnorm_fusion;
 };
 
 MegatronRun read_megatron_log(const std::string& path, MemoryReport memory = MemoryReport::max_reserved);
@@ -41,5 +53,12 @@ MegatronRun read_megatron_log(const std::string& path, MemoryReport memory = Mem
 // `devices` gives it otherwise (0: the log must say it; both: they must agree).
 MegatronRun read_megatron_bridge_log(const std::string& path, MemoryReport memory = MemoryReport::max_reserved,
                                      std::int64_t devices = 0);
+
+// Sets run.settings.fused_kernels from the switches the model runs: the bias-activation fusion of a gated MLP
+// (SwiGLU's or GeGLU's; an ungated activation moves the same bytes either way), the bias-dropout-add's, and RoPE's for
+// a rotary model. lmsim models them as one setting: fused when at least half of them are on. fused_norm follows
+// MindSpeed's --use-fused-rmsnorm where the log has it and the model's norm is RMSNorm. Returns what the user should
+// be told: a mix of fused and unfused switches, and how it was read.
+std::vector<std::string> resolve_kernel_fusions(MegatronRun& run, const Model& m);
 
 }  // namespace lmsim::io

@@ -1598,6 +1598,76 @@ TEST(MegatronBridgeLog, BadInputNamesTheField) {
       "elapsed time per iteration (ms)");
 }
 
+// The fusion switches behind fused_kernels, under each framework's name, counted as the model runs them.
+TEST(MegatronLog, ReadsTheKernelFusionSwitchesTheModelRuns) {
+  const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string marker = "  tp_comm_overlap ................................. False\n";
+  const Model llama = io::presets().find_model("Llama-3-8B")->model;  // SwiGLU, RoPE, RMSNorm
+  const Model gpt = io::presets().find_model("GPT-3-175B")->model;    // GELU, learned positions, LayerNorm
+  struct Read {
+    TrainingSettings t;
+    std::vector<std::string> notes;
+  };
+  auto read = [&](const std::string& lines, const Model& m) {
+    io::MegatronRun r = read_log_with(text, marker, lines);
+    std::vector<std::string> notes = io::resolve_kernel_fusions(r, m);
+    return Read{r.settings, notes};
+  };
+  // Before January 2024 Megatron-LM neither fused nor logged SwiGLU and RoPE: one of three on, read unfused, said.
+  const Read old = read("", llama);
+  EXPECT_FALSE(old.t.fused_kernels);
+  ASSERT_EQ(old.notes.size(), 1u);
+  EXPECT_NE(old.notes[0].find("bias_swiglu_fusion off (not logged"), std::string::npos) << old.notes[0];
+  EXPECT_NE(old.notes[0].find("read as unfused"), std::string::npos) << old.notes[0];
+  // Today's Megatron-LM logs all three (on by default): fused, nothing to say.
+  const std::string today =
+      "  bias_swiglu_fusion .............................. True\n"
+      "  bias_dropout_fusion ............................. True\n"
+      "  apply_rope_fusion ............................... True\n";
+  const Read all = read(today, llama);
+  EXPECT_TRUE(all.t.fused_kernels);
+  EXPECT_TRUE(all.notes.empty());
+  // --no-rope-fusion alone: two of three on, read fused and said.
+  const Read no_rope = read(
+      "  bias_swiglu_fusion .............................. True\n"
+      "  apply_rope_fusion ............................... False\n",
+      llama);
+  EXPECT_TRUE(no_rope.t.fused_kernels);
+  ASSERT_EQ(no_rope.notes.size(), 1u);
+  EXPECT_NE(no_rope.notes[0].find("apply_rope_fusion off"), std::string::npos) << no_rope.notes[0];
+  // GPT: its GELU moves the same bytes fused or not and it has no rotary embedding; the bias-dropout-add decides.
+  EXPECT_TRUE(read("", gpt).t.fused_kernels);
+  EXPECT_TRUE(read("", gpt).notes.empty());
+  EXPECT_FALSE(read("  bias_dropout_fusion ............................. False\n", gpt).t.fused_kernels);
+  // MindSpeed's opt-in NPU kernels win over Megatron's switches; its fused RMSNorm sets fused_norm for RMSNorm models.
+  const std::string mindspeed =
+      "  use_fused_swiglu ................................ True\n"
+      "  use_fused_rotary_pos_emb ........................ True\n"
+      "  use_fused_rmsnorm ............................... False\n";
+  const Read ms = read(mindspeed, llama);
+  EXPECT_TRUE(ms.t.fused_kernels && ms.notes.empty());
+  EXPECT_FALSE(ms.t.fused_norm);
+  EXPECT_TRUE(read(mindspeed, gpt).t.fused_norm);  // a LayerNorm model: the switch is not its
+  EXPECT_FALSE(read("  use_fused_swiglu ................................ False\n"
+                    "  use_fused_rotary_pos_emb ........................ False\n" +
+                        today,
+                    llama)
+                   .t.fused_kernels);
+  // Megatron-Bridge: a field the summary leaves out has Megatron-core's default, off; the Llama providers set all
+  // three.
+  io::MegatronRun bridge = read_bridge_with("run_summary.log", "", "", 8);
+  EXPECT_TRUE(io::resolve_kernel_fusions(bridge, llama).empty());
+  EXPECT_FALSE(bridge.settings.fused_kernels);
+  bridge = read_bridge_with("run_summary.log", "  hidden_size: 1024",
+                            "  apply_rope_fusion: True  (Mcore default: False)\n"
+                            "  bias_activation_fusion: True  (Mcore default: False)\n"
+                            "  bias_dropout_fusion: True  (Mcore default: False)\n  hidden_size: 1024",
+                            8);
+  EXPECT_TRUE(io::resolve_kernel_fusions(bridge, llama).empty());
+  EXPECT_TRUE(bridge.settings.fused_kernels);
+  EXPECT_THROW(read("  bias_swiglu_fusion .............................. maybe\n", llama), io::InputError);
+}
+
 TEST(MegatronLog, ReadsExpertTensorParallelism) {
   // The fixture run at tp2, with the expert TP line Megatron-core logs: None (experts follow tp), 2 (= tp) and 1.
   const std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");

@@ -237,6 +237,8 @@ def test_dataset_import_from_megatron_logs(tmp_path):
     assert ("dp2-tp2-pp2-cp1-RC-mbs1-sp", "0", 15500.0) in mem and ("dp2-tp2-pp2-cp1-RC-mbs1-sp", "2", 13000.0) in mem
     settings = json.load(open(coll / "training_settings.json"))
     assert settings["seq_length"] == 4096 and settings["micro_batch_size"] == 2 and settings["precision"] == "bf16"
+    # The fixtures log no SwiGLU or RoPE fusion switch (Megatron-LM before January 2024): Qwen3 ran them unfused.
+    assert settings["fused_kernels"] is False
     # Platforms named by system presets: calibrate on one, shortlist from A100 to H100.
     info = json.loads(subprocess.check_output([CLI, "dataset", "info", str(ds), "--json"]))
     assert sorted(c["platform"] for c in info["collections"]) == ["a100_sxm_80g", "h100_sxm_80g"]
@@ -284,6 +286,8 @@ def test_dataset_import_from_megatron_bridge_logs(tmp_path):
         assert step == [{"optimization_config": "dp2-tp2-pp2-cp1-selRC-vpp2", "iteration_time_ms": "5375.000"}]
         settings = json.load(open(coll / "training_settings.json"))
         assert settings["recompute_modules"] == ["core_attn", "mlp"] and settings["dropout"] is False
+        # No fusion switch in the configuration: Megatron-core's defaults, all off (Bridge's Qwen3 provider sets none).
+        assert settings["fused_kernels"] is False
         assert "Megatron-Bridge" in settings["note"]
         info = json.loads(subprocess.check_output([CLI, "dataset", "info", str(ds), "--json"]))
         assert len(info["collections"]) == 1
