@@ -55,7 +55,7 @@ double published_value(const CsvTable& t, std::size_t r) {
 }
 
 // GPT as Megatron-LM builds it (Narayanan et al. 2021; NeMo's GPT-3 configs): MHA, GELU MLP, LayerNorm, biases,
-// tied embeddings, learned positions (no rotary; the table not counted: a lookup). Architecture from the row.
+// tied embeddings, learned positions (no rotary; a table of the sequence's rows). Architecture from the row.
 Model gpt_from_row(const CsvTable& t, std::size_t r) {
   Model m;
   m.name = t.text(r, "model");
@@ -70,6 +70,7 @@ Model gpt_from_row(const CsvTable& t, std::size_t r) {
   m.activation = Activation::gelu;
   m.norm = Norm::layernorm;
   m.position_embedding_type = PositionEmbedding::learned_absolute;
+  m.max_position_embeddings = whole(t, r, "seq_len", 1, 1 << 24);  // the recipes' table: the sequence
   m.qkv_bias = true;
   if (auto why = validate(m); !why.empty()) t.fail(r, "model", why);
   return m;

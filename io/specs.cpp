@@ -170,6 +170,7 @@ Model model_from_json(const Json& j, const std::string& file, const std::string&
       "position_embedding_type",
       {{"rope", PositionEmbedding::rope}, {"learned_absolute", PositionEmbedding::learned_absolute}},
       PositionEmbedding::rope);
+  m.max_position_embeddings = o.integer_or("max_position_embeddings", 0, std::int64_t{1} << 24, 0);
   m.qkv_bias = o.boolean_or("qkv_bias", false);
   m.qk_norm = o.boolean_or("qk_norm", false);
   m.post_norms = o.boolean_or("post_norms", false);
@@ -525,6 +526,7 @@ Json to_json(const Model& m) {
   j["activation"] = to_string(m.activation);
   j["norm"] = to_string(m.norm);
   j["position_embedding_type"] = to_string(m.position_embedding_type);
+  if (m.max_position_embeddings > 0) j["max_position_embeddings"] = m.max_position_embeddings;
   j["qkv_bias"] = m.qkv_bias;
   j["qk_norm"] = m.qk_norm;
   j["post_norms"] = m.post_norms;

@@ -130,6 +130,15 @@ struct Gemm {
 inline bool has_weight(OpRole r) { return r != OpRole::attn_core; }
 // A norm's weights per element of its width: a scale (RMSNorm) or a scale and a bias (LayerNorm).
 inline double norm_weights(const Model& m) { return m.norm == Norm::layernorm ? 2.0 : 1.0; }
+// A learned position table's rows as the model states them (0 for a rotary model, or when the model leaves them to
+// the run), and as a run's first stage keeps them: at least its sequence (Megatron-LM requires
+// max_position_embeddings >= seq_length; NeMo's GPT recipes set them equal).
+inline double learned_positions(const Model& m) {
+  return m.is_rotary() ? 0.0 : static_cast<double>(m.max_position_embeddings);
+}
+inline double position_table_rows(const Ctx& c) {
+  return c.m->is_rotary() ? 0.0 : std::max(learned_positions(*c.m), c.s);
+}
 
 // Transformer Engine FP8 (Micikevicius et al. 2022; TE's Linear / LayerNormLinear): only the linear layers run in
 // FP8; attention BMMs, softmax, router and LM head stay 16-bit. Each FP8 GEMM casts its input with a fused

@@ -41,12 +41,12 @@ double Model::attention_window_fraction(std::int64_t seq) const {
 bool same_architecture(const Model& a, const Model& b) {
   const auto body = [](const Model& m) {
     return std::tie(m.hidden_size, m.num_layers, m.num_attention_heads, m.num_kv_heads, m.head_dim, m.ffn_hidden_size,
-                    m.tied_embeddings, m.activation, m.norm, m.position_embedding_type, m.qkv_bias, m.qk_norm,
-                    m.post_norms, m.sliding_window, m.window_attn_skip_freq, m.attention_chunk_size,
-                    m.final_logit_softcapping, m.num_experts, m.experts_per_token, m.moe_ffn_hidden_size,
-                    m.num_shared_experts, m.first_dense_layers, m.moe_layer_frequency, m.moe_router_num_groups,
-                    m.moe_router_group_topk, m.mtp_layers, m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim,
-                    m.v_head_dim);
+                    m.tied_embeddings, m.activation, m.norm, m.position_embedding_type, m.max_position_embeddings,
+                    m.qkv_bias, m.qk_norm, m.post_norms, m.sliding_window, m.window_attn_skip_freq,
+                    m.attention_chunk_size, m.final_logit_softcapping, m.num_experts, m.experts_per_token,
+                    m.moe_ffn_hidden_size, m.num_shared_experts, m.first_dense_layers, m.moe_layer_frequency,
+                    m.moe_router_num_groups, m.moe_router_group_topk, m.mtp_layers, m.q_lora_rank, m.kv_lora_rank,
+                    m.qk_rope_head_dim, m.v_head_dim);
   };
   const auto va = static_cast<double>(a.vocab_size), vb = static_cast<double>(b.vocab_size);
   return body(a) == body(b) && std::abs(va - vb) <= 0.05 * std::max(va, vb);

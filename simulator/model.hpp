@@ -32,6 +32,9 @@ struct Model {
   Activation activation = Activation::swiglu;
   Norm norm = Norm::rmsnorm;
   PositionEmbedding position_embedding_type = PositionEmbedding::rope;
+  // learned_absolute: the position table's rows (Megatron-LM --max-position-embeddings), a parameter of the first
+  // stage replicated across TP; at least the run's sequence (0: exactly it).
+  std::int64_t max_position_embeddings = 0;
   bool qkv_bias = false;
   bool qk_norm = false;
   bool post_norms = false;  // Gemma-2 style extra norms after attention and MLP
@@ -95,7 +98,7 @@ struct ParamCount {
   double total = 0;             // every parameter stored (embedding counted once if tied)
   double non_embedding = 0;     // total minus input embedding and output head
   double active_per_token = 0;  // parameters touched by one token (MoE: top-k experts only)
-  double embedding = 0;         // input embedding (vocab x hidden)
+  double embedding = 0;         // input embedding (vocab x hidden), with a learned position table's rows x hidden
   double output_head = 0;       // 0 when tied
 };
 

@@ -557,7 +557,7 @@ StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const Sta
   dense += sl.mtp * (2 * c.h * c.h / c.tp + 2 * norm_weights(m) * c.h);  // MTP: 2h -> h projection, its two norms
   const double expert = n.moe * moe_layer.expert;
   const double head = c.vocab_padded * c.h / c.tp;
-  if (is_first) dense += head;
+  if (is_first) dense += head + position_table_rows(c) * c.h;
   const double final_norm = norm_weights(m) * c.h;
   if (is_last) dense += final_norm + ((!m.tied_embeddings || c.pp > 1) ? head : 0.0);
   return {dense, expert};
@@ -581,7 +581,7 @@ ParamCount count_params(const Model& m) {
   const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
   const double final_norm = norm_weights(m) * h;
   ParamCount out;
-  out.embedding = static_cast<double>(m.vocab_size) * h;
+  out.embedding = static_cast<double>(m.vocab_size + learned_positions(m)) * h;
   out.output_head = m.tied_embeddings ? 0.0 : out.embedding;
   const double common = dense_layers * dense.dense + moe_layers * moe.dense + final_norm;
   out.non_embedding = common + moe_layers * moe.expert;

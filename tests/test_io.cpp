@@ -730,6 +730,7 @@ TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
   EXPECT_DOUBLE_EQ(count_params(back).total, count_params(m).total);
   const Model gpt = io::presets().find_model("GPT-3-175B")->model;  // learned positions survive the round trip
   EXPECT_EQ(io::model_from_json(io::to_json(gpt), "mem").position_embedding_type, PositionEmbedding::learned_absolute);
+  EXPECT_EQ(io::model_from_json(io::to_json(gpt), "mem").max_position_embeddings, 2048);
   EXPECT_EQ(io::to_json(m)["position_embedding_type"], "rope");
   auto bad = [&](const std::string& key, const io::Json& value, const std::string& why) {
     io::Json j = io::to_json(io::presets().find_model("Qwen3-0.6B")->model);
@@ -752,6 +753,7 @@ TEST(Specs, ModelJsonRoundTripsAndIsStrict) {
   bad("vocab_size", 0, "outside");
   bad("activation", "relu", "not one of");
   bad("position_embedding_type", "alibi", "not one of");
+  bad("max_position_embeddings", -1, "outside");
   {  // MLA's decoupled heads are rotary
     io::Json j = io::to_json(io::presets().find_model("DeepSeek-V3")->model);
     j["position_embedding_type"] = "learned_absolute";
