@@ -365,12 +365,43 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
                              {"DeepseekV3ForCausalLM", "deepseek_v3"},
                              {"Glm4MoeForCausalLM", "glm4_moe"},
                              {"Llama4ForCausalLM", "llama4_text"}};
+  auto model_name = [&](const std::string& fallback) {
+    const bool named =
+        j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty();
+    const std::string n = named ? j["_name_or_path"].get<std::string>() : hf_config_name(file);
+    return n.empty() ? fallback : n;
+  };
+  // GPT-2 and GPTBigCode (StarCoder) under GPT-2's key names: GPT's layout (LayerNorm, biased linears, an ungated
+  // GELU MLP n_inner wide, 4·n_embd when null, tied embeddings) with learned positions, n_positions rows;
+  // GPTBigCode's multi_query shares one K/V head among the queries.
+  const bool bigcode = arch == "GPTBigCodeForCausalLM" || (arch.empty() && type == "gpt_bigcode");
+  if (bigcode || arch == "GPT2LMHeadModel" || (arch.empty() && type == "gpt2")) {
+    Model m;
+    m.name = model_name(bigcode ? "gpt_bigcode" : "gpt2");
+    m.hidden_size = integer("n_embd", 1, 1 << 20);
+    m.num_layers = integer("n_layer", 1, 4096);
+    m.num_attention_heads = integer("n_head", 1, 4096);
+    if (m.hidden_size % m.num_attention_heads != 0)
+      throw InputError(file, 0, "n_embd", "n_embd is not divisible by n_head");
+    m.num_kv_heads = bigcode && flag_or("multi_query", true) ? 1 : m.num_attention_heads;
+    m.head_dim = m.hidden_size / m.num_attention_heads;
+    m.ffn_hidden_size = integer_or("n_inner", 1, 1 << 22, 4 * m.hidden_size);
+    m.vocab_size = integer("vocab_size", 1, 1 << 24);
+    m.tied_embeddings = flag_or("tie_word_embeddings", true);
+    m.activation = Activation::gelu;
+    m.norm = Norm::layernorm;
+    m.qkv_bias = true;
+    m.position_embedding_type = PositionEmbedding::learned_absolute;
+    m.max_position_embeddings = integer("n_positions", 1, 1 << 24);
+    if (auto why = validate(m); !why.empty()) throw InputError(file, 0, "(model)", why);
+    return m;
+  }
   std::string family;
   for (const auto& f : families)
     if (arch == f.arch || (arch.empty() && type == f.type)) family = f.type;
   if (family.empty()) {
-    std::string list;
-    for (const auto& f : families) list += (list.empty() ? "" : ", ") + std::string(f.arch);
+    std::string list = "GPT2LMHeadModel, GPTBigCodeForCausalLM";
+    for (const auto& f : families) list += ", " + std::string(f.arch);
     for (const Multimodal& x : kMultimodal) list += ", " + std::string(x.arch);  // read through their language model
     throw InputError(
         file, 0, "architectures",
@@ -378,11 +409,7 @@ Model model_from_hf_config(const Json& j, const std::string& file) {
   }
   const bool gemma = family == "gemma2" || family == "gemma3_text";
   Model m;
-  m.name =
-      j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty()
-          ? j["_name_or_path"].get<std::string>()
-          : hf_config_name(file);
-  if (m.name.empty()) m.name = family;
+  m.name = model_name(family);
   m.hidden_size = integer("hidden_size", 1, 1 << 20);
   m.num_layers = integer("num_hidden_layers", 1, 4096);
   m.num_attention_heads = integer("num_attention_heads", 1, 4096);

@@ -1044,7 +1044,9 @@ TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
         // Vision-language checkpoints: their language models' cards (Qwen2.5-7B, Qwen3-8B, Qwen3-30B-A3B,
         // Mistral-Small-24B); the vision towers are not modelled
         Card{"qwen2p5_vl_7b", 7.61, 0, true}, Card{"qwen3_vl_8b", 8.2, 0, true},
-        Card{"qwen3_vl_30b_a3b", 30.5, 3.3, true}, Card{"mistral_small_3p1_24b", 23.6, 0, true}}) {
+        Card{"qwen3_vl_30b_a3b", 30.5, 3.3, true}, Card{"mistral_small_3p1_24b", 23.6, 0, true},
+        // GPT-2's key names: GPT-2 XL (1.56 B on its model card's count) and StarCoder (15.5 B)
+        Card{"gpt2_xl", 1.56, 0, true}, Card{"starcoder", 15.5, 0, true}}) {
     const Model m = io::resolve_model(dir + c.folder + "/config.json");
     const ParamCount n = count_params(m);
     EXPECT_NEAR(n.total / 1e9, c.total_b, 0.02 * c.total_b) << c.folder;
@@ -1053,6 +1055,18 @@ TEST(HuggingFace, ConfigsWithoutAPresetCountTheirModelCardsParameters) {
       EXPECT_NEAR(active / 1e9, c.active_b, 0.08 * c.active_b) << c.folder;
     }
   }
+  // GPT-2 and GPTBigCode: learned positions (n_positions rows), LayerNorm, an ungated GELU MLP (n_inner, or 4·n_embd),
+  // tied embeddings; StarCoder's multi-query attention keeps one K/V head.
+  const Model gpt2 = io::resolve_model(dir + "gpt2_xl/config.json");
+  EXPECT_EQ(gpt2.position_embedding_type, PositionEmbedding::learned_absolute);
+  EXPECT_EQ(gpt2.max_position_embeddings, 1024);
+  EXPECT_EQ(gpt2.ffn_hidden_size, 4 * 1600);
+  EXPECT_EQ(gpt2.num_kv_heads, 25);
+  EXPECT_EQ(gpt2.head_dim, 64);
+  EXPECT_TRUE(gpt2.activation == Activation::gelu && gpt2.norm == Norm::layernorm && gpt2.tied_embeddings);
+  const Model starcoder = io::resolve_model(dir + "starcoder/config.json");
+  EXPECT_EQ(starcoder.num_kv_heads, 1);
+  EXPECT_EQ(starcoder.max_position_embeddings, 8192);
   const Model gemma3 = io::resolve_model(dir + "gemma3_1b/config.json");
   EXPECT_TRUE(gemma3.qk_norm && gemma3.post_norms && gemma3.tied_embeddings);
   EXPECT_EQ(gemma3.sliding_window, 512);
