@@ -247,6 +247,11 @@ void run_import(const ImportCli& o) {
       throw io::InputError(
           r.log, 0, "num_layers",
           std::to_string(r.num_layers) + " layers, " + model.name + " has " + std::to_string(model.num_layers));
+    // Rotary or learned positions, as the log says where it does (rope and yarn rotate q and k).
+    const std::string& pos = r.position_embedding_type;
+    if ((pos == "learned_absolute" && model.is_rotary()) || ((pos == "rope" || pos == "yarn") && !model.is_rotary()))
+      throw io::InputError(r.log, r.position_embedding_line, "position_embedding_type",
+                           "'" + pos + "', " + model.name + " has " + to_string(model.position_embedding_type));
     if (r.devices != runs[0].devices)
       throw io::InputError(r.log, 0, "world_size", "differs from " + runs[0].log + ": one collection, one size");
     const TrainingSettings& t = r.settings;

@@ -498,6 +498,10 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
     r.rope_fusion = fusion({"use_fused_rotary_pos_emb", "apply_rope_fusion"}, false);
     if (args.count("use_fused_rmsnorm")) r.rmsnorm_fusion = fusion({"use_fused_rmsnorm"}, false);
   }
+  if (const auto it = args.find("position_embedding_type"); it != args.end()) {
+    r.position_embedding_type = it->second.value;
+    r.position_embedding_line = it->second.line;
+  }
   t.overlap_grad_reduce = flag("overlap_grad_reduce", false);
   t.overlap_param_gather = flag("overlap_param_gather", false);
   t.tp_comm_overlap = flag("tp_comm_overlap", false);

@@ -40,6 +40,9 @@ struct MegatronRun {
   // (resolve_kernel_fusions): SwiGLU's and GELU's bias-activation fusion, the bias-dropout-add's, RoPE's, and
   // MindSpeed's opt-in fused RMSNorm (name empty: not logged).
   FusionSwitch swiglu_fusion, gelu_fusion, bias_dropout_fusion, rope_fusion, rmsnorm_fusion;
+  // Megatron-LM's --position-embedding-type as logged (empty: not logged), checked against the model on import.
+  std::string position_embedding_type;
+  long position_embedding_line = 0;
 };
 
 MegatronRun read_megatron_log(const std::string& path, MemoryReport memory = MemoryReport::max_reserved);

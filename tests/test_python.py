@@ -250,6 +250,18 @@ def test_dataset_import_from_megatron_logs(tmp_path):
                           "--model-setting", "m", "--model", "Qwen3-8B", "--system", "a100_sxm_80g"],
                          capture_output=True)
     assert bad.returncode == 2 and b"num_layers" in bad.stderr and not (tmp_path / "x" / "m_a100_sxm_80g").exists()
+    # A log whose positions are not the model's: learned for Qwen3's rotary ones (named with its line); rope reads.
+    for pos, code in (("learned_absolute", 2), ("rope", 0)):
+        log = tmp_path / ("pos_" + pos + ".log")
+        log.write_text(open(logs[0]).read().replace(
+            "  bf16 ............................................ True\n",
+            "  bf16 ............................................ True\n  position_embedding_type ........ " + pos + "\n"))
+        r = subprocess.run([CLI, "dataset", "import", "--from", "megatron", str(log), "--out", str(tmp_path / pos),
+                            "--model-setting", "m", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g"],
+                           capture_output=True)
+        assert r.returncode == code, r.stderr
+        if code:
+            assert b"position_embedding_type" in r.stderr and b"learned_absolute.log:4:" in r.stderr, r.stderr
     # Settings a configuration name does not carry must agree: one collection, one set of training settings.
     no_dropout = tmp_path / "no_dropout.log"
     no_dropout.write_text(open(logs[0]).read().replace(
