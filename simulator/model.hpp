@@ -12,7 +12,8 @@ namespace lmsim {
 enum class Activation { swiglu, geglu, gelu };
 enum class Norm { rmsnorm, layernorm };
 // Where positions enter (Megatron-LM --position-embedding-type): rotary embeddings applied to q and k in every
-// layer, or GPT's learned table added to the input embedding (a lookup at the first stage, not modelled).
+// layer, or GPT's learned table added to the input embedding (its rows are first-stage parameters; the lookup and
+// add, one pass over the stage's input, are not timed).
 enum class PositionEmbedding { rope, learned_absolute };
 
 const char* to_string(Activation a);
