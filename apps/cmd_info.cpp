@@ -230,9 +230,13 @@ void run_import(const ImportCli& o) {
     throw io::InputError("command line", 0, "--model-setting", "a plain folder name is required");
   const auto mem = o.memory == "max-allocated" ? io::MemoryReport::max_allocated : io::MemoryReport::max_reserved;
   std::vector<io::MegatronRun> runs;
+  std::vector<std::string> warnings;  // readings the user should hear of, also in --json
   for (const auto& log : o.logs) {
     runs.push_back(bridge ? io::read_megatron_bridge_log(log, mem, o.devices) : io::read_megatron_log(log, mem));
-    for (const std::string& note : io::resolve_kernel_fusions(runs.back(), model)) spdlog::warn("{}", note);
+    for (const std::string& note : io::resolve_kernel_fusions(runs.back(), model)) {
+      spdlog::warn("{}", note);
+      warnings.push_back(note);
+    }
     if (o.devices > 0 && runs.back().devices != o.devices)
       throw io::InputError(log, 0, "world_size",
                            std::to_string(runs.back().devices) + " ranks, --devices says " + std::to_string(o.devices));
@@ -329,7 +333,8 @@ void run_import(const ImportCli& o) {
     std::cout << io::Json{{"dataset", o.out},
                           {"collection", dir.string()},
                           {"platform", platform},
-                          {"configurations", c ? c->runs.size() : 0}}
+                          {"configurations", c ? c->runs.size() : 0},
+                          {"warnings", warnings}}
                      .dump(1)
               << "\n";
     return;

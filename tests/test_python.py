@@ -228,6 +228,8 @@ def test_dataset_import_from_megatron_logs(tmp_path):
                                                 "--model-setting", "qwen3_0.6b_4k", "--model", "Qwen3-0.6B",
                                                 "--system", system, "--json"]))
         assert r["configurations"] == 2 and r["platform"] == system
+        # Each log's mixed fusion switches (SwiGLU and RoPE not logged, bias-dropout-add on) are said.
+        assert len(r["warnings"]) == 2 and all("kernel fusions differ" in w for w in r["warnings"]), r["warnings"]
     coll = ds / "qwen3_0.6b_4k_a100_sxm_80g"
     step = {r["optimization_config"]: float(r["iteration_time_ms"]) for r in csv.DictReader(open(coll / "step_time_summary.csv"))}
     # Medians of the logged intervals after the first (which includes start-up).
