@@ -10,6 +10,9 @@ namespace lmsim::app {
 namespace {
 std::string n(std::int64_t v) { return std::to_string(v); }
 const char* b(bool v) { return v ? "true" : "false"; }
+// The distributed optimizer as the flags name it: the strategy's, or because FP8 parameters need it (over one-rank
+// data-parallel groups, where it shards nothing).
+bool names_distributed_optimizer(const ResolvedStrategy& r) { return r.distributed_optimizer || r.fp8_param_gather; }
 // Said where only MindSpeed-LLM has the flag.
 constexpr const char* kReuseFp32Param =
     "BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)";
@@ -86,7 +89,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   }
   if (r.fsdp)
     add("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
-  else if (r.distributed_optimizer || r.fp8_param_gather)  // FP8 parameters need it (a no-op over one rank)
+  else if (names_distributed_optimizer(r))
     add("--use-distributed-optimizer");
   // Megatron-LM's argument check takes --overlap-param-gather only beside --overlap-grad-reduce; without a
   // data-parallel group neither has anything to overlap.
@@ -214,7 +217,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
       e.unsaid.push_back(
           "the batch-level EP all-to-all overlap (Megatron-core's overlap_moe_expert_parallel_comm, "
           "which NeMo 2's sources do not name)");
-    add(std::string("optim.config.use_distributed_optimizer=") + b(r.distributed_optimizer || r.fp8_param_gather));
+    add(std::string("optim.config.use_distributed_optimizer=") + b(names_distributed_optimizer(r)));
     if (t.nccl_ub) add("trainer.strategy.ddp.nccl_ub=true");
     // NeMo 2 runs TP overlap through its MegatronCommOverlapCallback, which sets up the userbuffers and writes its
     // own tp_comm_overlap (off unless the callback was built with it) over the model configuration's.
@@ -233,7 +236,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   }
   // Megatron-Bridge: the distributed optimizer is named to both the DDP wrapper and the optimizer, as its recipes
   // do (Megatron-FSDP requires it); FSDP as its performance scripts' Megatron-FSDP override sets it.
-  const bool dist_opt = r.distributed_optimizer || r.fsdp || r.fp8_param_gather;  // FP8 parameters need it
+  const bool dist_opt = names_distributed_optimizer(r) || r.fsdp;
   if (r.fsdp) add("ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params");
   add(std::string("ddp.use_distributed_optimizer=") + b(dist_opt) +
       " optimizer.use_distributed_optimizer=" + b(dist_opt));
