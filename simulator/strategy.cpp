@@ -140,6 +140,21 @@ ExtensionToken extension_token(std::string_view t) {
   return {};
 }
 
+// A field that names a numbered setting but whose number is not one a name may carry (`mbs0`, `vpp01`, `dp1e3`):
+// what it should be, else empty (not a numbered field at all).
+std::string bad_number(std::string_view t) {
+  constexpr std::string_view numbered[] = {"dp",  "tp",    "pp",   "cp",  "ep",    "etp",    "mbs",
+                                           "vpp", "first", "last", "uly", "block", "uniform"};
+  for (const std::string_view prefix : numbered)
+    if (t.size() > prefix.size() && t.substr(0, prefix.size()) == prefix) {
+      const char c = t[prefix.size()];
+      if (c < '0' || c > '9') continue;  // `dpx`: not this field
+      return "field '" + std::string(t) + "': " + std::string(prefix) + " takes a whole number from 1 to " +
+             std::to_string(kMaxNameDegree) + ", written without leading zeros";
+    }
+  return {};
+}
+
 }  // namespace
 
 namespace {
@@ -205,6 +220,7 @@ ParseResult parse_config_name(const std::string& name) {
     const ExtensionToken e = extension_token(t);
     const bool in_order =
         e.kind > stage && (e.kind != kUly || (stage == kCpAlgo && s.cp_comm_type == CpCommType::a2a_p2p));
+    if (!e.kind && !bad_number(t).empty()) return fail(bad_number(t));
     if (!in_order)
       return fail((e.kind ? "field '" + std::string(t) + "' is repeated or out of order"
                           : "unknown field '" + std::string(t) + "'") +
@@ -290,6 +306,7 @@ ParseResult parse_strategy_spec(const std::string& spec, std::int64_t devices) {
       continue;
     }
     const ExtensionToken e = extension_token(tok);
+    if (e.kind == kNone && !bad_number(tok).empty()) return fail(bad_number(tok));
     if (e.kind == kNone)
       return fail("unknown field " + quoted(tok) +
                   "; fields: dp<N> tp<N> pp<N> cp<N> ep<N> etp<N>, RC|noRC|selRC (or full|selective|none), "

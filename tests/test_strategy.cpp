@@ -70,6 +70,8 @@ TEST(ConfigName, AMisplacedTokenIsToldApartFromAnUnknownOneAndTheOrderIsSaid) {
   EXPECT_NE(misplaced.find("-mbs<N> -vpp<N>"), std::string::npos) << misplaced;
   const std::string unknown = parse_config_name("dp1-tp8-pp1-cp1-noRC-zero3").error;
   EXPECT_NE(unknown.find("unknown field 'zero3'"), std::string::npos) << unknown;
+  const std::string zero = parse_config_name("dp1-tp8-pp1-cp1-noRC-mbs0").error;
+  EXPECT_NE(zero.find("field 'mbs0': mbs takes a whole number from 1"), std::string::npos) << zero;
 }
 
 TEST(ConfigName, ADegreeBeyondTheLimitSaysTheLimit) {
@@ -197,8 +199,12 @@ TEST(StrategySpec, OnlyTheOrderAndTheOmissionsAreForgiven) {
       {"dp2-tp4-pp1-cp1-RC-block2-uniform2", "'block2' and 'uniform2' set the same thing"},
       {"dp2-tp4-pp1-cp1-RC-extra", "unknown field 'extra'"},
       {"dp2-tp4-pp1-cp1-rc", "unknown field 'rc'"},
-      {"dp0-tp4", "unknown field 'dp0'"},
-      {"dp2.5-tp4", "unknown field 'dp2.5'"},
+      // A numbered field with a number no name carries says what the number must be.
+      {"dp0-tp4", "field 'dp0': dp takes a whole number from 1 to 1048576"},
+      {"dp2.5-tp4", "field 'dp2.5': dp takes a whole number"},
+      {"dp8-RC-mbs0", "field 'mbs0': mbs takes a whole number"},
+      {"dp8-RC-vpp02", "field 'vpp02': vpp takes a whole number from 1 to 1048576, written without leading zeros"},
+      {"dp8-RC-mbsx", "unknown field 'mbsx'"},
       // What the configuration name it stands for breaks, as parse_config_name says it.
       {"dp2-tp4-noRC-block2", "read as 'dp2-tp4-pp1-cp1-noRC-block2'"},
       {"dp1-cp8-uly2", "a Ulysses degree (uly<N>) is a2a+p2p's: give a2a+p2p too"},
