@@ -116,6 +116,14 @@ io::Json input_files(const io::Dataset& d, const io::PublishedSet& ps, const cal
   return files;
 }
 
+// The θ file the fit started from, which is also the prior's centre: a --start file, else the one a preset with
+// `prior_params` takes from another system's shipped fit (empty: the preset's defaults).
+std::string start_file(const CalOpts& co, const calib::Problem& pb) {
+  if (!co.params_start.empty()) return co.params_start;
+  const io::SystemPreset* sp = io::presets().find_system(pb.system.name);
+  return sp ? sp->prior_path : std::string();
+}
+
 io::Json provenance(const CalOpts& co, const io::Json& files, const std::string& data_root, const calib::Problem& pb,
                     const calib::FitResult& fr) {
   io::Json used = io::Json::array();
@@ -128,11 +136,7 @@ io::Json provenance(const CalOpts& co, const io::Json& files, const std::string&
   }
   io::Json free = io::Json::array();
   for (auto i : pb.free) free.push_back(param_table()[i].name);
-  // The start, which is also the prior's centre: a --start file, else the preset's defaults, which a preset with
-  // `prior_params` takes from another system's shipped fit (recorded as the start's file).
-  std::string start = co.params_start;
-  if (const io::SystemPreset* sp = io::presets().find_system(pb.system.name); start.empty() && sp)
-    start = sp->prior_path;
+  const std::string start = start_file(co, pb);  // recorded with its hash
   const io::Json run = provenance_json({start});
   return io::Json{
       {"lmsim_version", LMSIM_VERSION_STRING},
@@ -319,6 +323,9 @@ void run(const CalOpts& co, std::ostream& os) {
   }
   // How fast the error grows beyond the fitted runs' range (each dimension's extreme runs held out in turn).
   calib::set_extrapolation_scale(unc, pb, train, co.fit);
+  if (const std::string start = start_file(co, pb); !start.empty())  // too few runs to measure one: the start's
+    if (const auto su = load_uncertainty(io::parse_json_file(start), start))
+      calib::borrow_extrapolation_scale(unc, *su, start);
   out["uncertainty"] = uncertainty_json(unc);
   std::vector<calib::CoverageRow> coverage;
   if (co.coverage) {

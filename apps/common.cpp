@@ -119,6 +119,7 @@ std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std:
       f.extrapolation_memory_log_sd = h.at("memory_log_sd_per_log_unit").get<double>();
       f.extrapolation_n_time = h.at("n_time").get<std::size_t>();
       f.extrapolation_n_memory = h.at("n_memory").get<std::size_t>();
+      f.extrapolation_from = h.value("taken_from", std::string());  // absent before 2026-12-06: measured
     }
   } catch (const io::Json::exception& e) {
     throw io::InputError(theta_file, 0, "uncertainty", std::string("malformed: ") + e.what());
@@ -157,13 +158,20 @@ io::Json uncertainty_json(const calib::Uncertainty& u) {
     j["extrapolation"] = {
         {"what",
          "how fast the error grows beyond the fitted runs' range, measured by holding out each dimension's extreme "
-         "runs (largest and smallest sequence, devices, TP, PP, CP, EP and hidden size) and predicting them from a "
-         "fit on the rest: log sd per unit of log distance outside the range, in excess of the fitted runs' residual "
-         "scale; a prediction outside the range adds (this x its log distance)^2 to its residual variance"},
+         "runs (largest and smallest sequence, devices, TP, PP, CP, EP, hidden size and routed expert count) and "
+         "predicting them from a fit on the rest: log sd per unit of log distance outside the range, in excess of the "
+         "fitted runs' residual scale; a prediction outside the range adds (this x its log distance)^2 to its "
+         "residual variance"},
         {"time_log_sd_per_log_unit", f.extrapolation_time_log_sd},
         {"memory_log_sd_per_log_unit", f.extrapolation_memory_log_sd},
         {"n_time", f.extrapolation_n_time},
         {"n_memory", f.extrapolation_n_memory}};
+  if (!f.extrapolation_from.empty()) {
+    j["extrapolation"]["taken_from"] = f.extrapolation_from;
+    j["extrapolation"]["taken_why"] =
+        "the fitted runs had no dimension with extremes to hold out, so the scale is the one measured for the θ this "
+        "fit started from, which is also its prior's centre";
+  }
   return j;
 }
 
@@ -232,6 +240,11 @@ std::string no_fused_attention(const System& s) {
 std::string widening_said(const std::optional<calib::Uncertainty>& u) {
   if (!u || u->extrapolation_n_time == 0)
     return ", and the intervals do not widen for it (θ records no extrapolation scale)";
+  if (!u->extrapolation_from.empty())
+    return fmt::format(
+        "; the intervals widen by {:.1f} % log sd per e-fold beyond it, the rate measured for {} ({} held-out "
+        "predictions), which θ started from: its own runs were too few to measure one",
+        100 * u->extrapolation_time_log_sd, u->extrapolation_from, u->extrapolation_n_time);
   return fmt::format(
       "; the intervals widen by {:.1f} % log sd per e-fold beyond it, the rate at which θ's calibration missed its "
       "own runs' extreme values when they were held out ({} predictions)",

@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   std::printf("published set: %zu runs used, %zu rows dropped (reasons in %s/readings.csv)\n", ps.runs.size(),
               ps.dropped.size(), dir.c_str());
   PlatformParams h100{};
+  calib::Uncertainty h100_shipped;  // the B200 fit starts from the H100 one and takes its extrapolation scale
   for (const std::string system : {"a100_sxm_80g", "h100_sxm_80g", "b200_sxm_180g"}) {
     calib::Problem pb = calib::make_problem(ps, system);
     // B200 has two dense runs: it starts from, and its prior is centred on, the H100 fit (as jobs/calibrate.sh).
@@ -142,8 +143,9 @@ int main(int argc, char** argv) {
       models.insert(pb.samples[i].model_setting);
       sources.insert(pb.samples[i].source);
     }
+    calib::CvResult lomo;  // kept: the shipped θ's held-out-model scale comes from it (as jobs/calibrate.sh fits it)
     if (models.size() > 1) {
-      const auto cv = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
+      const auto& cv = lomo = calib::cross_validate(pb, idx, {calib::CvKind::leave_one_model_out, 0}, fo);
       line("leave-one-model-out", pb, cv.out_of_sample, residuals);
       coverage_line("  interval coverage", calib::interval_coverage(pb, cv));
       // What predict and search give a model outside the fit: the residual scale of held-out models, measured by
@@ -163,9 +165,14 @@ int main(int argc, char** argv) {
     // calibrate records it; the validation rows' intervals widen by it where they lie outside the range.
     calib::Uncertainty shipped = calib::laplace(pb, idx, fr.params);
     calib::set_extrapolation_scale(shipped, pb, idx, fo);
+    calib::set_unseen_scale(shipped, pb, calib::CvKind::leave_one_model_out, lomo);
+    if (system == "h100_sxm_80g") h100_shipped = shipped;
+    if (system == "b200_sxm_180g") calib::borrow_extrapolation_scale(shipped, h100_shipped, "the H100 fit");
     if (shipped.extrapolation_n_time)
-      std::printf("  beyond the fitted range  time log sd +%.1f %% per e-fold (%zu held-out extreme-run predictions)\n",
-                  100 * shipped.extrapolation_time_log_sd, shipped.extrapolation_n_time);
+      std::printf(
+          "  beyond the fitted range  time log sd +%.1f %% per e-fold (%zu held-out extreme-run predictions%s%s)\n",
+          100 * shipped.extrapolation_time_log_sd, shipped.extrapolation_n_time,
+          shipped.extrapolation_from.empty() ? "" : " of ", shipped.extrapolation_from.c_str());
     std::vector<std::size_t> every = idx;
     // Validation rows, one group per source (the MoE runs and the long-sequence runs miss for different reasons).
     const auto val_all = calib::validation_indices(pb);
@@ -177,8 +184,16 @@ int main(int argc, char** argv) {
         if (pb.samples[i].source == src) val.push_back(i);
       line(("validation: " + src).c_str(), pb, calib::predict(pb, val, fr.params), true);
       if (show_terms) terms(pb, val, fr.params);
-      // The shipped fit's intervals on rows it never saw, widened where they lie beyond the fitted range.
-      coverage_line("  interval coverage", calib::coverage_of(pb, fr.params, shipped, idx, val));
+      // The shipped fit's intervals on rows it never saw, as predict gives them: widened where they lie beyond the
+      // fitted range, and for a model outside the fit at least the held-out models' residual scale.
+      std::vector<std::size_t> seen, unseen;
+      for (auto i : val) (models.count(pb.samples[i].model_setting) ? seen : unseen).push_back(i);
+      calib::Coverage c = calib::coverage_of(pb, fr.params, shipped, idx, seen);
+      const calib::Coverage cu = calib::coverage_of(pb, fr.params, calib::for_unseen_model(shipped), idx, unseen);
+      c.n_time += cu.n_time;
+      c.time_in_80 += cu.time_in_80;
+      c.time_in_90 += cu.time_in_90;
+      coverage_line("  interval coverage", c);
     }
     every.insert(every.end(), val_all.begin(), val_all.end());
     feasibility(pb, calib::predict(pb, every, fr.params), calib::laplace(pb, idx, fr.params), fr.params);

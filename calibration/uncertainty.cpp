@@ -339,6 +339,16 @@ void set_extrapolation_scale(Uncertainty& u, const Problem& pb, const std::vecto
   u.extrapolation_n_memory = nm;
 }
 
+void borrow_extrapolation_scale(Uncertainty& u, const Uncertainty& start, const std::string& start_file) {
+  if (u.extrapolation_n_time + u.extrapolation_n_memory > 0) return;
+  if (start.extrapolation_n_time + start.extrapolation_n_memory == 0) return;
+  u.extrapolation_time_log_sd = start.extrapolation_time_log_sd;
+  u.extrapolation_memory_log_sd = start.extrapolation_memory_log_sd;
+  u.extrapolation_n_time = start.extrapolation_n_time;
+  u.extrapolation_n_memory = start.extrapolation_n_memory;
+  u.extrapolation_from = start.extrapolation_from.empty() ? start_file : start.extrapolation_from;
+}
+
 Uncertainty beyond_range(Uncertainty u, double log_sq) {
   if (!(log_sq > 0)) return u;
   auto widen = [&](double& sd, double& dof, double scale, std::size_t n) {
@@ -636,7 +646,8 @@ UncertaintyJson to_json_form(const Uncertainty& u) {
                     u.extrapolation_time_log_sd,
                     u.extrapolation_memory_log_sd,
                     u.extrapolation_n_time,
-                    u.extrapolation_n_memory};
+                    u.extrapolation_n_memory,
+                    u.extrapolation_from};
   const std::size_t k = u.free.size();
   for (std::size_t a = 0; a < k; ++a) {
     (a + u.n_prior_only < k ? j.free : j.prior_only).push_back(param_table()[u.free[a]].name);
@@ -697,6 +708,7 @@ Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
   u.extrapolation_memory_log_sd = j.extrapolation_memory_log_sd;
   u.extrapolation_n_time = j.extrapolation_n_time;
   u.extrapolation_n_memory = j.extrapolation_n_memory;
+  u.extrapolation_from = j.extrapolation_from;
   return u;
 }
 

@@ -47,6 +47,8 @@ struct Uncertainty {
   // beyond the range adds (scale · distance)² to its residual variance (beyond_range).
   double extrapolation_time_log_sd = 0, extrapolation_memory_log_sd = 0;
   std::size_t extrapolation_n_time = 0, extrapolation_n_memory = 0;
+  // Empty: the scale above was measured on these runs. Else the θ file it was taken from (borrow_extrapolation_scale).
+  std::string extrapolation_from;
 };
 
 // The dimensions along which a fit's runs span a range, and predictions are checked against it: outside, the
@@ -69,7 +71,13 @@ inline constexpr RangeDim kRangeDims[] = {
      [](const Model&, const Strategy& s, const TrainingSettings&) { return double(s.expert_parallel); }},
     // The model's scale: GEMM shapes, message and activation sizes follow the hidden size. A θ fitted on one model
     // and used for another extrapolates along it.
-    {"hidden_size", [](const Model& m, const Strategy&, const TrainingSettings&) { return double(m.hidden_size); }}};
+    {"hidden_size", [](const Model& m, const Strategy&, const TrainingSettings&) { return double(m.hidden_size); }},
+    // The routed experts a token chooses among (a dense MLP: one, always chosen). A θ fitted on dense runs and used
+    // for an MoE model extrapolates the router, the token permutation, the grouped expert GEMMs and the dispatch,
+    // none of which its runs timed.
+    {"num_experts", [](const Model& m, const Strategy&, const TrainingSettings&) {
+       return m.is_moe() ? double(m.num_experts) : 1.0;
+     }}};
 // A range per dimension, (name, [min, max]), as a θ file's provenance records it (`provenance.fitted_range`).
 using FittedRange = std::vector<std::pair<std::string, std::array<double, 2>>>;
 // The range of the runs `idx` of `pb`.
@@ -91,6 +99,12 @@ std::array<double, std::size(kRangeDims)> beyond_range_logs(const FittedRange& r
 // out (every dimension has one value).
 void set_extrapolation_scale(Uncertainty& u, const Problem& pb, const std::vector<std::size_t>& train,
                              const FitOptions& o);
+// Where set_extrapolation_scale measured nothing (no dimension had extremes to hold out with three runs left: the
+// B200 fit's two runs), the scale of `start`, the uncertainty of the θ file `start_file` the fit started from and
+// whose θ is its prior's centre (the B200 fit is the H100 one moved by two runs), stands in, recorded as taken from
+// that file. A fit held near another's θ extrapolates as that fit did; no widening at all would claim it
+// extrapolates perfectly. Unchanged when `u` has a scale of its own or `start` has none.
+void borrow_extrapolation_scale(Uncertainty& u, const Uncertainty& start, const std::string& start_file);
 // `u` for a configuration `log_sq` (beyond_range_log_sq) outside the fitted range: each kind's residual variance
 // grows by (extrapolation scale)² · log_sq, with at most the extrapolation's held-out runs as degrees of freedom.
 // Unchanged inside the range or when no extrapolation scale was measured.
@@ -259,6 +273,7 @@ struct UncertaintyJson {
   std::size_t unseen_n_time = 0, unseen_n_memory = 0;
   double extrapolation_time_log_sd = 0, extrapolation_memory_log_sd = 0;
   std::size_t extrapolation_n_time = 0, extrapolation_n_memory = 0;
+  std::string extrapolation_from;
 };
 UncertaintyJson to_json_form(const Uncertainty& u);
 Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file);

@@ -291,6 +291,12 @@ PY
   --strategy dp8-tp1-pp1-cp1-ep8-noRC --json 2> "$tmp/e" > "$tmp/moe.json"
 grep -q "the fitted parameters' ± [0-9.]* % of the time's log sd come mostly from kernel_launch_us" "$tmp/e" ||
   fail "no loosely-fitted parameters said: $(cat "$tmp/e")"
+# Its 128 experts lie beyond the dense runs' one, and its two runs measured no extrapolation scale: the interval
+# widens at the rate measured for the H100 θ it started from, said as such.
+grep -q "num_experts 128 (fitted 1-1).*the rate measured for [^ ]*params_h100_sxm_80g.json" "$tmp/e" ||
+  fail "an MoE model beyond the B200 θ's dense runs not said, or the H100 fit's rate not named: $(cat "$tmp/e")"
+python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['time_log_sd_parts']; assert p['beyond_fitted_range'] > 0.05, p" \
+  "$tmp/moe.json" || fail "the B200 θ's MoE interval does not widen beyond its fitted range"
 "$lmsim" predict --model Llama-3-8B --system b200_sxm_180g --stack megatron-bridge --seq 8192 --global-batch 128 \
   --strategy dp8-tp1-pp1-cp1-noRC-mbs2 --json 2> "$tmp/e" > "$tmp/dense.json"
 ! grep -q "come mostly from" "$tmp/e" || fail "loosely-fitted parameters said of a fitted layout: $(cat "$tmp/e")"

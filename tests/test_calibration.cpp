@@ -413,6 +413,11 @@ TEST(Uncertainty, BeyondTheFittedRangeIntervalsWidenAtTheMeasuredRate) {
   EXPECT_NEAR(
       calib::beyond_range_log_sq(fitted, io::presets().find_model("Qwen3-8B")->model, smp.strategy, smp.settings),
       std::pow(std::log(2.0), 2), 1e-9);
+  // So is an MoE model on dense runs: Qwen3-30B-A3B's hidden size 2048 is inside, its 128 routed experts lie
+  // log(128) beyond the dense runs' one.
+  EXPECT_NEAR(
+      calib::beyond_range_log_sq(fitted, io::presets().find_model("Qwen3-30B-A3B")->model, smp.strategy, smp.settings),
+      std::pow(std::log(128.0), 2), 1e-9);
   const auto so = calib::sim_options(pb);
   const auto in = calib::intervals(smp.model, big, pb.system, smp.settings, fr.params, m, so);
   const auto out =
@@ -420,6 +425,36 @@ TEST(Uncertainty, BeyondTheFittedRangeIntervalsWidenAtTheMeasuredRate) {
                        calib::beyond_range(m, calib::beyond_range_log_sq(fitted, smp.model, big, smp.settings)), so);
   ASSERT_TRUE(in && out);
   EXPECT_GT(out->time_log_sd, in->time_log_sd + 0.5 * m.extrapolation_time_log_sd * std::log(8.0));
+}
+
+// A fit with too few runs to hold any extreme out (the B200's two) takes the extrapolation scale of the θ it started
+// from, says whence, and keeps it through the θ file; a fit that measured its own keeps that.
+TEST(Uncertainty, TooFewRunsTakeTheStartThetasExtrapolationScale) {
+  calib::Uncertainty start;
+  start.extrapolation_time_log_sd = 0.023;
+  start.extrapolation_n_time = 48;
+  calib::Uncertainty u;
+  u.time_log_sd = 0.03;
+  calib::borrow_extrapolation_scale(u, start, "h100.json");
+  EXPECT_DOUBLE_EQ(u.extrapolation_time_log_sd, 0.023);
+  EXPECT_EQ(u.extrapolation_n_time, 48u);
+  EXPECT_EQ(u.extrapolation_from, "h100.json");
+  EXPECT_GT(calib::beyond_range(u, 4.0).time_log_sd, 0.03);  // it widens now
+  const calib::Uncertainty back = calib::from_json_form(calib::to_json_form(u), "b200.json");
+  EXPECT_EQ(back.extrapolation_from, "h100.json");
+  calib::Uncertainty chain;  // taken from a θ that took it itself: the file that measured it is named
+  calib::borrow_extrapolation_scale(chain, back, "b200.json");
+  EXPECT_EQ(chain.extrapolation_from, "h100.json");
+  calib::Uncertainty own;
+  own.extrapolation_time_log_sd = 0.05;
+  own.extrapolation_n_time = 6;
+  calib::borrow_extrapolation_scale(own, start, "h100.json");
+  EXPECT_DOUBLE_EQ(own.extrapolation_time_log_sd, 0.05);
+  EXPECT_TRUE(own.extrapolation_from.empty());
+  calib::Uncertainty none;  // nothing to take: no widening, as before
+  calib::borrow_extrapolation_scale(none, calib::Uncertainty{}, "preset");
+  EXPECT_EQ(none.extrapolation_n_time, 0u);
+  EXPECT_TRUE(none.extrapolation_from.empty());
 }
 
 // Residual degrees of freedom per kind: the V100 fit frees runtime-memory terms that move memory only and
