@@ -629,7 +629,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   {
     Obj in = o.sub("intra_node");
     s.intra_node_host_bandwidth_bytes_per_s = in.number_or("host_bandwidth_gb_per_s", 1e-3, 1e6, 0) * 1e9;
-    if (in.has("links")) s.intra_node_links = link_matrix(in.raw("links"), in.file(), in.where("links"));
+    if (in.has("links")) s.intra_node_links = NodeLinks(link_matrix(in.raw("links"), in.file(), in.where("links")));
     in.mark("links");
     in.mark("host_bandwidth_gb_per_s");
     s.intra_node = link_from(in);

@@ -101,27 +101,15 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // a stage fold over its tp·cp·dp ranks in the order etp, ep, edp (the expert rank generator).
   // With etp = tp that is ep inside dp·cp.
   const double node = sys.devices_per_node;
-  const LinkTable links(sys);
-  // Groups of one shape share their link shares (tp and etp, dp and edp often coincide): each shape is asked once.
+  // The node's link shares by group shape, worked out once with its link matrix (NodeLinks): a lookup per group.
   // Only the context-parallel ring sends point to point inside its group (the pipeline's pairs are set below); the
   // other groups' p2p_share is their ring's, never read.
-  struct Shape {
-    double per_node, stride, intra_share;
-  };
-  std::array<Shape, static_cast<std::size_t>(Group::count_)> shapes{};
-  std::size_t n_shapes = 0;
+  const LinkTable links(sys);
   auto set = [&](Group g, double size, double stride) {
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
     const int members = static_cast<int>(gu.per_node), step = static_cast<int>(stride);
-    const auto known = std::find_if(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(n_shapes),
-                                    [&](const Shape& k) { return k.per_node == gu.per_node && k.stride == stride; });
-    if (known != shapes.begin() + static_cast<std::ptrdiff_t>(n_shapes)) {
-      gu.intra_share = known->intra_share;
-    } else {
-      gu.intra_share = links.ring_bandwidth_share(members, step);
-      shapes[n_shapes++] = Shape{gu.per_node, stride, gu.intra_share};
-    }
+    gu.intra_share = links.ring_bandwidth_share(members, step);
     const bool ring = g == Group::cp || g == Group::cp_ring;
     gu.p2p_share = ring ? links.ring_neighbour_share(members, step) : gu.intra_share;
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace lmsim {
 
@@ -63,55 +64,63 @@ std::string validate(const System& s) {
   return {};
 }
 
-LinkTable::LinkTable(const System& s) : s_(s), n_(s.devices_per_node) {
-  if (!direct()) return;
-  host_ = s_.intra_node_host_bandwidth_bytes_per_s / s_.intra_node.bandwidth_bytes_per_s;
-  // One pass over the matrix (simulate() builds the table every call): each device's link count, and whether every
-  // pair is joined alike. With a zero diagonal (validate) the pairs are alike when no entry exceeds links(0, 1) and
-  // the least-linked device has n - 1 times it: sums and maxima only, which the compiler vectorises.
+NodeLinks::NodeLinks(std::vector<int> matrix) : m_(std::move(matrix)) {
+  const auto n = static_cast<int>(std::lround(std::sqrt(static_cast<double>(m_.size()))));
+  if (m_.empty() || static_cast<std::size_t>(n) * static_cast<std::size_t>(n) != m_.size()) return;  // validate says
+  n_ = n;
+  // Each device's link count, and whether every pair is joined alike: with a zero diagonal (validate) the pairs are
+  // alike when no entry exceeds links(0, 1) and the least-linked device has n - 1 times it.
   max_degree_ = 0;
   int min_degree = std::numeric_limits<int>::max(), max_link = 0;
   for (int i = 0; i < n_; ++i) {
-    const int* row = &s_.intra_node_links[static_cast<std::size_t>(i * n_)];
     int degree = 0;
     for (int j = 0; j < n_; ++j) {
-      degree += row[j];
-      max_link = std::max(max_link, row[j]);
+      degree += links(i, j);
+      max_link = std::max(max_link, links(i, j));
     }
     max_degree_ = std::max(max_degree_, degree);
     min_degree = std::min(min_degree, degree);
   }
   const int pair = n_ > 1 ? links(0, 1) : 0;
   mesh_ = pair > 0 && max_link == pair && min_degree == (n_ - 1) * pair;
+  if (n_ > kTabledDevices) return;
+  table_.resize(slot(n_, n_ - 1, 2) + 1);
+  for (int members = 0; members <= n_; ++members)
+    for (int stride = 0; stride < n_; ++stride) {
+      table_[slot(members, stride, 0)] = work_out_ring(members, stride, false);
+      table_[slot(members, stride, 1)] = work_out_ring(members, stride, true);
+      table_[slot(members, stride, 2)] = work_out_neighbour(members, stride);
+    }
 }
 
-// Both shares are the worst over groups of one member's link count. They fold the counts as integers (the fewest
-// links, and whether some member has none) and turn that into a share once: the division and the host-path
-// choice leave the loops, which simulate() runs for every group of a linked node.
-double LinkTable::worst_share(int fewest, bool unlinked) const {
-  const double linked = fewest > 0 ? share(fewest) : 1.0;
-  return unlinked ? std::min(linked, host_) : std::min(linked, 1.0);
+NodeLinks::Fewest NodeLinks::ring(int members, int stride, bool chain) const {
+  return tabled(members, stride) ? table_[slot(members, stride, chain ? 1 : 0)] : work_out_ring(members, stride, chain);
 }
 
-double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) const {
-  if (!direct() || members <= 1 || stride < 1) return 1.0;
-  if (mesh_) {  // a full mesh: every group of this shape alike, no loop (simulate() asks for every group)
-    if ((members - 1) * stride >= n_) return 1.0;
-    return share(links(0, 1) * (chain ? 1 : members - 1));
+NodeLinks::Fewest NodeLinks::neighbour(int members, int stride) const {
+  return tabled(members, stride) ? table_[slot(members, stride, 2)] : work_out_neighbour(members, stride);
+}
+
+// Both fold the link counts of every group of the shape as integers: the fewest links, and whether some member has
+// none.
+NodeLinks::Fewest NodeLinks::work_out_ring(int members, int stride, bool chain) const {
+  Fewest f;
+  if (members <= 1 || stride < 1 || (members - 1) * stride >= n_) return f;  // no group of the shape in a node
+  if (mesh_) {  // a full mesh: every group of this shape alike
+    f.fewest = links(0, 1) * (chain ? 1 : members - 1);
+    return f;
   }
   const int span = (members - 1) * stride;
-  int fewest = 0;  // 0: none seen yet
-  bool unlinked = false;
+  auto count = [&](int degree) {
+    if (degree == 0) {
+      f.unlinked = true;
+    } else if (f.fewest == 0 || degree < f.fewest) {
+      f.fewest = degree;
+    }
+  };
   // Groups start at every offset for the chain of stage pairs, else at block + offset (offset < stride) of each
   // block of stride·members ranks: the Megatron rank order.
   const int block = chain ? 1 : stride * members, offsets = chain ? 1 : stride;
-  auto count = [&](int degree) {
-    if (degree == 0) {
-      unlinked = true;
-    } else if (fewest == 0 || degree < fewest) {
-      fewest = degree;
-    }
-  };
   for (int first = 0; first + span < n_; first += block) {
     for (int base = first; base < first + offsets && base + span < n_; ++base) {
       if (members == 2) {  // a pair: each member's degree is the links between them (no self-links)
@@ -119,35 +128,55 @@ double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) cons
         continue;
       }
       for (int i = 0; i < members; ++i) {
-        const int* row = &s_.intra_node_links[static_cast<std::size_t>((base + i * stride) * n_ + base)];
         int degree = 0;
-        for (int j = 0; j < members; ++j) degree += row[j * stride];
+        for (int j = 0; j < members; ++j) degree += links(base + i * stride, base + j * stride);
         count(degree);
       }
     }
   }
-  return worst_share(fewest, unlinked);
+  return f;
 }
 
-double LinkTable::ring_neighbour_share(int members, int stride) const {
-  if (!direct() || members <= 1 || stride < 1) return 1.0;
-  if (mesh_) return (members - 1) * stride >= n_ ? 1.0 : share(links(0, 1));
+NodeLinks::Fewest NodeLinks::work_out_neighbour(int members, int stride) const {
+  Fewest f;
+  if (members <= 1 || stride < 1 || (members - 1) * stride >= n_) return f;
+  if (mesh_) {
+    f.fewest = links(0, 1);
+    return f;
+  }
   const int span = (members - 1) * stride, block = stride * members;
-  int fewest = 0;
-  bool unlinked = false;
   for (int first = 0; first + span < n_; first += block) {
     for (int base = first; base < first + stride && base + span < n_; ++base) {
       for (int i = 0; i < members; ++i) {
         const int l = links(base + i * stride, base + (i + 1 == members ? 0 : i + 1) * stride);
         if (l == 0) {
-          unlinked = true;
-        } else if (fewest == 0 || l < fewest) {
-          fewest = l;
+          f.unlinked = true;
+        } else if (f.fewest == 0 || l < f.fewest) {
+          f.fewest = l;
         }
       }
     }
   }
-  return worst_share(fewest, unlinked);
+  return f;
+}
+
+LinkTable::LinkTable(const System& s) : links_(s.intra_node_links) {
+  if (!links_.empty()) host_ = s.intra_node_host_bandwidth_bytes_per_s / s.intra_node.bandwidth_bytes_per_s;
+}
+
+// A member's links over the best-linked device's (its share of the device's bandwidth), the host path's share for
+// one with none; 1 for a shape with no group inside the node.
+double LinkTable::worst_share(NodeLinks::Fewest f) const {
+  const double linked = f.fewest > 0 ? static_cast<double>(f.fewest) / links_.max_degree() : 1.0;
+  return f.unlinked ? std::min(linked, host_) : std::min(linked, 1.0);
+}
+
+double LinkTable::ring_bandwidth_share(int members, int stride, bool chain) const {
+  return links_.empty() ? 1.0 : worst_share(links_.ring(members, stride, chain));
+}
+
+double LinkTable::ring_neighbour_share(int members, int stride) const {
+  return links_.empty() ? 1.0 : worst_share(links_.neighbour(members, stride));
 }
 
 double ring_bandwidth_share(const System& s, int members, int stride, bool chain) {

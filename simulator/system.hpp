@@ -4,6 +4,7 @@
 // inside and across nodes. How many devices a job uses is a property of the strategy, not of the system.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,52 @@ struct Link {
   double latency_s = 0;
 };
 
+// Direct links inside a node instead of a switch (DGX-1's NVLink hybrid cube-mesh, the 910B server's HCCS mesh):
+// a row-major n x n matrix of link counts (symmetric, zero diagonal: validate(System) checks it), immutable once
+// made. What each group shape gets of it depends on the matrix alone, so it is worked out once, when the matrix is
+// set, for every shape that fits in a node of up to kTabledDevices (simulate() asks for every group on every call);
+// larger nodes work it out per query. Empty: a switch (NVSwitch).
+class NodeLinks {
+ public:
+  // The fewest links a member of the worst group of a shape has (0: the shape has no group inside the node) and
+  // whether some member of such a group has none (its traffic goes through the host).
+  struct Fewest {
+    int fewest = 0;
+    bool unlinked = false;
+  };
+  static constexpr int kTabledDevices = 32;
+
+  NodeLinks() = default;
+  explicit NodeLinks(std::vector<int> matrix);
+  bool empty() const { return m_.empty(); }
+  std::size_t size() const { return m_.size(); }
+  int operator[](std::size_t i) const { return m_[i]; }
+  std::vector<int>::const_iterator begin() const { return m_.begin(); }
+  std::vector<int>::const_iterator end() const { return m_.end(); }
+  bool operator==(const NodeLinks& o) const { return m_ == o.m_; }
+  int devices() const { return n_; }              // n (0 when the matrix is not square)
+  int max_degree() const { return max_degree_; }  // the best-linked device's link count
+  // A collective ring over `members` devices `stride` apart, each group of the Megatron rank order (or, `chain`,
+  // the point-to-point pairs (d, d + stride) at every offset): its members' links among themselves.
+  Fewest ring(int members, int stride, bool chain) const;
+  // The pairs of ring neighbours (member i to i + 1, the last back to the first).
+  Fewest neighbour(int members, int stride) const;
+
+ private:
+  int links(int a, int b) const { return m_[static_cast<std::size_t>(a * n_ + b)]; }
+  Fewest work_out_ring(int members, int stride, bool chain) const;
+  Fewest work_out_neighbour(int members, int stride) const;
+  bool tabled(int members, int stride) const { return members <= n_ && stride < n_ && !table_.empty(); }
+  std::size_t slot(int members, int stride, int kind) const {
+    return (static_cast<std::size_t>(members) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(stride)) * 3 +
+           static_cast<std::size_t>(kind);
+  }
+  std::vector<int> m_;
+  int n_ = 0, max_degree_ = 1;
+  bool mesh_ = false;          // every pair joined by as many links (the 910B server's HCCS)
+  std::vector<Fewest> table_;  // slot(members, stride, kind): kind 0 ring, 1 chain, 2 neighbour
+};
+
 struct System {
   std::string name;
   std::string device;
@@ -28,10 +75,10 @@ struct System {
   double hbm_bandwidth_bytes_per_s = 0;
   Link intra_node;  // bandwidth: the device's whole intra-node bandwidth (all its links, or its switch port)
   Link inter_node;
-  // Direct links inside a node instead of a switch (DGX-1's NVLink hybrid cube-mesh): row-major
-  // devices_per_node x devices_per_node link counts, symmetric, zero diagonal. Empty: a switch (NVSwitch), where
-  // every group gets the device's whole intra-node bandwidth. See `ring_bandwidth_share`.
-  std::vector<int> intra_node_links;
+  // Direct links inside a node instead of a switch: devices_per_node x devices_per_node link counts (NodeLinks).
+  // Empty: a switch (NVSwitch), where every group gets the device's whole intra-node bandwidth. See
+  // `ring_bandwidth_share`.
+  NodeLinks intra_node_links;
   // Between two devices of a linked node with no direct link: the path through PCIe and the host.
   double intra_node_host_bandwidth_bytes_per_s = 0;
   // Matrix units that need operands in their own tiled layout (Ascend's fractal NZ format): every GEMM's inputs
@@ -81,8 +128,8 @@ double ring_bandwidth_share(const System& s, int members, int stride, bool chain
 // of that shape. On a switch, 1; on the 910B's full mesh one link of seven.
 double ring_neighbour_share(const System& s, int members, int stride);
 
-// The node's link table read once for many share queries (simulate() asks for every group): the best-linked
-// device's link count and the host path's share. The System must outlive it.
+// The shares above for one system, its host path's share read once (simulate() asks for every group). The System
+// must outlive it.
 class LinkTable {
  public:
   explicit LinkTable(const System& s);
@@ -90,14 +137,9 @@ class LinkTable {
   double ring_neighbour_share(int members, int stride) const;
 
  private:
-  int links(int a, int b) const { return s_.intra_node_links[static_cast<std::size_t>(a * n_ + b)]; }
-  double share(int links) const { return links == 0 ? host_ : static_cast<double>(links) / max_degree_; }
-  double worst_share(int fewest, bool unlinked) const;
-  bool direct() const { return !s_.intra_node_links.empty(); }
-  const System& s_;
-  int n_ = 0, max_degree_ = 1;
+  double worst_share(NodeLinks::Fewest f) const;
+  const NodeLinks& links_;
   double host_ = 1;
-  bool mesh_ = false;  // every pair joined by as many links (the 910B server's HCCS)
 };
 
 }  // namespace lmsim

@@ -876,7 +876,9 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_DOUBLE_EQ(ring_neighbour_share(npu, 4, 2), 1.0 / 7);
   // A second link between devices 0 and 1 makes it no mesh: the pairs {2, 3}, {4, 5}, {6, 7} keep one link of the
   // best-linked device's eight.
-  npu.intra_node_links[1] = npu.intra_node_links[8] = 2;
+  std::vector<int> doubled(npu.intra_node_links.begin(), npu.intra_node_links.end());
+  doubled[1] = doubled[8] = 2;
+  npu.intra_node_links = NodeLinks(doubled);
   EXPECT_DOUBLE_EQ(ring_bandwidth_share(npu, 2, 1), 1.0 / 8);
   EXPECT_DOUBLE_EQ(ring_neighbour_share(npu, 8, 1), 1.0 / 8);
 
@@ -884,7 +886,7 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   System mesh_sys = v100;
   mesh_sys.intra_node.latency_s = 0;  // bandwidth terms only
   System sw = mesh_sys;
-  sw.intra_node_links.clear();
+  sw.intra_node_links = NodeLinks();
   TrainingSettings t = megatron2022();
   t.micro_batch_size = 1;
   t.global_batch_size = 16;
@@ -909,23 +911,24 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_GT(a.breakdown.tp_comm_s, 5.0 * b.breakdown.tp_comm_s);
 }
 
-// The shares against their definition, on an irregular 12-device node: every group of Megatron's rank order
-// (members `stride` apart, groups tiling blocks of stride·members ranks; every offset for the stage-pair chain)
-// is enumerated, and the least-linked member (the host path for none) bounds the shape.
-TEST(Fidelity, LinkSharesAreTheWorstGroupOfTheirShape) {
+// The shares against their definition, on irregular nodes: every group of Megatron's rank order (members `stride`
+// apart, groups tiling blocks of stride·members ranks; every offset for the stage-pair chain) is enumerated, and the
+// least-linked member (the host path for none) bounds the shape. A 12-device node's shares come from the table
+// NodeLinks makes with its matrix, a 36-device one's (beyond kTabledDevices) are worked out per query.
+static void expect_link_shares_by_definition(int n, int shapes) {
   System sys = h100();
-  const int n = 12;
   sys.devices_per_node = n;
   sys.intra_node_host_bandwidth_bytes_per_s = 0.05 * sys.intra_node.bandwidth_bytes_per_s;
-  sys.intra_node_links.assign(n * n, 0);
+  std::vector<int> matrix(n * n, 0);
   unsigned state = 7;
   for (int i = 0; i < n; ++i)
     for (int j = i + 1; j < n; ++j) {
       state = state * 1103515245u + 12345u;
       const int l = static_cast<int>((state >> 16) % 4);  // 0-3 links, a quarter of the pairs unlinked
-      sys.intra_node_links[static_cast<std::size_t>(i * n + j)] = l;
-      sys.intra_node_links[static_cast<std::size_t>(j * n + i)] = l;
+      matrix[static_cast<std::size_t>(i * n + j)] = l;
+      matrix[static_cast<std::size_t>(j * n + i)] = l;
     }
+  sys.intra_node_links = NodeLinks(matrix);
   auto link = [&](int a, int b) { return sys.intra_node_links[static_cast<std::size_t>(a * n + b)]; };
   int max_degree = 0;
   for (int i = 0; i < n; ++i) {
@@ -961,7 +964,12 @@ TEST(Fidelity, LinkSharesAreTheWorstGroupOfTheirShape) {
       }
       ++checked;
     }
-  EXPECT_EQ(checked, 29);  // every shape of 2-12 members that fits the node
+  EXPECT_EQ(checked, shapes);  // every shape of 2-n members that fits the node
+}
+TEST(Fidelity, LinkSharesAreTheWorstGroupOfTheirShape) {
+  static_assert(NodeLinks::kTabledDevices >= 12 && NodeLinks::kTabledDevices < 36);
+  expect_link_shares_by_definition(12, 29);
+  expect_link_shares_by_definition(36, 131);
 }
 
 // The Ascend 910B server's eight NPUs are a full HCCS mesh: a group of n gets n - 1 of a device's seven links
