@@ -105,10 +105,13 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // Only the context-parallel ring sends point to point inside its group (the pipeline's pairs are set below); the
   // other groups' p2p_share is their ring's, never read.
   const LinkTable links(sys);
+  // A stride as the link table takes it: any stride of a node's size or more places no two members in one node,
+  // so larger ones (up to tp·cp·dp·pp, beyond an int's range) are held at 2^30 rather than converted out of range.
+  const auto stride_of = [](double stride) { return static_cast<int>(std::min(stride, 1073741824.0)); };
   auto set = [&](Group g, double size, double stride) {
     GroupUse& gu = c.groups[static_cast<std::size_t>(g)];
     gu = place(size, stride, node);
-    const int members = static_cast<int>(gu.per_node), step = static_cast<int>(stride);
+    const int members = static_cast<int>(gu.per_node), step = stride_of(stride);
     gu.intra_share = links.ring_bandwidth_share(members, step);
     const bool ring = g == Group::cp || g == Group::cp_ring;
     gu.p2p_share = ring ? links.ring_neighbour_share(members, step) : gu.intra_share;
@@ -128,9 +131,9 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
   const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
-  const double pp_pair = links.ring_bandwidth_share(2, static_cast<int>(stage), true);
+  const double pp_pair = links.ring_bandwidth_share(2, stride_of(stage), true);
   c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, crosses, pp_pair, pp_pair};
-  const double edge_pair = links.ring_bandwidth_share(2, static_cast<int>(stage * (c.pp - 1)));
+  const double edge_pair = links.ring_bandwidth_share(2, stride_of(stage * (c.pp - 1)));
   c.embedding_pair = GroupUse{2, 1, crosses, edge_pair, edge_pair};
   return c;
 }

@@ -105,8 +105,8 @@ NodeLinks::Fewest NodeLinks::neighbour(int members, int stride) const {
 // none.
 NodeLinks::Fewest NodeLinks::work_out_ring(int members, int stride, bool chain) const {
   Fewest f;
-  if (members <= 1 || stride < 1 || (members - 1) * stride >= n_) return f;  // no group of the shape in a node
-  if (mesh_) {  // a full mesh: every group of this shape alike
+  if (!fits(members, stride)) return f;  // no group of the shape in a node
+  if (mesh_) {                           // a full mesh: every group of this shape alike
     f.fewest = links(0, 1) * (chain ? 1 : members - 1);
     return f;
   }
@@ -139,7 +139,7 @@ NodeLinks::Fewest NodeLinks::work_out_ring(int members, int stride, bool chain) 
 
 NodeLinks::Fewest NodeLinks::work_out_neighbour(int members, int stride) const {
   Fewest f;
-  if (members <= 1 || stride < 1 || (members - 1) * stride >= n_) return f;
+  if (!fits(members, stride)) return f;
   if (mesh_) {
     f.fewest = links(0, 1);
     return f;

@@ -53,6 +53,10 @@ class NodeLinks {
   int links(int a, int b) const { return m_[static_cast<std::size_t>(a * n_ + b)]; }
   Fewest work_out_ring(int members, int stride, bool chain) const;
   Fewest work_out_neighbour(int members, int stride) const;
+  // Whether a group of the shape lies inside one node (in 64 bits: a stride may be as large as a job).
+  bool fits(int members, int stride) const {
+    return members > 1 && stride >= 1 && static_cast<long long>(members - 1) * stride < n_;
+  }
   bool tabled(int members, int stride) const { return members <= n_ && stride < n_ && !table_.empty(); }
   std::size_t slot(int members, int stride, int kind) const {
     return (static_cast<std::size_t>(members) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(stride)) * 3 +

@@ -864,6 +864,9 @@ TEST(Fidelity, DirectLinkTopologyBoundsEachGroupByItsLeastLinkedMember) {
   EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 2, 2, true), host);  // stage pair 2 -> 4: no NVLink, through the host
   EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 2, 2), 1.0 / 6);     // groups {0,2}, {1,3}, {4,6}, {5,7}: linked
   EXPECT_DOUBLE_EQ(ring_bandwidth_share(h100(), 2, 1), 1.0);       // a switch: every group gets the whole port
+  // Members a whole job apart share no node, however far (a stride times members beyond an int's range).
+  EXPECT_DOUBLE_EQ(ring_bandwidth_share(v100, 8, 1 << 30), 1.0);
+  EXPECT_DOUBLE_EQ(ring_neighbour_share(v100, 8, 1 << 30), 1.0);
   // A point-to-point ring in rank order (a context-parallel ring's K/V blocks): each hop on its pair's links.
   EXPECT_DOUBLE_EQ(ring_neighbour_share(v100, 4, 1), 1.0 / 6);  // 0 -> 1 on one NVLink; 3 -> 0 closes on two
   EXPECT_DOUBLE_EQ(ring_neighbour_share(v100, 4, 2), host);     // 0 -> 2 -> 4: GPUs 2 and 4 have no NVLink
