@@ -118,6 +118,9 @@ std::optional<long long> degree(std::string_view tok, std::string_view prefix) {
   return v;
 }
 
+// The degrees a strategy spec leads with, in its order (a configuration name's first four, then ep and etp).
+constexpr std::string_view kLeadDegrees[] = {"dp", "tp", "pp", "cp", "ep", "etp"};
+
 // The extension tokens after the recompute field, by their place in the canonical order (0: not one), with the
 // value each carries (a degree, on/off, or the context-parallel algorithm).
 enum ExtensionKind { kNone, kRcLayers, kMbs, kVpp, kFirst, kLast, kSp, kDo, kFsdp, kCpAlgo, kUly };
@@ -125,14 +128,14 @@ struct ExtensionToken {
   int kind = kNone;
   long long value = 0;
 };
+// The extension tokens that carry a degree: the recompute method and layer count (the value's sign tells them apart:
+// block positive, uniform negative), then the others.
+constexpr std::pair<int, std::string_view> kExtensionDegrees[] = {
+    {kRcLayers, "block"}, {-kRcLayers, "uniform"}, {kMbs, "mbs"}, {kVpp, "vpp"},
+    {kFirst, "first"},    {kLast, "last"},         {kUly, "uly"}};
 ExtensionToken extension_token(std::string_view t) {
-  constexpr std::pair<int, std::string_view> degrees[] = {
-      {kMbs, "mbs"}, {kVpp, "vpp"}, {kFirst, "first"}, {kLast, "last"}, {kUly, "uly"}};
-  for (const auto& [kind, prefix] : degrees)
-    if (auto v = degree(t, prefix)) return {kind, *v};
-  // The recompute method and layer count: the value's sign tells them apart (block positive, uniform negative).
-  if (auto v = degree(t, "block")) return {kRcLayers, *v};
-  if (auto v = degree(t, "uniform")) return {kRcLayers, -*v};
+  for (const auto& [kind, prefix] : kExtensionDegrees)
+    if (auto v = degree(t, prefix)) return kind < 0 ? ExtensionToken{-kind, -*v} : ExtensionToken{kind, *v};
   if (t == "sp" || t == "nosp") return {kSp, t == "sp"};
   if (t == "do" || t == "nodo") return {kDo, t == "do"};
   if (t == "fsdp" || t == "nofsdp") return {kFsdp, t == "fsdp"};
@@ -143,15 +146,18 @@ ExtensionToken extension_token(std::string_view t) {
 // A field that names a numbered setting but whose number is not one a name may carry (`mbs0`, `vpp01`, `dp1e3`):
 // what it should be, else empty (not a numbered field at all).
 std::string bad_number(std::string_view t) {
-  constexpr std::string_view numbered[] = {"dp",  "tp",    "pp",   "cp",  "ep",    "etp",    "mbs",
-                                           "vpp", "first", "last", "uly", "block", "uniform"};
-  for (const std::string_view prefix : numbered)
-    if (t.size() > prefix.size() && t.substr(0, prefix.size()) == prefix) {
-      const char c = t[prefix.size()];
-      if (c < '0' || c > '9') continue;  // `dpx`: not this field
-      return "field '" + std::string(t) + "': " + std::string(prefix) + " takes a whole number from 1 to " +
-             std::to_string(kMaxNameDegree) + ", written without leading zeros";
-    }
+  auto names = [&](std::string_view prefix) {  // the prefix and a digit after it (`dpx`: not this field)
+    return t.size() > prefix.size() && t.substr(0, prefix.size()) == prefix && t[prefix.size()] >= '0' &&
+           t[prefix.size()] <= '9';
+  };
+  auto why = [&](std::string_view prefix) {
+    return "field '" + std::string(t) + "': " + std::string(prefix) + " takes a whole number from 1 to " +
+           std::to_string(kMaxNameDegree) + ", written without leading zeros";
+  };
+  for (const std::string_view prefix : kLeadDegrees)
+    if (names(prefix)) return why(prefix);
+  for (const auto& e : kExtensionDegrees)
+    if (names(e.second)) return why(e.second);
   return {};
 }
 
@@ -220,7 +226,7 @@ ParseResult parse_config_name(const std::string& name) {
     const ExtensionToken e = extension_token(t);
     const bool in_order =
         e.kind > stage && (e.kind != kUly || (stage == kCpAlgo && s.cp_comm_type == CpCommType::a2a_p2p));
-    if (!e.kind && !bad_number(t).empty()) return fail(bad_number(t));
+    if (const std::string why = e.kind ? std::string() : bad_number(t); !why.empty()) return fail(why);
     if (!in_order)
       return fail((e.kind ? "field '" + std::string(t) + "' is repeated or out of order"
                           : "unknown field '" + std::string(t) + "'") +
@@ -280,8 +286,8 @@ ParseResult parse_strategy_spec(const std::string& spec, std::int64_t devices) {
   };
   // The degrees a name leads with, in its order; dp may be left to the device count, the others default to 1 (ep
   // and etp: none).
-  constexpr std::string_view prefixes[] = {"dp", "tp", "pp", "cp", "ep", "etp"};
-  std::array<std::optional<long long>, std::size(prefixes)> degrees{};
+  const auto& prefixes = kLeadDegrees;
+  std::array<std::optional<long long>, std::size(kLeadDegrees)> degrees{};
   // The recompute field as a name writes it, or as Megatron's --recompute-granularity values (and `none`) say it.
   constexpr std::pair<std::string_view, std::string_view> recompute_spellings[] = {
       {"RC", "RC"}, {"noRC", "noRC"}, {"selRC", "selRC"}, {"full", "RC"}, {"selective", "selRC"}, {"none", "noRC"}};
@@ -306,7 +312,7 @@ ParseResult parse_strategy_spec(const std::string& spec, std::int64_t devices) {
       continue;
     }
     const ExtensionToken e = extension_token(tok);
-    if (e.kind == kNone && !bad_number(tok).empty()) return fail(bad_number(tok));
+    if (const std::string why = e.kind == kNone ? bad_number(tok) : std::string(); !why.empty()) return fail(why);
     if (e.kind == kNone)
       return fail("unknown field " + quoted(tok) +
                   "; fields: dp<N> tp<N> pp<N> cp<N> ep<N> etp<N>, RC|noRC|selRC (or full|selective|none), "

@@ -41,7 +41,6 @@ class NodeLinks {
   std::vector<int>::const_iterator begin() const { return m_.begin(); }
   std::vector<int>::const_iterator end() const { return m_.end(); }
   bool operator==(const NodeLinks& o) const { return m_ == o.m_; }
-  int devices() const { return n_; }              // n (0 when the matrix is not square)
   int max_degree() const { return max_degree_; }  // the best-linked device's link count
   // A collective ring over `members` devices `stride` apart, each group of the Megatron rank order (or, `chain`,
   // the point-to-point pairs (d, d + stride) at every offset): its members' links among themselves.
