@@ -491,14 +491,16 @@ Resolved resolve(const RunOptions& o) {
                              r.fit->held_out_kind == "loo" ? "leave-one-configuration-out" : r.fit->held_out_kind,
                              r.fit->held_out_time_mape_pct);
     std::string scale = "the intervals come from the fitted runs' residuals, so a new model's error can exceed them";
-    if (r.uncertainty && r.uncertainty->unseen_n_time > 0) {
-      r.uncertainty = calib::for_unseen_model(*r.uncertainty);
-      r.held_out_scale = true;
+    if (r.uncertainty) {
+      const calib::PredictionUncertainty u = calib::for_model(*r.uncertainty, false);
+      r.uncertainty = u.u;
+      r.held_out_scale = u.held_out_scale;
+    }
+    if (r.held_out_scale)
       scale = fmt::format(
           "the intervals take the larger of the fitted runs' residual scale and that of models held out of the fit "
           "({:.1f} % log-sd, {} held-out runs)",
           100 * r.uncertainty->time_log_sd, r.uncertainty->unseen_n_time);
-    }
     spdlog::info("{} is not among the models θ was fitted on ({}){}; {}", r.model.name, models, held_out, scale);
   }
   return r;

@@ -65,9 +65,10 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
                    widening_said(r.uncertainty));
   }
   std::optional<calib::Uncertainty> u = r.uncertainty;
-  if (u && r.fit) {  // beyond the fitted range the residual scale widens by θ's extrapolation scale
-    res.beyond_range_log_sq = calib::beyond_range_log_sq(r.fit->range, r.model, s, r.settings);
-    *u = calib::beyond_range(*u, res.beyond_range_log_sq);
+  if (u && r.fit) {  // calib::for_prediction's second step (resolve() took the model's): widened beyond the range
+    const calib::PredictionUncertainty p = calib::for_prediction(*u, true, r.fit->range, r.model, s, r.settings);
+    res.beyond_range_log_sq = p.beyond_range_log_sq;
+    *u = p.u;
   }
   if (u)  // one sensitivity for the intervals, what they lean on and what their width is made of
     if (const auto ls = calib::log_sensitivity(r.model, s, r.system, r.settings, r.params, *u, so)) {

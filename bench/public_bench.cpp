@@ -184,16 +184,8 @@ int main(int argc, char** argv) {
         if (pb.samples[i].source == src) val.push_back(i);
       line(("validation: " + src).c_str(), pb, calib::predict(pb, val, fr.params), true);
       if (show_terms) terms(pb, val, fr.params);
-      // The shipped fit's intervals on rows it never saw, as predict gives them: widened where they lie beyond the
-      // fitted range, and for a model outside the fit at least the held-out models' residual scale.
-      std::vector<std::size_t> seen, unseen;
-      for (auto i : val) (models.count(pb.samples[i].model_setting) ? seen : unseen).push_back(i);
-      calib::Coverage c = calib::coverage_of(pb, fr.params, shipped, idx, seen);
-      const calib::Coverage cu = calib::coverage_of(pb, fr.params, calib::for_unseen_model(shipped), idx, unseen);
-      c.n_time += cu.n_time;
-      c.time_in_80 += cu.time_in_80;
-      c.time_in_90 += cu.time_in_90;
-      coverage_line("  interval coverage", c);
+      // The shipped fit's intervals on rows it never saw, as predict gives them (calib::for_prediction).
+      coverage_line("  interval coverage", calib::coverage_of(pb, fr.params, shipped, idx, val));
     }
     every.insert(every.end(), val_all.begin(), val_all.end());
     feasibility(pb, calib::predict(pb, every, fr.params), calib::laplace(pb, idx, fr.params), fr.params);

@@ -210,13 +210,11 @@ void add_intervals(CollectionEvaluation& e, const Theta& t) {
   e.intervals_from_priors = calib::time_from_priors(*t.uncertainty);
   for (const auto& pr : e.predictions) {
     const calib::Sample& s = e.problem.samples[pr.index];
-    calib::Uncertainty u = *t.uncertainty;
-    if (!t.fitted_models.empty() && !fitted_on(t, s.model) && u.unseen_n_time > 0) {
-      u = calib::for_unseen_model(u);
-      e.held_out_model_scale = true;
-    }
-    u = calib::beyond_range(u, calib::beyond_range_log_sq(t.fitted_range, s.model, s.strategy, s.settings));
-    const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, t.params, u, so);
+    const calib::PredictionUncertainty u = calib::for_prediction(
+        *t.uncertainty, t.fitted_models.empty() || fitted_on(t, s.model), t.fitted_range, s.model, s.strategy,
+        s.settings);
+    e.held_out_model_scale = e.held_out_model_scale || u.held_out_scale;
+    const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, t.params, u.u, so);
     const calib::Interval none{nan, nan, nan};
     e.intervals.push_back(iv ? *iv : calib::PredictionIntervals{none, none, none, none, nan, nan});
     if (iv) calib::tally(e.coverage, *iv, s.time_s, s.mem_max_bytes);

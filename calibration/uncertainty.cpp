@@ -262,6 +262,19 @@ Uncertainty for_unseen_model(Uncertainty u) {
   return u;
 }
 
+PredictionUncertainty for_model(const Uncertainty& u, bool model_fitted) {
+  if (model_fitted) return {u, false, 0};
+  return {for_unseen_model(u), u.unseen_n_time > 0, 0};
+}
+
+PredictionUncertainty for_prediction(const Uncertainty& u, bool model_fitted, const FittedRange& range,
+                                     const Model& m, const Strategy& s, const TrainingSettings& t) {
+  PredictionUncertainty p = for_model(u, model_fitted);
+  p.beyond_range_log_sq = beyond_range_log_sq(range, m, s, t);
+  p.u = beyond_range(p.u, p.beyond_range_log_sq);
+  return p;
+}
+
 FittedRange fitted_range(const Problem& pb, const std::vector<std::size_t>& idx) {
   FittedRange out;
   for (const auto& d : kRangeDims) {
@@ -583,7 +596,10 @@ void count_coverage(const Problem& pb, const PlatformParams& theta, const Uncert
   const FittedRange range = fitted_range(pb, train);
   for (auto i : test) {
     const Sample& s = pb.samples[i];
-    const Uncertainty us = beyond_range(u, beyond_range_log_sq(range, s.model, s.strategy, s.settings));
+    const bool model_fitted = std::any_of(train.begin(), train.end(), [&](std::size_t j) {
+      return pb.samples[j].model_setting == s.model_setting || same_architecture(pb.samples[j].model, s.model);
+    });
+    const Uncertainty us = for_prediction(u, model_fitted, range, s.model, s.strategy, s.settings).u;
     const auto iv = intervals(s.model, s.strategy, pb.system, s.settings, theta, us, so);
     if (!iv) continue;
     tally(c, *iv, s.time_s, s.mem_max_bytes);
@@ -624,7 +640,7 @@ Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind 
     Uncertainty u = laplace(pb, fold.train, fold.params);
     set_unseen_scale(u, pb, kind, cross_validate(pb, fold.train, {kind, 0}, o));
     set_extrapolation_scale(u, pb, fold.train, o);  // as calibrate records it: the held-out group may lie beyond
-    count_coverage(pb, fold.params, for_unseen_model(u), fold.train, outer.test_sets[f], c);
+    count_coverage(pb, fold.params, u, fold.train, outer.test_sets[f], c);
   }
   return c;
 }

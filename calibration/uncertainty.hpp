@@ -131,6 +131,20 @@ inline bool time_from_priors(const Uncertainty& u) { return u.n_time == 0 && u.t
 // held-out one, with the held-out runs as its degrees of freedom. Unchanged when no held-out scale was measured.
 Uncertainty for_unseen_model(Uncertainty u);
 
+// The uncertainty θ gives one prediction of (m, s, t), the one rule predict, evaluate and the benches' coverage
+// follow: a model θ was not fitted on (`model_fitted` false) takes the held-out models' residual scale where θ
+// measured one (for_unseen_model), and a configuration beyond θ's fitted range `range` is then widened by θ's
+// extrapolation scale (beyond_range). predict and search take the first step (for_model) once per model and the
+// second per strategy.
+struct PredictionUncertainty {
+  Uncertainty u;
+  bool held_out_scale = false;     // the held-out models' scale was taken
+  double beyond_range_log_sq = 0;  // beyond_range_log_sq of `range` (0: inside it)
+};
+PredictionUncertainty for_model(const Uncertainty& u, bool model_fitted);
+PredictionUncertainty for_prediction(const Uncertainty& u, bool model_fitted, const FittedRange& range,
+                                     const Model& m, const Strategy& s, const TrainingSettings& t);
+
 struct Interval {
   double value = 0, lower = 0, upper = 0;  // lower/upper at the requested central coverage
 };
@@ -250,8 +264,9 @@ Coverage interval_coverage(const Problem& pb, const CvResult& cv);
 // extrapolation scale that fold measures on its own runs (set_extrapolation_scale): what a θ calibrate wrote from
 // those runs alone would give them.
 Coverage widened_coverage(const Problem& pb, const CvResult& cv, const FitOptions& o);
-// Coverage on the runs `test` of θ `theta` fitted on the runs `train` with uncertainty `u`; a test run outside the
-// training runs' range gets the widened intervals of beyond_range.
+// Coverage on the runs `test` of θ `theta` fitted on the runs `train` with uncertainty `u`, each test run's
+// intervals as for_prediction gives them: a model with no run (nor one of the same architecture) in `train` takes
+// `u`'s held-out-model scale, a run outside the training runs' range is widened.
 Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncertainty& u,
                      const std::vector<std::size_t>& train, const std::vector<std::size_t>& test);
 // Coverage of the intervals a model outside the fitted runs gets (for_unseen_model), by nested cross-validation:

@@ -562,6 +562,28 @@ TEST(Uncertainty, AModelOutsideTheFitTakesTheHeldOutModelsScale) {
   const auto new_iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, unseen, so);
   ASSERT_TRUE(seen_iv && new_iv);
   EXPECT_GT(new_iv->time_s_90.upper, seen_iv->time_s_90.upper);
+  // for_prediction, the one rule every interval follows: the held-out scale only for a model outside the fit and
+  // only where it was measured; inside the fitted range no widening.
+  const calib::FittedRange range = calib::fitted_range(pb, all);
+  const auto outside = calib::for_prediction(lomo, false, range, s.model, s.strategy, s.settings);
+  EXPECT_TRUE(outside.held_out_scale);
+  EXPECT_DOUBLE_EQ(outside.beyond_range_log_sq, 0.0);
+  EXPECT_DOUBLE_EQ(outside.u.time_log_sd, unseen.time_log_sd);
+  const auto inside = calib::for_prediction(lomo, true, range, s.model, s.strategy, s.settings);
+  EXPECT_FALSE(inside.held_out_scale);
+  EXPECT_DOUBLE_EQ(inside.u.time_log_sd, lomo.time_log_sd);
+  const auto unmeasured = calib::for_prediction(loo, false, range, s.model, s.strategy, s.settings);
+  EXPECT_FALSE(unmeasured.held_out_scale);
+  EXPECT_DOUBLE_EQ(unmeasured.u.time_log_sd, loo.time_log_sd);
+  // Beyond the range (the runs fitted on one micro-batch size only, predicting another) it widens.
+  calib::FittedRange narrow = range;
+  for (auto& [dim, lo_hi] : narrow) lo_hi = {0.5 * lo_hi[0], 0.5 * lo_hi[0]};
+  calib::Uncertainty scaled = lomo;
+  scaled.extrapolation_time_log_sd = 0.05;
+  scaled.extrapolation_n_time = 10;
+  const auto beyond = calib::for_prediction(scaled, true, narrow, s.model, s.strategy, s.settings);
+  EXPECT_GT(beyond.beyond_range_log_sq, 0.0);
+  EXPECT_GT(beyond.u.time_log_sd, lomo.time_log_sd);
   // The θ file keeps it.
   const calib::Uncertainty back = calib::from_json_form(calib::to_json_form(lomo), "theta.json");
   EXPECT_DOUBLE_EQ(back.unseen_time_log_sd, lomo.unseen_time_log_sd);
