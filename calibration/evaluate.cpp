@@ -210,9 +210,9 @@ void add_intervals(CollectionEvaluation& e, const Theta& t) {
   e.intervals_from_priors = calib::time_from_priors(*t.uncertainty);
   for (const auto& pr : e.predictions) {
     const calib::Sample& s = e.problem.samples[pr.index];
-    const calib::PredictionUncertainty u = calib::for_prediction(
-        *t.uncertainty, t.fitted_models.empty() || fitted_on(t, s.model), t.fitted_range, s.model, s.strategy,
-        s.settings);
+    const calib::PredictionUncertainty u =
+        calib::for_prediction(*t.uncertainty, t.fitted_models.empty() || fitted_on(t, s.model), t.fitted_range, s.model,
+                              s.strategy, s.settings);
     e.held_out_model_scale = e.held_out_model_scale || u.held_out_scale;
     const auto iv = calib::intervals(s.model, s.strategy, e.problem.system, s.settings, t.params, u.u, so);
     const calib::Interval none{nan, nan, nan};

@@ -267,8 +267,8 @@ PredictionUncertainty for_model(const Uncertainty& u, bool model_fitted) {
   return {for_unseen_model(u), u.unseen_n_time > 0, 0};
 }
 
-PredictionUncertainty for_prediction(const Uncertainty& u, bool model_fitted, const FittedRange& range,
-                                     const Model& m, const Strategy& s, const TrainingSettings& t) {
+PredictionUncertainty for_prediction(const Uncertainty& u, bool model_fitted, const FittedRange& range, const Model& m,
+                                     const Strategy& s, const TrainingSettings& t) {
   PredictionUncertainty p = for_model(u, model_fitted);
   p.beyond_range_log_sq = beyond_range_log_sq(range, m, s, t);
   p.u = beyond_range(p.u, p.beyond_range_log_sq);

@@ -142,8 +142,8 @@ struct PredictionUncertainty {
   double beyond_range_log_sq = 0;  // beyond_range_log_sq of `range` (0: inside it)
 };
 PredictionUncertainty for_model(const Uncertainty& u, bool model_fitted);
-PredictionUncertainty for_prediction(const Uncertainty& u, bool model_fitted, const FittedRange& range,
-                                     const Model& m, const Strategy& s, const TrainingSettings& t);
+PredictionUncertainty for_prediction(const Uncertainty& u, bool model_fitted, const FittedRange& range, const Model& m,
+                                     const Strategy& s, const TrainingSettings& t);
 
 struct Interval {
   double value = 0, lower = 0, upper = 0;  // lower/upper at the requested central coverage
