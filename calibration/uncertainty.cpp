@@ -646,24 +646,8 @@ Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind 
 }
 
 UncertaintyJson to_json_form(const Uncertainty& u) {
-  UncertaintyJson j{{},
-                    {},
-                    {},
-                    u.time_log_sd,
-                    u.memory_log_sd,
-                    u.n_time,
-                    u.n_memory,
-                    u.time_dof,
-                    u.memory_dof,
-                    u.unseen_time_log_sd,
-                    u.unseen_memory_log_sd,
-                    u.unseen_n_time,
-                    u.unseen_n_memory,
-                    u.extrapolation_time_log_sd,
-                    u.extrapolation_memory_log_sd,
-                    u.extrapolation_n_time,
-                    u.extrapolation_n_memory,
-                    u.extrapolation_from};
+  UncertaintyJson j;
+  static_cast<ResidualScales&>(j) = u;
   const std::size_t k = u.free.size();
   for (std::size_t a = 0; a < k; ++a) {
     (a + u.n_prior_only < k ? j.free : j.prior_only).push_back(param_table()[u.free[a]].name);
@@ -707,24 +691,10 @@ Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file) {
   if (!(j.unseen_time_log_sd >= 0) || !(j.unseen_memory_log_sd >= 0) || !std::isfinite(j.unseen_time_log_sd) ||
       !std::isfinite(j.unseen_memory_log_sd))
     throw io::InputError(file, 0, "uncertainty.unseen_model", "log sds must be finite and non-negative");
-  u.time_log_sd = j.time_log_sd;
-  u.memory_log_sd = j.memory_log_sd;
-  u.n_time = j.n_time;
-  u.n_memory = j.n_memory;
-  u.time_dof = j.time_dof;
-  u.memory_dof = j.memory_dof;
-  u.unseen_time_log_sd = j.unseen_time_log_sd;
-  u.unseen_memory_log_sd = j.unseen_memory_log_sd;
-  u.unseen_n_time = j.unseen_n_time;
-  u.unseen_n_memory = j.unseen_n_memory;
   if (!(j.extrapolation_time_log_sd >= 0) || !(j.extrapolation_memory_log_sd >= 0) ||
       !std::isfinite(j.extrapolation_time_log_sd) || !std::isfinite(j.extrapolation_memory_log_sd))
     throw io::InputError(file, 0, "uncertainty.extrapolation", "log sds must be finite and non-negative");
-  u.extrapolation_time_log_sd = j.extrapolation_time_log_sd;
-  u.extrapolation_memory_log_sd = j.extrapolation_memory_log_sd;
-  u.extrapolation_n_time = j.extrapolation_n_time;
-  u.extrapolation_n_memory = j.extrapolation_n_memory;
-  u.extrapolation_from = j.extrapolation_from;
+  static_cast<ResidualScales&>(u) = j;  // checked above
   return u;
 }
 

@@ -20,16 +20,9 @@
 
 namespace lmsim::calib {
 
-struct Uncertainty {
-  std::vector<std::size_t> free;   // indices into param_table(): the fitted ones, then `n_prior_only` below
-  std::vector<double> covariance;  // free.size()² row-major, in the parameters' units
-  // The parameters the fit never saw: the data could not identify them (flash attention's or FP8's efficiency
-  // without such runs, the inter-node link without a group that crosses a node, DP overlap without overlapped DP
-  // traffic, the memory terms without memory measurements) or `--free` left them out. The last `n_prior_only`
-  // entries of `free` are those the user did not fix, held at their prior centre with the prior's variance,
-  // uncorrelated with the rest: a prediction that leans on one gets that prior's width, and a θ fitted without
-  // memory measurements still has a memory interval from what the priors state.
-  std::size_t n_prior_only = 0;
+// The residual scales of a fit, which a θ file stores as they are: over its fitted runs, on models held out of
+// it, and beyond its fitted range.
+struct ResidualScales {
   double time_log_sd = 0;    // residual sd of log(predicted / measured) time over the fitted runs
   double memory_log_sd = 0;  // the same for peak memory; without memory runs, the objective's stated per-run scale
   std::size_t n_time = 0, n_memory = 0;
@@ -49,6 +42,18 @@ struct Uncertainty {
   std::size_t extrapolation_n_time = 0, extrapolation_n_memory = 0;
   // Empty: the scale above was measured on these runs. Else the θ file it was taken from (borrow_extrapolation_scale).
   std::string extrapolation_from;
+};
+
+struct Uncertainty : ResidualScales {
+  std::vector<std::size_t> free;   // indices into param_table(): the fitted ones, then `n_prior_only` below
+  std::vector<double> covariance;  // free.size()² row-major, in the parameters' units
+  // The parameters the fit never saw: the data could not identify them (flash attention's or FP8's efficiency
+  // without such runs, the inter-node link without a group that crosses a node, DP overlap without overlapped DP
+  // traffic, the memory terms without memory measurements) or `--free` left them out. The last `n_prior_only`
+  // entries of `free` are those the user did not fix, held at their prior centre with the prior's variance,
+  // uncorrelated with the rest: a prediction that leans on one gets that prior's width, and a θ fitted without
+  // memory measurements still has a memory interval from what the priors state.
+  std::size_t n_prior_only = 0;
 };
 
 // The dimensions along which a fit's runs span a range, and predictions are checked against it: outside, the
@@ -278,17 +283,9 @@ Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncer
 Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind kind, const FitOptions& o);
 
 // JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
-struct UncertaintyJson {
+struct UncertaintyJson : ResidualScales {
   std::vector<std::string> free, prior_only;  // the covariance spans both, in that order
   std::vector<std::vector<double>> covariance;
-  double time_log_sd, memory_log_sd;
-  std::size_t n_time = 0, n_memory = 0;
-  double time_dof = 0, memory_dof = 0;
-  double unseen_time_log_sd = 0, unseen_memory_log_sd = 0;
-  std::size_t unseen_n_time = 0, unseen_n_memory = 0;
-  double extrapolation_time_log_sd = 0, extrapolation_memory_log_sd = 0;
-  std::size_t extrapolation_n_time = 0, extrapolation_n_memory = 0;
-  std::string extrapolation_from;
 };
 UncertaintyJson to_json_form(const Uncertainty& u);
 Uncertainty from_json_form(const UncertaintyJson& j, const std::string& file);
