@@ -139,8 +139,9 @@ Uncertainty for_unseen_model(Uncertainty u);
 // The uncertainty θ gives one prediction of (m, s, t), the one rule predict, evaluate and the benches' coverage
 // follow: a model θ was not fitted on (`model_fitted` false) takes the held-out models' residual scale where θ
 // measured one (for_unseen_model), and a configuration beyond θ's fitted range `range` is then widened by θ's
-// extrapolation scale (beyond_range). predict and search take the first step (for_model) once per model and the
-// second per strategy.
+// extrapolation scale (beyond_range). predict takes the first step (for_model) once per model and the second per
+// strategy; search takes the first likewise and widens each candidate from the distances it also compares between
+// candidates (beyond_range_logs).
 struct PredictionUncertainty {
   Uncertainty u;
   bool held_out_scale = false;     // the held-out models' scale was taken
@@ -278,8 +279,9 @@ Coverage coverage_of(const Problem& pb, const PlatformParams& theta, const Uncer
 // `outer` is a leave-one-model-out or leave-one-source-out cross-validation (`kind`); each of its folds' θ and
 // covariance come from its training runs, its held-out scale from an inner cross-validation of the same kind on
 // those runs alone, and its extrapolation scale from its own extreme runs (as `calibrate` records both), and its
-// intervals, widened where the held-out group lies beyond the fold's range, predict the held-out group. Empty with
-// fewer than three groups (the inner one needs two).
+// intervals predict the held-out group as for_prediction gives them (the held-out scale for a run whose model the
+// fold has no run of, widened beyond the fold's range). Empty with fewer than three groups (the inner one needs
+// two).
 Coverage unseen_model_coverage(const Problem& pb, const CvResult& outer, CvKind kind, const FitOptions& o);
 
 // JSON-able form for θ files (`uncertainty` next to `params`), and back. Reading checks names and sizes.
