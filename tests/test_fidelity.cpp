@@ -173,6 +173,32 @@ TEST(Fidelity, FlashAttentionEfficiencyFollowsTheSequencePerCall) {
   EXPECT_NEAR(us_per_flop(16384, 8, 0) / us_per_flop(2048, 1, 0), 1.0, 1e-12);  // no half-length: no shape effect
 }
 
+// Attention dropout inside the flash kernel draws its random numbers in the kernel, forward and again backward:
+// each pass runs at the measured fraction of the dropout-free throughput. Stored-score attention drops out in its
+// own memory-bound kernel instead, so its score GEMM is unchanged.
+TEST(Fidelity, DropoutInsideFlashAttentionSlowsEachPassAsMeasured) {
+  const Model m = preset("Llama-3-8B");
+  auto scores_us = [&](bool flash, bool dropout) {
+    TrainingSettings t = run_settings(8192, 64);
+    t.flash_attention = flash;
+    t.dropout = dropout;
+    std::vector<double> us;  // one record per pass, in visit order
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), h100(), t, PlatformParams{}))
+      if (g.name == "scores") us.push_back(g.predicted_us);
+    return us;
+  };
+  const auto plain = scores_us(true, false), dropped = scores_us(true, true);
+  ASSERT_EQ(plain.size(), 2u);  // the forward call and the fused backward
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_NEAR(dropped[0] / plain[0], 1 / 0.80, 1e-9);
+  EXPECT_NEAR(dropped[1] / plain[1], 1 / 0.65, 1e-9);
+  EXPECT_EQ(scores_us(false, true), scores_us(false, false));
+  TrainingSettings t = run_settings(8192, 64);
+  const double without = simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s;
+  t.dropout = true;
+  EXPECT_GT(simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s, without);
+}
+
 // On a device whose matrix units need their own tiled layout (Ascend), every GEMM call passes its operands and
 // output through a layout conversion, but the fused flash-attention kernel does not: it never writes the s x s
 // scores. Stored-score attention keeps its conversions.
