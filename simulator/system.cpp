@@ -111,26 +111,19 @@ NodeLinks::Fewest NodeLinks::work_out_ring(int members, int stride, bool chain) 
     return f;
   }
   const int span = (members - 1) * stride;
-  auto count = [&](int degree) {
-    if (degree == 0) {
-      f.unlinked = true;
-    } else if (f.fewest == 0 || degree < f.fewest) {
-      f.fewest = degree;
-    }
-  };
   // Groups start at every offset for the chain of stage pairs, else at block + offset (offset < stride) of each
   // block of stride·members ranks: the Megatron rank order.
   const int block = chain ? 1 : stride * members, offsets = chain ? 1 : stride;
   for (int first = 0; first + span < n_; first += block) {
     for (int base = first; base < first + offsets && base + span < n_; ++base) {
       if (members == 2) {  // a pair: each member's degree is the links between them (no self-links)
-        count(links(base, base + stride));
+        f.add(links(base, base + stride));
         continue;
       }
       for (int i = 0; i < members; ++i) {
         int degree = 0;
         for (int j = 0; j < members; ++j) degree += links(base + i * stride, base + j * stride);
-        count(degree);
+        f.add(degree);
       }
     }
   }
@@ -147,14 +140,7 @@ NodeLinks::Fewest NodeLinks::work_out_neighbour(int members, int stride) const {
   const int span = (members - 1) * stride, block = stride * members;
   for (int first = 0; first + span < n_; first += block) {
     for (int base = first; base < first + stride && base + span < n_; ++base) {
-      for (int i = 0; i < members; ++i) {
-        const int l = links(base + i * stride, base + (i + 1 == members ? 0 : i + 1) * stride);
-        if (l == 0) {
-          f.unlinked = true;
-        } else if (f.fewest == 0 || l < f.fewest) {
-          f.fewest = l;
-        }
-      }
+      for (int i = 0; i < members; ++i) f.add(links(base + i * stride, base + (i + 1 == members ? 0 : i + 1) * stride));
     }
   }
   return f;

@@ -30,6 +30,12 @@ class NodeLinks {
   struct Fewest {
     int fewest = 0;
     bool unlinked = false;
+    void add(int links) {  // one member's (or pair's) link count into the fold
+      if (links == 0)
+        unlinked = true;
+      else if (fewest == 0 || links < fewest)
+        fewest = links;
+    }
   };
   static constexpr int kTabledDevices = 32;
 
