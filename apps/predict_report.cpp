@@ -48,11 +48,18 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
     whole.set_expert_tensor(1);
     const bool etp1 = res.p.rejection == Rejection::ep_not_dividing_dp_cp && s.expert_tensor_parallel == 0 &&
                       check(r.model, whole, r.settings, so.validity) == Rejection::ok;
-    throw io::InputError("--strategy", 0, "",
-                         "'" + q.strategy + "' cannot run " + r.model.name + ": " + describe(res.p.rejection) +
-                             (etp1 ? " (expert tensor parallel = tp by default; " + config_name(whole) +
-                                         " keeps each expert whole on a rank and runs)"
-                                   : std::string()));
+    ValidityOptions uneven = so.validity;
+    uneven.allow_uneven_layers = true;
+    const bool uneven_runs = res.p.rejection == Rejection::layers_not_divisible_by_pp_vpp &&
+                             !so.validity.allow_uneven_layers && check(r.model, s, r.settings, uneven) == Rejection::ok;
+    throw io::InputError(
+        "--strategy", 0, "",
+        "'" + q.strategy + "' cannot run " + r.model.name + ": " +
+            explain(res.p.rejection, r.model, s, r.settings, so.validity) +
+            (etp1 ? "; expert tensor parallel = tp by default, " + config_name(whole) +
+                        " keeps each expert whole on a rank and runs"
+                  : std::string()) +
+            (uneven_runs ? "; --allow-uneven-layers lets the first stages take one layer more" : std::string()));
   }
   res.mem = per_rank_peak_memory(res.p, s);
   if (res.p.feasible)

@@ -631,11 +631,12 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
   read_views(c, dir);
   read_expert_tensor_parallel(c);
   infer_settings(c);
+  const Model& model = presets().find_model(c.model)->model;
   for (const auto& r : c.runs)
-    if (const Rejection why = check(presets().find_model(c.model)->model, r.strategy, c.settings, measured_validity(c));
-        why != Rejection::ok)
+    if (const Rejection why = check(model, r.strategy, c.settings, measured_validity(c)); why != Rejection::ok)
       throw InputError(r.named_in, r.named_at_line, "optimization_config",
-                       "'" + r.config + "' is impossible for " + c.model + ": " + describe(why));
+                       "'" + r.config + "' is impossible for " + c.model + ": " +
+                           explain(why, model, r.strategy, c.settings, measured_validity(c)));
   return c;
 }
 

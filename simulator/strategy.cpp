@@ -555,4 +555,102 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
   return Rejection::ok;
 }
 
+namespace {
+std::string n(std::int64_t v) { return std::to_string(v); }
+
+// The degrees in [1, limit] for which `with(d)` splits the model's layers, listed "1, 2, 4 or 8"; "none" if none.
+template <class With>
+std::string splitting_degrees(const Model& m, std::int64_t limit, const ValidityOptions& o, With with) {
+  std::vector<std::int64_t> ok;
+  for (std::int64_t d = 1; d <= limit; ++d)
+    if (pipeline_split(m, with(static_cast<int>(d)), o.allow_uneven_layers)) ok.push_back(d);
+  if (ok.empty()) return "none";
+  std::string out;
+  for (std::size_t i = 0; i < ok.size(); ++i) out += (i == 0 ? "" : i + 1 == ok.size() ? " or " : ", ") + n(ok[i]);
+  return out;
+}
+}  // namespace
+
+std::string explain(Rejection why, const Model& m, const Strategy& s, const TrainingSettings& t,
+                    const ValidityOptions& o) {
+  const std::int64_t tp = s.tensor_parallel, pp = s.pipeline_parallel, cp = s.context_parallel,
+                     vpp = s.virtual_pipeline, ep = s.expert_parallel, etp = s.expert_tensor();
+  const ResolvedStrategy r = resolve(s, t);
+  std::string d;
+  switch (why) {
+    case Rejection::ok:
+    case Rejection::cp_needs_flash_attention:
+    case Rejection::count_: break;
+    case Rejection::heads_not_divisible_by_tp: d = n(m.num_attention_heads) + " heads, tp " + n(tp); break;
+    case Rejection::kv_heads_not_divisible_by_tp: d = n(m.num_kv_heads) + " KV heads, tp " + n(tp); break;
+    case Rejection::layers_not_divisible_by_pp_vpp: {
+      d = n(m.num_layers) + " layers" + (m.mtp_layers > 0 ? " + " + n(m.mtp_layers) + " MTP" : std::string()) +
+          " over pp " + n(pp) + " x vpp " + n(vpp) + " = " + n(pp * vpp) + " chunks";
+      const std::int64_t most = embedding_loss_slots(m);  // no split has more chunks than these
+      if (s.first_stage_layers > 0 || s.last_stage_layers > 0) {
+        d += ", first " + n(s.first_stage_layers) + " and last " + n(s.last_stage_layers) +
+             " layers, the rest split evenly over the middle chunks";
+      } else if (vpp > 1) {
+        d += "; with pp " + n(pp) + ", vpp " +
+             splitting_degrees(m, std::min<std::int64_t>(most, 64), o,
+                               [&](int v) {
+                                 Strategy x = s;
+                                 x.virtual_pipeline = v;
+                                 return x;
+                               }) +
+             " splits them";
+      } else {
+        d += "; pp " +
+             splitting_degrees(m, std::min<std::int64_t>(most, 128), o,
+                               [&](int p) {
+                                 Strategy x = s;
+                                 x.pipeline_parallel = p;
+                                 return x;
+                               }) +
+             " splits them";
+      }
+      break;
+    }
+    case Rejection::sequence_not_divisible_by_cp:
+      d = "seq " + n(t.seq_length) + ", cp " + n(cp) +
+          (r.cp_comm_type == CpCommType::a2a ? std::string() : ": needs a multiple of " + n(2 * cp));
+      break;
+    case Rejection::sequence_not_divisible_by_tp:
+      d = "seq " + n(t.seq_length) + " / cp " + n(cp) + " = " + n(t.seq_length / cp) + ", tp " + n(tp);
+      break;
+    case Rejection::experts_not_divisible_by_ep: d = n(m.num_experts) + " experts, ep " + n(ep); break;
+    case Rejection::ep_not_dividing_dp_cp:
+      d = "ep " + n(ep) + " x etp " + n(etp) + " = " + n(ep * etp) + " against tp " + n(tp) + " x cp " + n(cp) +
+          " x dp " + n(s.data_parallel) + " = " + n(tp * cp * s.data_parallel);
+      break;
+    case Rejection::ep_without_experts: d = m.name + " has no experts"; break;
+    case Rejection::batch_not_divisible:
+      d = "global batch " + n(t.global_batch_size) + ", dp " + n(s.data_parallel) + " x micro-batch " +
+          n(r.micro_batch_size) + " = " + n(s.data_parallel * r.micro_batch_size);
+      break;
+    case Rejection::vpp_needs_pipeline:
+      d = "pp " + n(pp) + ", " + n(r.num_micro_batches) + " micro-batches, groups of " + n(r.vp_group);
+      break;
+    case Rejection::tp_crosses_node: d = "tp " + n(tp) + ", " + n(o.devices_per_node) + " devices per node"; break;
+    case Rejection::precision_unsupported: d = std::string("precision ") + to_string(t.precision); break;
+    case Rejection::degree_out_of_range:
+      d = "dp " + n(s.data_parallel) + ", tp " + n(tp) + ", pp " + n(pp) + ", cp " + n(cp) + ", ep " + n(ep) +
+          ", etp " + n(etp) + ", vpp " + n(vpp);
+      break;
+    case Rejection::heads_not_divisible_by_tp_cp:
+      d = n(m.num_attention_heads) + " heads, tp " + n(tp) + " x Ulysses degree " +
+          n(ulysses_degree(r.cp_comm_type, r.ulysses_degree_in_cp, cp));
+      break;
+    case Rejection::cp_hierarchy_invalid:
+      d = "ulysses_degree_in_cp " + n(r.ulysses_degree_in_cp) + ", cp " + n(cp);
+      break;
+    case Rejection::recompute_layers_invalid:
+      d = std::string("recompute ") + (s.recompute == Recompute::full ? "full" : "not full") + ", method " +
+          to_string(s.recompute_method) + ", " + n(s.recompute_num_layers) + " layers";
+      break;
+    case Rejection::flex_dispatcher_unsupported: d = "ep " + n(ep) + " x etp " + n(etp); break;
+  }
+  return d.empty() ? describe(why) : describe(why) + std::string(" (") + d + ")";
+}
+
 }  // namespace lmsim

@@ -363,6 +363,10 @@ struct ValidityOptions {
 };
 
 Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, const ValidityOptions& o);
+// describe() with the figures of this model, strategy and settings that break its rule ("32 layers over pp 2 x vpp 3
+// = 6 chunks; with pp 2, vpp 1, 2, 4, 8 or 16 splits them"), for messages naming one strategy.
+std::string explain(Rejection why, const Model& m, const Strategy& s, const TrainingSettings& t,
+                    const ValidityOptions& o);
 
 // How the transformer layers (and the multi-token-prediction module) are split over the pp·vpp pipeline chunks,
 // in Megatron-LM's rules, first that applies:

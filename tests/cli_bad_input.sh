@@ -226,8 +226,13 @@ expect 2 "'dp2-tp3-pp1-cp1-RC' cannot run" predict --model Qwen3-0.6B --system v
 expect 2 "'deepep' is not one of alltoall, allgather, flex" search --model Phi-3.5-MoE-instruct \
   --system ascend_910b3_64g --devices 16 --moe-dispatcher alltoall,deepep
 # An EP that fits only with whole experts on each rank names the -etp1 spelling that runs.
-expect 2 "(expert tensor parallel = tp by default; dp1-tp2-pp8-cp1-ep2-etp1-RC keeps each expert whole on a rank and runs)" \
+expect 2 "expert tensor parallel = tp by default, dp1-tp2-pp8-cp1-ep2-etp1-RC keeps each expert whole on a rank and runs" \
   predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 --strategy dp1-tp2-pp8-cp1-ep2-RC
+# A strategy that cannot run says with which figures, and what would split the layers.
+expect 2 "(28 layers over pp 2 x vpp 4 = 8 chunks; with pp 2, vpp 1, 2, 3, 5, 7, 14 or 15 splits them)" \
+  predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp2-tp2-pp2-cp1-RC-vpp4 --global-batch 64
+expect 2 "pp 1, 2, 3, 4, 5, 6, 7, 10, 14, 15, 28 or 30 splits them); --allow-uneven-layers lets the first stages" \
+  predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp1-tp1-pp8-cp1-RC
 expect 2 "take one --strategy and one --devices; 2 strategies at 1 device count were given" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8-tp1-pp1-cp1-RC --strategy dp4-tp2-pp1-cp1-RC --emit megatron
 expect 2 "seq" predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8-tp1-pp1-cp1-RC --seq abc

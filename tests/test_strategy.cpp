@@ -249,6 +249,33 @@ TEST(Validity, PaddedHeadsAreAnOptionForMeasuredRuns) {
   EXPECT_EQ(check(m, strat(1, 8, 1, 1), t, padded), Rejection::ok);
 }
 
+// A rejection of one strategy names the figures that break its rule, and for the layer split the degrees that work.
+TEST(Validity, ExplainNamesTheFiguresThatBreakTheRule) {
+  const Model m = qwen3_06b();  // 28 layers: 30 slots with the embedding and the loss
+  TrainingSettings t;
+  t.global_batch_size = 30;
+  ValidityOptions o;
+  Strategy v = strat(1, 1, 2, 1);
+  v.virtual_pipeline = 4;
+  ASSERT_EQ(check(m, v, t, o), Rejection::layers_not_divisible_by_pp_vpp);
+  EXPECT_EQ(explain(Rejection::layers_not_divisible_by_pp_vpp, m, v, t, o),
+            std::string(describe(Rejection::layers_not_divisible_by_pp_vpp)) +
+                " (28 layers over pp 2 x vpp 4 = 8 chunks; with pp 2, vpp 1, 2, 3, 5, 7, 14 or 15 splits them)");
+  // Every degree listed splits the layers, and the one asked for is not among them.
+  for (int vpp : {1, 2, 3, 5, 7, 14, 15}) {
+    Strategy w = v;
+    w.virtual_pipeline = vpp;
+    EXPECT_TRUE(pipeline_split(m, w, false)) << vpp;
+  }
+  const std::string pp8 = explain(Rejection::layers_not_divisible_by_pp_vpp, m, strat(1, 1, 8, 1), t, o);
+  EXPECT_NE(pp8.find("pp 1, 2, 3, 4, 5, 6, 7, 10, 14, 15, 28 or 30 splits them"), std::string::npos) << pp8;
+  ASSERT_EQ(check(m, strat(4, 2, 1, 1), t, o), Rejection::batch_not_divisible);
+  EXPECT_NE(explain(Rejection::batch_not_divisible, m, strat(4, 2, 1, 1), t, o)
+                .find("(global batch 30, dp 4 x micro-batch 1 = 4)"),
+            std::string::npos);
+  EXPECT_EQ(explain(Rejection::cp_needs_flash_attention, m, v, t, o), describe(Rejection::cp_needs_flash_attention));
+}
+
 TEST(Validity, EachRuleRejectsWithItsReason) {
   const Model m = qwen3_06b();
   TrainingSettings t;
