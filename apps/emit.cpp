@@ -113,7 +113,8 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // weight-gradient GEMMs delayed, which Megatron-core's MoE guide pairs with it.
   if (r.moe_a2a_overlap) add("--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
   // Megatron-LM's attention and hidden dropout default to 0.1 (TransformerConfig): a run without is said.
-  if (!t.dropout) add("--attention-dropout 0.0 --hidden-dropout 0.0");
+  if (!t.attention_dropout) add("--attention-dropout 0.0");
+  if (!t.hidden_dropout) add("--hidden-dropout 0.0");
   // Megatron-LM's argument check refuses Transformer Engine's cross entropy since June 2026 (168cb15d70, for its
   // stability); Megatron-Bridge and NeMo set it on the model's configuration, which only warns.
   if (t.te_cross_entropy)
@@ -199,8 +200,8 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   say_unsettable(false, s, t, r, e);
   // Dropout: the recipes' model configurations differ (the Llama ones 0, GPT-3's Megatron-core's 0.1), so it is said
   // either way, at Megatron-core's rate when on (the rate does not change what lmsim times).
-  const std::string dropout = t.dropout ? "0.1" : "0.0";
-  add(cfg + "attention_dropout=" + dropout + " " + cfg + "hidden_dropout=" + dropout);
+  const auto rate = [](bool on) { return on ? "0.1" : "0.0"; };
+  add(cfg + "attention_dropout=" + rate(t.attention_dropout) + " " + cfg + "hidden_dropout=" + rate(t.hidden_dropout));
   if (!t.fused_kernels)
     add(cfg + "bias_activation_fusion=false " + cfg + "bias_dropout_fusion=false " + cfg + "apply_rope_fusion=false");
   if ((!t.masked_softmax_fusion || !t.fused_kernels) && !t.flash_in(s.context_parallel))

@@ -437,12 +437,13 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
     t.flash_attention = flag("use_flash_attn", false) || chosen || (mcore && te && (backend == "None" || has("auto")));
   }
   {
-    // Dropout (Megatron's --hidden-dropout / --attention-dropout, 0.1 by default): any rate above zero keeps masks.
-    for (const char* key : {"hidden_dropout", "attention_dropout"}) {
+    // Dropout (Megatron's --hidden-dropout / --attention-dropout, 0.1 by default): any rate above zero is on.
+    for (const auto& [key, on] :
+         {std::pair{"hidden_dropout", &t.hidden_dropout}, std::pair{"attention_dropout", &t.attention_dropout}}) {
       const auto [v, l] = get(key, "0.1");
       double p = 0;
       if (!parse_number(v, p) || p < 0 || p >= 1) throw InputError(path, l, key, "'" + v + "' is not a rate in [0, 1)");
-      t.dropout = t.dropout || p > 0;
+      *on = p > 0;
     }
   }
   if (s.recompute == Recompute::selective) {  // --recompute-modules, Megatron-core's default the attention core

@@ -21,8 +21,8 @@ const std::vector<std::string> kReadingColumns = {
 const std::vector<std::string> kStatedSettings = {
     "precision",           "sequence_parallel",    "tp_comm_overlap",
     "overlap_grad_reduce", "overlap_param_gather", "distributed_optimizer",
-    "fp32_gradients",      "flash_attention",      "dropout",
-    "overlap_p2p_comm"};
+    "fp32_gradients",      "flash_attention",      "hidden_dropout",
+    "attention_dropout",   "overlap_p2p_comm"};
 const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hidden", "heads", "ffn",  "vocab",
                                                "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",
                                                "dp",      "mbs",   "gbs",    "metric", "value", "unit", "gpu_type"};
@@ -173,8 +173,11 @@ PublishedSet read_published(const std::string& dir) {
       for (const auto& sp : presets().stacks)  // the stack whose published file this is, if any
         if (sp.describes == file) run.stack = sp.name;
       st.fused_kernels = true;
+      const bool both_dropouts = rd.has(kBothDropouts) && !rd.at(i, rd.col(kBothDropouts)).empty();
       for (const auto& col : kStatedSettings)
-        if (!rd.has(col) || rd.at(i, rd.col(col)).empty()) rd.fail(i, col, "required when the reading names no stack");
+        if ((!rd.has(col) || rd.at(i, rd.col(col)).empty()) &&
+            !(both_dropouts && (col == "hidden_dropout" || col == "attention_dropout")))
+          rd.fail(i, col, "required when the reading names no stack");
     }
     st.seq_length = whole(t, r, "seq_len", 1, 1 << 24);
     st.global_batch_size = whole(t, r, "gbs", 1, 1 << 30);
@@ -186,6 +189,8 @@ PublishedSet read_published(const std::string& dir) {
       st.precision = *precision;
     }
     // The on/off settings the reading states: any column it has with a value in the row.
+    if (rd.has(kBothDropouts) && !rd.at(i, rd.col(kBothDropouts)).empty())
+      st.hidden_dropout = st.attention_dropout = flag(rd, i, kBothDropouts);
     for (const SettingFlag& f : kSettingFlags)
       if (rd.has(f.name) && !rd.at(i, rd.col(f.name)).empty()) st.*f.member = flag(rd, i, f.name);
     // Megatron's --recompute-modules for selective recompute, space-separated; empty: the default (core_attn).

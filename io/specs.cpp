@@ -724,6 +724,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.micro_batch_size = o.integer_or("micro_batch_size", 1, 1 << 30, t.micro_batch_size);
   t.precision = o.choice<Precision>(
       "precision", {{"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}}, t.precision);
+  if (o.has(kBothDropouts)) t.hidden_dropout = t.attention_dropout = o.boolean(kBothDropouts);
   for (const SettingFlag& f : kSettingFlags) t.*f.member = o.boolean_or(f.name, t.*f.member);
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);

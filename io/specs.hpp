@@ -54,6 +54,9 @@ Json to_json(const Model& m);
 System system_from_json(const Json& j, const std::string& file, const std::string& path = "",
                         PlatformParams* defaults = nullptr);
 Json to_json(const System& s);
+// The settings key (and readings.csv column) that sets hidden and attention dropout together, as one flag did before
+// they were told apart; hidden_dropout / attention_dropout, where given too, win.
+inline constexpr const char* kBothDropouts = "dropout";
 TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path = "",
                                     const TrainingSettings& base = {});
 Json to_json(const TrainingSettings& t);

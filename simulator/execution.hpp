@@ -252,9 +252,9 @@ enum class GemmPass { forward, input_grad, weight_grad };
 template <class F>
 inline void visit_gemm_calls(const Ctx& c, const Gemm& g, F&& f) {
   if (is_flash_core(c, g)) {  // with dropout, each pass at its lower throughput (launch included: µs against ms)
-    f(GemmPass::forward, UserbuffersSplit{}, c.t.dropout ? 1 / kFlashDropoutForwardThroughput : 1.0);
+    f(GemmPass::forward, UserbuffersSplit{}, c.t.attention_dropout ? 1 / kFlashDropoutForwardThroughput : 1.0);
     return f(GemmPass::input_grad, UserbuffersSplit{},
-             kFlashBackwardFlopRatio / (c.t.dropout ? kFlashDropoutBackwardThroughput : 1.0));
+             kFlashBackwardFlopRatio / (c.t.attention_dropout ? kFlashDropoutBackwardThroughput : 1.0));
   }
   f(GemmPass::forward, userbuffers_split(c, g, false), 1.0);
   f(GemmPass::input_grad, userbuffers_split(c, g, true), 1.0);
@@ -404,7 +404,8 @@ inline double collective_time_s(const Ctx& c, Prim prim, Group g, double bytes) 
 // softmax written and read back, 16-bit probabilities written); fused softmax reads and writes 16-bit once.
 constexpr double kScoreBytesFwdUnfused = 20, kScoreBytesBwdUnfused = 24;
 constexpr double kScoreBytesFwdFused = 4, kScoreBytesBwdFused = 6;
-// Dropout on the 16-bit attention probabilities (non-flash): read, write, 1-byte mask.
+// Dropout on the 16-bit attention probabilities (non-flash): read, write, 1-byte mask. What it keeps is in θ's
+// attention_score_bytes, fitted or preset for the stack's softmax and dropout (see PlatformParams).
 constexpr double kScoreDropoutBytes = 5;
 // Cross-entropy bytes per logit element. Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py,
 // PyTorch ops): the fp32 cast (2 + 4), max (4), in-place subtract (8), exp (8), sum (4), divide (8); backward the
@@ -586,7 +587,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const bool fused_softmax = fused && c.t.masked_softmax_fusion;
     o.fwd_bytes = scores * (fused_softmax ? kScoreBytesFwdFused : kScoreBytesFwdUnfused);
     o.bwd_bytes = scores * (fused_softmax ? kScoreBytesBwdFused : kScoreBytesBwdUnfused);
-    if (c.t.dropout) {  // attention-probability dropout: read, write, 1-byte mask; backward likewise
+    if (c.t.attention_dropout) {  // attention-probability dropout: read, write, 1-byte mask; backward likewise
       o.fwd_bytes += scores * kScoreDropoutBytes;
       o.bwd_bytes += scores * kScoreDropoutBytes;
     }
@@ -622,10 +623,10 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // an FP8 one.
   gemm(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t, 1, R::none, false, true},
        (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd / t);
-  // The residual adds (two reads, one write each); with dropout a 1-byte mask is written and kept. Fused kernels do
-  // the bias-dropout-add in one pass (3 or 3.5 tensors); unfused, dropout is its own kernel (2.5 tensors).
-  outside("residual", c.t.dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act, 0, R::none,
-          c.t.dropout ? 2.0 * S * h : 0.0);
+  // The residual adds (two reads, one write each); with hidden dropout a 1-byte mask is written and kept. Fused
+  // kernels do the bias-dropout-add in one pass (3 or 3.5 tensors); unfused, dropout is its own kernel (2.5 tensors).
+  outside("residual", c.t.hidden_dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act, 0, R::none,
+          c.t.hidden_dropout ? 2.0 * S * h : 0.0);
   if (m.post_norms) norm("post_mlp_norm", R::none);
   norm("pre_mlp_layernorm", R::layernorm);
 

@@ -114,8 +114,14 @@ struct TrainingSettings {
   // its input. false: the framework's PyTorch norm, which keeps an fp32 copy of its input and its normalised output.
   bool fused_norm = true;
   bool sequence_parallel = false;  // default for tp > 1
-  bool dropout = false;            // attention and hidden dropout active (masks stored)
-  bool fp32_gradients = true;      // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
+  // Dropout at any rate above zero (Megatron --hidden-dropout, --attention-dropout; 0.1 each by default there, 0 in
+  // most recipes since). Hidden: the bias-dropout-add after attention and after the MLP, a 1-byte mask kept per
+  // element. Attention: on the softmax probabilities, its own kernel over stored scores (what it keeps there is part
+  // of θ's attention_score_bytes), or Philox draws inside the flash kernel in each pass, which keep nothing. A
+  // settings file's "dropout" sets both (docs/formats.md).
+  bool hidden_dropout = false;
+  bool attention_dropout = false;
+  bool fp32_gradients = true;  // fp32 gradient buffers (Megatron --accumulate-allreduce-grads-in-fp32)
   // Weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron --gradient-accumulation-fusion,
   // APEX / TE fused wgrad). false (--no-gradient-accumulation-fusion, set by MindSpeed-LLM's recipes): each writes a
   // 16-bit gradient that the backward hook then adds into the buffer, per micro-batch.
@@ -203,7 +209,8 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"masked_softmax_fusion", &TrainingSettings::masked_softmax_fusion},
     {"fused_norm", &TrainingSettings::fused_norm},
     {"sequence_parallel", &TrainingSettings::sequence_parallel},
-    {"dropout", &TrainingSettings::dropout},
+    {"hidden_dropout", &TrainingSettings::hidden_dropout},
+    {"attention_dropout", &TrainingSettings::attention_dropout},
     {"fp32_gradients", &TrainingSettings::fp32_gradients},
     {"gradient_accumulation_fusion", &TrainingSettings::gradient_accumulation_fusion},
     {"optimizer_moments_allocated", &TrainingSettings::optimizer_moments_allocated},

@@ -111,6 +111,11 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set dropout=true --emit megatron
 [[ "$x" == *"model.attention_dropout=0.1 model.hidden_dropout=0.1"* ]] || fail "bridge dropout: $x"
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit nemo)
 [[ "$x" == *"model.config.attention_dropout=0.0 model.config.hidden_dropout=0.0"* ]] || fail "nemo dropout: $x"
+# Hidden and attention dropout apart: each said as it is.
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set hidden_dropout=true --emit megatron)
+[[ "$x" == *"--attention-dropout 0.0"* && "$x" != *"--hidden-dropout"* ]] || fail "hidden dropout only: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set attention_dropout=true --emit megatron-bridge)
+[[ "$x" == *"model.attention_dropout=0.1 model.hidden_dropout=0.0"* ]] || fail "bridge attention dropout only: $x"
 # The batch-level EP overlap with its delayed weight gradients, as Megatron-Bridge's performance scripts run it,
 # where Megatron-core lets it run (EP > 1, no full recompute, interleaved when pipelined); elsewhere not in effect.
 x=$(moe --strategy dp4-tp2-pp2-cp1-ep2-noRC-vpp2 --set overlap_moe_expert_parallel_comm=true --emit megatron)

@@ -42,7 +42,7 @@ TrainingSettings megatron2022() {
   t.micro_batch_size = 4;
   t.precision = Precision::fp16;
   t.flash_attention = false;
-  t.dropout = true;
+  t.hidden_dropout = t.attention_dropout = true;
   t.distributed_optimizer = false;
   return t;
 }
@@ -181,8 +181,9 @@ TEST(Fidelity, DropoutInsideFlashAttentionSlowsEachPassAsMeasured) {
   auto scores_us = [&](bool flash, bool dropout) {
     TrainingSettings t = run_settings(8192, 64);
     t.flash_attention = flash;
-    t.dropout = dropout;
-    std::vector<double> us;  // one record per pass, in visit order
+    t.attention_dropout = dropout;
+    t.hidden_dropout = true;  // the residual's dropout does not touch the attention kernel
+    std::vector<double> us;   // one record per pass, in visit order
     for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), h100(), t, PlatformParams{}))
       if (g.name == "scores") us.push_back(g.predicted_us);
     return us;
@@ -195,8 +196,34 @@ TEST(Fidelity, DropoutInsideFlashAttentionSlowsEachPassAsMeasured) {
   EXPECT_EQ(scores_us(false, true), scores_us(false, false));
   TrainingSettings t = run_settings(8192, 64);
   const double without = simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s;
-  t.dropout = true;
+  t.attention_dropout = true;
   EXPECT_GT(simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s, without);
+}
+
+// Hidden and attention dropout are set apart (Megatron's --hidden-dropout, --attention-dropout): each costs its own
+// work. Hidden: a 1-byte mask kept per element of each residual branch (2 s·h per layer, with or without flash);
+// attention: its own kernel's traffic over stored scores (what it keeps there is θ's attention_score_bytes, fitted
+// for the stack), Philox draws inside the flash kernel, which keeps nothing.
+TEST(Fidelity, HiddenAndAttentionDropoutEachKeepTheirOwnTensors) {
+  const Model m = preset("Llama-3-8B");
+  const double S = 4096, h = static_cast<double>(m.hidden_size);
+  for (bool flash : {true, false}) {
+    auto run = [&](bool hidden, bool attention) {
+      TrainingSettings t = run_settings(4096, 64);
+      t.flash_attention = flash;
+      t.hidden_dropout = hidden;
+      t.attention_dropout = attention;
+      return std::pair{layer_activation(m, strat(8, 1, 1), t, PlatformParams{}, false).stored_bytes,
+                       simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s};
+    };
+    const auto none = run(false, false), hidden = run(true, false), attention = run(false, true),
+               both = run(true, true);
+    EXPECT_NEAR(hidden.first - none.first, 2 * S * h, 1) << flash;
+    EXPECT_EQ(attention.first, none.first) << flash;
+    EXPECT_NEAR(both.first - none.first, (hidden.first - none.first) + (attention.first - none.first), 1) << flash;
+    EXPECT_GT(hidden.second, none.second) << flash;
+    EXPECT_GT(attention.second, none.second) << flash;
+  }
 }
 
 // On a device whose matrix units need their own tiled layout (Ascend), every GEMM call passes its operands and

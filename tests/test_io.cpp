@@ -840,10 +840,17 @@ TEST(Specs, SystemSettingsAndParamsAreStrict) {
   refused(no_host, "unlinked pairs without a host path");
   TrainingSettings t;
   t.precision = Precision::fp8;
-  t.dropout = true;
+  t.hidden_dropout = true;  // attention dropout left off: the two are written and read apart
   t.recompute_modules = module_bit(RecomputeModule::core_attn) | module_bit(RecomputeModule::moe_act);
   EXPECT_EQ(io::to_json(io::settings_from_json(io::to_json(t), "mem")), io::to_json(t));
   EXPECT_EQ(io::to_json(t)["recompute_modules"], (io::Json{"core_attn", "moe_act"}));
+  // "dropout" sets both, as the single flag of earlier settings files did; a named one wins over it.
+  const TrainingSettings both = io::settings_from_json(io::Json{{"dropout", true}}, "old.json");
+  EXPECT_TRUE(both.hidden_dropout && both.attention_dropout);
+  const TrainingSettings hidden_only =
+      io::settings_from_json(io::Json{{"dropout", true}, {"attention_dropout", false}}, "mixed.json");
+  EXPECT_TRUE(hidden_only.hidden_dropout);
+  EXPECT_FALSE(hidden_only.attention_dropout);
   io::Json bad_modules = io::to_json(t);
   bad_modules["recompute_modules"] = {"core_attn", "attention"};  // not a Megatron module name
   try {
@@ -1432,13 +1439,17 @@ TEST(MegatronLog, ReadsDropoutRecomputeModulesDispatcherFsdpAndPipelineSends) {
   const std::string marker = "  seq_length ...................................... 4096\n";
   auto read = [&](const std::string& lines) { return read_log_with(text, marker, lines); };
   const io::MegatronRun none = read("");
-  EXPECT_TRUE(none.settings.dropout);  // --hidden-dropout / --attention-dropout default to 0.1
+  EXPECT_TRUE(none.settings.hidden_dropout && none.settings.attention_dropout);  // both default to 0.1
   EXPECT_EQ(none.settings.moe_token_dispatcher_type, MoeDispatcher::allgather);  // Megatron's default
   EXPECT_FALSE(none.settings.pipeline_scatter_gather || none.settings.fsdp);
-  EXPECT_FALSE(read("  hidden_dropout .................................. 0.0\n"
-                    "  attention_dropout ............................... 0.0\n")
-                   .settings.dropout);
-  EXPECT_TRUE(read("  hidden_dropout .................................. 0.0\n").settings.dropout);  // attention's 0.1
+  const TrainingSettings off = read(
+                                   "  hidden_dropout .................................. 0.0\n"
+                                   "  attention_dropout ............................... 0.0\n")
+                                   .settings;
+  EXPECT_FALSE(off.hidden_dropout || off.attention_dropout);
+  const TrainingSettings attention_only = read("  hidden_dropout .................................. 0.0\n").settings;
+  EXPECT_FALSE(attention_only.hidden_dropout);
+  EXPECT_TRUE(attention_only.attention_dropout);  // its default 0.1
   EXPECT_THROW(read("  hidden_dropout .................................. 1.5\n"), io::InputError);
   // Sizes beyond any integer, or not whole, are refused before they are converted.
   EXPECT_THROW(read("  micro_batch_size ................................ 1e30\n"), io::InputError);
@@ -1528,7 +1539,8 @@ TEST(MegatronBridgeLog, TheSummaryAndTheYamlConfigurationReadAlike) {
     EXPECT_TRUE(t.sequence_parallel && t.distributed_optimizer && t.overlap_grad_reduce && t.overlap_param_gather);
     EXPECT_TRUE(t.flash_attention);  // TE's auto backend
     EXPECT_TRUE(t.gradient_accumulation_fusion && t.masked_softmax_fusion && t.te_cross_entropy);
-    EXPECT_FALSE(t.dropout || t.fp32_gradients || t.tp_comm_overlap || t.pipeline_scatter_gather || t.fsdp);
+    EXPECT_FALSE(t.hidden_dropout || t.attention_dropout || t.fp32_gradients || t.tp_comm_overlap ||
+                 t.pipeline_scatter_gather || t.fsdp);
     EXPECT_DOUBLE_EQ(r.iteration_time_s, 5.375);  // the median of the intervals after the first
     ASSERT_EQ(r.peak_memory_bytes.size(), 4u);    // the ranks of data-parallel rank 0 report
     EXPECT_DOUBLE_EQ(r.peak_memory_bytes.at(0), 21.0e9);
@@ -1569,7 +1581,7 @@ TEST(MegatronBridgeLog, AFieldTheSummaryLeavesOutHasMegatronCoresDefault) {
   auto drop = [](const std::string& line) { return read_bridge_with("run_summary.log", line, "", 8).settings; };
   EXPECT_FALSE(drop("  masked_softmax_fusion: True  (Mcore default: False)\n").masked_softmax_fusion);
   EXPECT_FALSE(drop("  gradient_accumulation_fusion: True  (Mcore default: False)\n").gradient_accumulation_fusion);
-  EXPECT_TRUE(drop("  hidden_dropout: 0.0  (Mcore default: 0.1)\n").dropout);
+  EXPECT_TRUE(drop("  hidden_dropout: 0.0  (Mcore default: 0.1)\n").hidden_dropout);
   EXPECT_EQ(drop("  recompute_modules: ['core_attn', 'mlp']  (Mcore default: None)\n").recompute_modules,
             module_bit(RecomputeModule::core_attn));
   const io::MegatronRun one_stage =

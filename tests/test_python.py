@@ -272,7 +272,7 @@ def test_dataset_import_from_megatron_logs(tmp_path):
     bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron", logs[1], str(no_dropout), "--out",
                           str(tmp_path / "z"), "--model-setting", "m", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g"],
                          capture_output=True)
-    assert bad.returncode == 2 and b"differ" in bad.stderr and b"(dropout)" in bad.stderr
+    assert bad.returncode == 2 and b"differ" in bad.stderr and b"(hidden_dropout, attention_dropout)" in bad.stderr
     assert not (tmp_path / "z").exists()
     truncated = tmp_path / "t.log"
     truncated.write_text(open(logs[0]).read().split("end of arguments")[0])
@@ -299,7 +299,7 @@ def test_dataset_import_from_megatron_bridge_logs(tmp_path):
         step = list(csv.DictReader(open(coll / "step_time_summary.csv")))
         assert step == [{"optimization_config": "dp2-tp2-pp2-cp1-selRC-vpp2", "iteration_time_ms": "5375.000"}]
         settings = json.load(open(coll / "training_settings.json"))
-        assert settings["recompute_modules"] == ["core_attn", "mlp"] and settings["dropout"] is False
+        assert settings["recompute_modules"] == ["core_attn", "mlp"] and settings["hidden_dropout"] is False
         # No fusion switch in the configuration: Megatron-core's defaults, all off (Bridge's Qwen3 provider sets none).
         assert settings["fused_kernels"] is False
         assert "Megatron-Bridge" in settings["note"]

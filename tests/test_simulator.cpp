@@ -31,7 +31,7 @@ TrainingSettings settings(bool flash = false) {
   t.global_batch_size = 16;
   t.micro_batch_size = 1;
   t.flash_attention = flash;
-  t.dropout = true;
+  t.hidden_dropout = t.attention_dropout = true;
   return t;
 }
 const System& sys() { return io::presets().find_system("a100_sxm_80g")->system; }
