@@ -558,12 +558,16 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
 namespace {
 std::string n(std::int64_t v) { return std::to_string(v); }
 
-// The degrees in [1, limit] for which `with(d)` splits the model's layers, listed "1, 2, 4 or 8"; "none" if none.
-template <class With>
-std::string splitting_degrees(const Model& m, std::int64_t limit, const ValidityOptions& o, With with) {
+// The values in [1, limit] of one degree of `s` (`field`) that split the model's layers, listed "1, 2, 4 or 8";
+// "none" if none.
+std::string splitting_degrees(const Model& m, const Strategy& s, int Strategy::*field, std::int64_t limit,
+                              const ValidityOptions& o) {
   std::vector<std::int64_t> ok;
-  for (std::int64_t d = 1; d <= limit; ++d)
-    if (pipeline_split(m, with(static_cast<int>(d)), o.allow_uneven_layers)) ok.push_back(d);
+  Strategy x = s;
+  for (std::int64_t d = 1; d <= limit; ++d) {
+    x.*field = static_cast<int>(d);
+    if (pipeline_split(m, x, o.allow_uneven_layers)) ok.push_back(d);
+  }
   if (ok.empty()) return "none";
   std::string out;
   for (std::size_t i = 0; i < ok.size(); ++i) out += (i == 0 ? "" : i + 1 == ok.size() ? " or " : ", ") + n(ok[i]);
@@ -592,21 +596,9 @@ std::string explain(Rejection why, const Model& m, const Strategy& s, const Trai
              " layers, the rest split evenly over the middle chunks";
       } else if (vpp > 1) {
         d += "; with pp " + n(pp) + ", vpp " +
-             splitting_degrees(m, std::min<std::int64_t>(most, 64), o,
-                               [&](int v) {
-                                 Strategy x = s;
-                                 x.virtual_pipeline = v;
-                                 return x;
-                               }) +
-             " splits them";
+             splitting_degrees(m, s, &Strategy::virtual_pipeline, std::min<std::int64_t>(most, 64), o) + " splits them";
       } else {
-        d += "; pp " +
-             splitting_degrees(m, std::min<std::int64_t>(most, 128), o,
-                               [&](int p) {
-                                 Strategy x = s;
-                                 x.pipeline_parallel = p;
-                                 return x;
-                               }) +
+        d += "; pp " + splitting_degrees(m, s, &Strategy::pipeline_parallel, std::min<std::int64_t>(most, 128), o) +
              " splits them";
       }
       break;
