@@ -142,6 +142,9 @@ io::Json nothing_fits_json(const search::NothingFits& w, const std::vector<searc
     j["closest_index"] = w.closest->index;
     j["closest_max_peak_memory_bytes"] = w.closest->peak_bytes;
     j["lacking_bytes"] = w.lacking_bytes;
+  } else if (w.commonest != Rejection::ok) {  // no candidate can run at all
+    j["commonest_rejection"] = to_string(w.commonest);
+    j["commonest_rejection_index"] = w.commonest_example;
   }
   io::Json larger = io::Json::array();
   for (const auto& l : w.larger)
@@ -154,9 +157,18 @@ io::Json nothing_fits_json(const search::NothingFits& w, const std::vector<searc
 
 std::string nothing_fits_text(const search::NothingFits& w, const search::Space& space,
                               const std::vector<search::Scenario>& scen, const search::SweepOptions& o) {
-  std::string t = "nothing fits in memory";
-  if (o.memory_margin_bytes > 0) t += " (keeping " + fmt(o.memory_margin_bytes / 1073741824.0, 1) + " GiB free)";
-  t += ".\n";
+  std::string t;
+  if (!w.closest && w.commonest != Rejection::ok) {  // no candidate can run, whatever the memory
+    const auto c = space.at(w.commonest_example);
+    const search::Scenario& s = scen[c.scenario];
+    t += "no candidate can run: most break the rule " + std::string(to_string(w.commonest)) + ", e.g. " +
+         config_name(c.strategy) + " on " + s.label + ": " +
+         explain(w.commonest, space.model(), c.strategy, s.settings, scenario_sim_options(s, o).validity) + ".\n";
+  } else {
+    t = "nothing fits in memory";
+    if (o.memory_margin_bytes > 0) t += " (keeping " + fmt(o.memory_margin_bytes / 1073741824.0, 1) + " GiB free)";
+    t += ".\n";
+  }
   if (w.closest) {
     const auto c = space.at(w.closest->index);
     t += "closest: " + config_name(c.strategy) + " on " + scen[c.scenario].label + " needs " +

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -23,12 +24,21 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   std::vector<std::pair<double, std::uint64_t>> best(static_cast<std::size_t>(omp_get_max_threads()),
                                                      {std::numeric_limits<double>::infinity(), 0});
   std::vector<Prediction> kept(best.size());
+  // Per thread and rule: how many candidates break it, and the first that does.
+  constexpr std::size_t kRules = static_cast<std::size_t>(Rejection::count_);
+  std::vector<std::array<std::pair<std::uint64_t, std::uint64_t>, kRules>> broken(
+      best.size(), std::array<std::pair<std::uint64_t, std::uint64_t>, kRules>{});
 #pragma omp parallel for schedule(dynamic, 4096)
   for (std::uint64_t i = 0; i < n; ++i) {
     const Candidate c = space.at(i);
     const Scenario& sc = space.scenarios()[c.scenario];
     const Prediction p = simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, options_for(o, sc));
-    if (!p.ok()) continue;
+    if (!p.ok()) {
+      auto& [count, first] =
+          broken[static_cast<std::size_t>(omp_get_thread_num())][static_cast<std::size_t>(p.rejection)];
+      if (count++ == 0 || i < first) first = i;
+      continue;
+    }
     const double lack = p.max_peak_memory_bytes - (sc.system.hbm_capacity_bytes - o.memory_margin_bytes);
     auto& b = best[static_cast<std::size_t>(omp_get_thread_num())];
     if (lack < b.first || (lack == b.first && i < b.second)) {
@@ -42,6 +52,18 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   if (std::isfinite(best[w].first)) {
     out.closest = Entry{best[w].first, best[w].second, kept[w].iteration_time_s, kept[w].max_peak_memory_bytes};
     out.lacking_bytes = best[w].first;
+  } else {
+    std::uint64_t most = 0;
+    for (std::size_t rule = 1; rule < kRules; ++rule) {
+      std::uint64_t count = 0, first = std::numeric_limits<std::uint64_t>::max();
+      for (const auto& t : broken)
+        if (t[rule].first > 0) count += t[rule].first, first = std::min(first, t[rule].second);
+      if (count > most) {
+        most = count;
+        out.commonest = static_cast<Rejection>(rule);
+        out.commonest_example = first;
+      }
+    }
   }
   // Larger jobs: the same space at 2x, 4x, ... 32x the devices; the first count where anything fits.
   for (std::size_t si = 0; si < space.scenarios().size(); ++si) {

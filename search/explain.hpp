@@ -1,9 +1,9 @@
 // lmsim/search/explain.hpp — why a search found nothing that fits, and what would.
 //
 // Owns: the valid candidate nearest to fitting (the smallest shortfall of per-device memory against capacity
-// minus margin) and, per scenario, the smallest device count among 2x..32x the searched one at which some
-// candidate of the same space fits. Runs on one rank, after a sweep that found nothing. And, for a full-recompute
-// winner, the partial recompute that would still fit.
+// minus margin), or when none is valid the rule most candidates break with one that breaks it, and, per scenario, the
+// smallest device count among 2x..32x the searched one at which some candidate of the same space fits. Runs on one
+// rank, after a sweep that found nothing. And, for a full-recompute winner, the partial recompute that would still fit.
 #pragma once
 
 #include <optional>
@@ -17,6 +17,9 @@ namespace lmsim::search {
 struct NothingFits {
   std::optional<Entry> closest;  // time_s and peak_bytes of the nearest candidate (objective: its shortfall, bytes)
   double lacking_bytes = 0;      // peak - (capacity - margin) of `closest`
+  // Without a valid candidate (no `closest`): the rule most of them break, and the first candidate that breaks it.
+  Rejection commonest = Rejection::ok;
+  std::uint64_t commonest_example = 0;
   struct Larger {
     std::size_t scenario;
     int devices = 0;  // smallest device count tried that fits something; 0 when none up to 32x

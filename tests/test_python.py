@@ -138,6 +138,16 @@ def test_search_explains_itself():
     why = d["nothing_fits"]
     assert why["lacking_bytes"] > 0 and why["closest_max_peak_memory_bytes"] > 78 * 2**30
     assert [x["smallest_devices_that_fit"] for x in why["larger_jobs"]] == [32, 32]
+    assert "commonest_rejection" not in why
+    # No candidate can run at all (tp 3 against 32 heads): the rule they break, with one that breaks it, not memory.
+    d = lmsim.search(model="Llama-3-8B", system="h100_sxm_80g", devices=24, tp=3, top=3)
+    why = d["nothing_fits"]
+    assert d["feasible"] == 0 and why["commonest_rejection"] == "heads_not_divisible_by_tp" and "closest_index" not in why
+    cli = subprocess.run([CLI, "--log-level", "error", "search", "--model", "Llama-3-8B", "--system", "h100_sxm_80g",
+                          "--devices", "24", "--tp", "3"], capture_output=True, text=True,
+                         env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    assert "no candidate can run: most break the rule heads_not_divisible_by_tp" in cli.stdout, cli.stdout
+    assert "(32 heads, tp 3)" in cli.stdout and "nothing fits in memory" not in cli.stdout, cli.stdout
     # Several scenarios: each one's best, consistent with the global ranking.
     d = lmsim.search(model="Qwen3-0.6B", system="a100_sxm_80g", devices=[8, 16], global_batch=[32, 64], top=50)
     best = {b["scenario"]: b for b in d["best_per_scenario"]}
