@@ -161,7 +161,7 @@ std::string nothing_fits_text(const search::NothingFits& w, const search::Space&
   if (!w.closest && w.commonest != Rejection::ok) {  // no candidate can run, whatever the memory
     const auto c = space.at(w.commonest_example);
     const search::Scenario& s = scen[c.scenario];
-    t += "no candidate can run: most break the rule " + std::string(to_string(w.commonest)) + ", e.g. " +
+    t += "no candidate can run; the rule broken most often is " + std::string(to_string(w.commonest)) + ", e.g. " +
          config_name(c.strategy) + " on " + s.label + ": " +
          explain(w.commonest, space.model(), c.strategy, s.settings, scenario_sim_options(s, o).validity) + ".\n";
   } else {
