@@ -48,14 +48,6 @@ std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   return out;
 }
 
-// How a scenario's candidates are simulated: the sweep's validity rules on the scenario's system.
-SimOptions scenario_sim_options(const search::Scenario& s, const search::SweepOptions& o) {
-  SimOptions so;
-  so.validity = o.validity;
-  so.validity.devices_per_node = s.system.devices_per_node;
-  return so;
-}
-
 // Risk of the ranked candidates (issue: calibration you can trust): present when the scenario's θ carries a
 // covariance. Parameter uncertainty is shared between candidates on one θ, residual errors are not; beyond the
 // fitted range (`ranges`, per scenario) each candidate's residual scale widens (calib::beyond_range), and two
@@ -71,7 +63,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     const auto c = space.at(ranking[i].index);
     const search::Scenario& s = space.scenarios()[c.scenario];
     if (!unc[c.scenario]) continue;
-    const SimOptions so = scenario_sim_options(s, o);
+    const SimOptions so = search::scenario_sim_options(s, o);
     sens[i] = calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so);
     beyond[i] = calib::beyond_range_logs(ranges[c.scenario], model, c.strategy, s.settings);
   }
@@ -126,7 +118,7 @@ Throughput throughput_of(const Model& model, const search::Space& space, const s
                          const search::SweepOptions& o) {
   const auto c = space.at(e.index);
   const search::Scenario& s = space.scenarios()[c.scenario];
-  const SimOptions so = scenario_sim_options(s, o);
+  const SimOptions so = search::scenario_sim_options(s, o);
   return throughput(simulate(model, c.strategy, s.system, s.settings, s.params, so), c.strategy, s.system, s.settings);
 }
 
@@ -163,7 +155,8 @@ std::string nothing_fits_text(const search::NothingFits& w, const search::Space&
     const search::Scenario& s = scen[c.scenario];
     t += "no candidate can run; the rule broken most often is " + std::string(to_string(w.commonest)) + ", e.g. " +
          config_name(c.strategy) + " on " + s.label + ": " +
-         explain(w.commonest, space.model(), c.strategy, s.settings, scenario_sim_options(s, o).validity) + ".\n";
+         explain(w.commonest, space.model(), c.strategy, s.settings, search::scenario_sim_options(s, o).validity) +
+         ".\n";
   } else {
     t = "nothing fits in memory";
     if (o.memory_margin_bytes > 0) t += " (keeping " + fmt(o.memory_margin_bytes / 1073741824.0, 1) + " GiB free)";
@@ -205,7 +198,7 @@ void write_results(const std::string& file, const search::Space& space, const se
       obj.push_back(e.objective);
       if (full) {
         const Prediction p =
-            simulate(space.model(), c.strategy, s.system, s.settings, s.params, scenario_sim_options(s, o));
+            simulate(space.model(), c.strategy, s.system, s.settings, s.params, search::scenario_sim_options(s, o));
         for (std::size_t k = 0; k < kNumBreakdownTerms; ++k)
           terms[k].push_back(p.breakdown.*(breakdown_terms()[k].field));
       }
@@ -571,8 +564,7 @@ void run(SearchCli sc, std::ostream& out) {
   if (sc.recompute_layers.empty() && !r.ranking.empty()) {
     const auto best = space.at(r.ranking[0].index);
     const search::Scenario& bs = space.scenarios()[best.scenario];
-    SimOptions so = scenario_sim_options(bs, o);
-    so.memory_margin_bytes = o.memory_margin_bytes;  // fits as the sweep's candidates fit
+    const SimOptions so = search::scenario_sim_options(bs, o);  // fits as the sweep's candidates fit
     if (const auto alt =
             search::partial_recompute_alternative(model, best.strategy, bs.system, bs.settings, bs.params, so)) {
       const double t = alt->prediction.iteration_time_s;
@@ -608,7 +600,7 @@ void run(SearchCli sc, std::ostream& out) {
                    : "To weigh flash attention without CP as well, search again with --flash-attention on,off "
                      "(or --set flash_attention=true)");
     if (unc[c.scenario]) {
-      const SimOptions so = scenario_sim_options(s, o);
+      const SimOptions so = search::scenario_sim_options(s, o);
       if (const auto ls =
               calib::log_sensitivity(model, c.strategy, s.system, s.settings, s.params, *unc[c.scenario], so)) {
         const auto l = calib::prior_leans(*unc[c.scenario], *ls);

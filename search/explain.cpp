@@ -8,16 +8,6 @@
 
 namespace lmsim::search {
 
-namespace {
-SimOptions options_for(const SweepOptions& o, const Scenario& sc) {
-  SimOptions so;
-  so.validity = o.validity;
-  so.validity.devices_per_node = sc.system.devices_per_node;
-  so.memory_margin_bytes = o.memory_margin_bytes;
-  return so;
-}
-}  // namespace
-
 NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o) {
   NothingFits out;
   const std::uint64_t n = space.size();
@@ -32,7 +22,8 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   for (std::uint64_t i = 0; i < n; ++i) {
     const Candidate c = space.at(i);
     const Scenario& sc = space.scenarios()[c.scenario];
-    const Prediction p = simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, options_for(o, sc));
+    const Prediction p =
+        simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, scenario_sim_options(sc, o));
     if (!p.ok()) {
       auto& [count, first] =
           broken[static_cast<std::size_t>(omp_get_thread_num())][static_cast<std::size_t>(p.rejection)];
@@ -72,7 +63,7 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
       Scenario sc = space.scenarios()[si];
       sc.devices *= m;
       const Space bigger(space.model(), {sc}, filter);
-      const SimOptions so = options_for(o, sc);
+      const SimOptions so = scenario_sim_options(sc, o);
       for (std::uint64_t i = 0; i < bigger.size(); ++i) {
         const Candidate c = bigger.at(i);
         if (simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, so).feasible) {

@@ -132,9 +132,17 @@ std::vector<Entry> union_of(const TopK& top, const Pareto& front, const std::vec
 }
 }  // namespace
 
+SimOptions scenario_sim_options(const Scenario& s, const SweepOptions& o) {
+  SimOptions so;
+  so.validity = o.validity;
+  so.validity.devices_per_node = s.system.devices_per_node;
+  so.memory_margin_bytes = o.memory_margin_bytes;
+  return so;
+}
+
 ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t hi, const SweepOptions& o,
                            const KeyFn& key, std::vector<AllRecord>* records) {
-  SimOptions so;
+  SimOptions so;  // per candidate, its scenario's (scenario_sim_options) without copying the options each time
   so.validity = o.validity;
   so.memory_margin_bytes = o.memory_margin_bytes;
   TopK top(o.top_k, &key);

@@ -41,6 +41,10 @@ struct SweepOptions {
   bool progress = true;
 };
 
+// How the sweep simulates a scenario's candidates: its validity rules on the scenario's system (devices per node),
+// feasible within capacity minus the memory margin. Every re-simulation of a candidate after the sweep uses it too.
+SimOptions scenario_sim_options(const Scenario& s, const SweepOptions& o);
+
 // Rejection reasons (Rejection::count_ of them) plus one for "exceeds memory"; [0] counts feasible candidates.
 constexpr std::size_t kReasons = static_cast<std::size_t>(Rejection::count_) + 1;
 constexpr std::size_t kExceedsMemory = kReasons - 1;
