@@ -591,7 +591,9 @@ std::string explain(Rejection why, const Model& m, const Strategy& s, const Trai
       d = n(m.num_layers) + " layers" + (m.mtp_layers > 0 ? " + " + n(m.mtp_layers) + " MTP" : std::string()) +
           " over pp " + n(pp) + " x vpp " + n(vpp) + " = " + n(pp * vpp) + " chunks";
       const std::int64_t most = embedding_loss_slots(m);  // no split has more chunks than these
-      if (s.first_stage_layers > 0 || s.last_stage_layers > 0) {
+      if (pp < 1 || vpp < 1) {
+        // degrees out of range: no split to list
+      } else if (s.first_stage_layers > 0 || s.last_stage_layers > 0) {
         d += ", first " + n(s.first_stage_layers) + " and last " + n(s.last_stage_layers) +
              " layers, the rest split evenly over the middle chunks";
       } else if (vpp > 1) {
@@ -608,7 +610,8 @@ std::string explain(Rejection why, const Model& m, const Strategy& s, const Trai
           (r.cp_comm_type == CpCommType::a2a ? std::string() : ": needs a multiple of " + n(2 * cp));
       break;
     case Rejection::sequence_not_divisible_by_tp:
-      d = "seq " + n(t.seq_length) + " / cp " + n(cp) + " = " + n(t.seq_length / cp) + ", tp " + n(tp);
+      d = "seq " + n(t.seq_length) + " / cp " + n(cp) + (cp > 0 ? " = " + n(t.seq_length / cp) : std::string()) +
+          ", tp " + n(tp);
       break;
     case Rejection::experts_not_divisible_by_ep: d = n(m.num_experts) + " experts, ep " + n(ep); break;
     case Rejection::ep_not_dividing_dp_cp:

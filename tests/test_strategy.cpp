@@ -274,6 +274,14 @@ TEST(Validity, ExplainNamesTheFiguresThatBreakTheRule) {
                 .find("(global batch 30, dp 4 x micro-batch 1 = 4)"),
             std::string::npos);
   EXPECT_EQ(explain(Rejection::cp_needs_flash_attention, m, v, t, o), describe(Rejection::cp_needs_flash_attention));
+  // Every reason explains any strategy, even one whose degrees are out of range, and starts with its description.
+  Strategy zero = strat(0, 0, 0, 0);
+  zero.virtual_pipeline = 0;
+  for (int r = 0; r < static_cast<int>(Rejection::count_); ++r)
+    for (const Strategy& s : {v, zero}) {
+      const std::string e = explain(static_cast<Rejection>(r), m, s, t, o);
+      EXPECT_EQ(e.rfind(describe(static_cast<Rejection>(r)), 0), 0u) << r << ": " << e;
+    }
 }
 
 TEST(Validity, EachRuleRejectsWithItsReason) {
