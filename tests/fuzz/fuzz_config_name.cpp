@@ -1,6 +1,7 @@
 // libFuzzer target: configuration names parse or are rejected with a message; what parses round-trips, except
 // the dataset's ep1 field, which is read and written without it. The command line's spelling (parse_strategy_spec)
 // likewise: it accepts every name the strict parser does, as the same strategy, and what it accepts is a name's.
+// A parsed strategy the validity rules refuse is explained without fault.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -19,6 +20,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (back != canonical) std::abort();  // accepted names are canonical
     const lmsim::ParseResult again = lmsim::parse_config_name(back);
     if (!again.strategy || !(*again.strategy == *r.strategy)) std::abort();
+    // A strategy the rules refuse is explained with its figures, the rule's description first.
+    lmsim::Model m;
+    m.name = "fuzz";
+    m.num_layers = 28;
+    m.num_attention_heads = 16;
+    m.num_kv_heads = 8;
+    m.num_experts = 8;
+    lmsim::TrainingSettings t;
+    const lmsim::ValidityOptions o;
+    const lmsim::Rejection why = lmsim::check(m, *r.strategy, t, o);
+    if (why != lmsim::Rejection::ok && lmsim::explain(why, m, *r.strategy, t, o).rfind(lmsim::describe(why), 0) != 0)
+      std::abort();
   } else if (r.error.empty()) {
     std::abort();
   }
