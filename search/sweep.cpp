@@ -142,9 +142,9 @@ SimOptions scenario_sim_options(const Scenario& s, const SweepOptions& o) {
 
 ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t hi, const SweepOptions& o,
                            const KeyFn& key, std::vector<AllRecord>* records) {
-  SimOptions so;  // per candidate, its scenario's (scenario_sim_options) without copying the options each time
-  so.validity = o.validity;
-  so.memory_margin_bytes = o.memory_margin_bytes;
+  std::vector<SimOptions> per_scenario;  // each scenario's, made once per chunk
+  per_scenario.reserve(space.scenarios().size());
+  for (const Scenario& sc : space.scenarios()) per_scenario.push_back(scenario_sim_options(sc, o));
   TopK top(o.top_k, &key);
   Pareto front(&key);
   std::vector<TopK> best(space.scenarios().size(), TopK(1, &key));
@@ -152,8 +152,8 @@ ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t h
   for (std::uint64_t i = lo; i < hi; ++i) {
     const Candidate c = space.at(i);
     const Scenario& sc = space.scenarios()[c.scenario];
-    so.validity.devices_per_node = sc.system.devices_per_node;
-    const Prediction p = simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, so);
+    const Prediction p =
+        simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, per_scenario[c.scenario]);
     std::int32_t reason = 0;
     if (!p.ok()) {
       reason = static_cast<std::int32_t>(p.rejection);
