@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lmsim needs, only those missing (idempotent). Needs root or sudo.
 #   bash jobs/deps.sh            to build and run lmsim
-#   bash jobs/deps.sh --tests    also the test suite and benchmarks (GoogleTest, Google Benchmark, pytest, Slurm)
+#   bash jobs/deps.sh --tests    also the test suite and benchmarks (GoogleTest, Google Benchmark, pytest, Slurm, clang-format)
 set -euo pipefail
 # What building and running lmsim needs (the CLI, the libraries, the Python module, plots):
 pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libnlopt-cxx-dev libhdf5-dev hdf5-tools libssl-dev libspdlog-dev
@@ -9,7 +9,7 @@ pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libnlopt-cxx-dev libhdf5-
       pybind11-dev)
 # What only the test suite and the benchmarks need (`deps.sh --tests`): a real single-node Slurm for the job tests.
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(libgtest-dev libbenchmark-dev python3-pytest slurm-wlm munge)
+  pkgs+=(libgtest-dev libbenchmark-dev python3-pytest slurm-wlm munge clang-format)
 fi
 pkgs+=(${LMSIM_EXTRA_PACKAGES:-})
 missing=()
