@@ -235,7 +235,11 @@ void run(const CalOpts& co, std::ostream& os) {
     pb = calib::make_problem(ps, co.system);
   }
   pb.weights = co.weights;
-  if (!co.params_start.empty()) pb.start = io::load_params(co.params_start, pb.start);
+  // The start θ file (--start, or the one the preset's prior is taken from), read once: its values when --start
+  // names it, its uncertainty for the extrapolation scale a fit too small to measure one borrows.
+  const std::string start = start_file(co, pb);
+  const io::Json start_json = start.empty() ? io::Json() : io::parse_json_file(start);
+  if (!co.params_start.empty()) pb.start = io::params_of_theta_file(start_json, start, pb.start);
   calib::restrict_free(pb, co.free, co.fix);
   std::vector<std::size_t> train =
       co.calibrate_on.empty() ? calib::all_indices(pb) : calib::select(pb, co.calibrate_on);
@@ -323,9 +327,8 @@ void run(const CalOpts& co, std::ostream& os) {
   }
   // How fast the error grows beyond the fitted runs' range (each dimension's extreme runs held out in turn).
   calib::set_extrapolation_scale(unc, pb, train, co.fit);
-  if (const std::string start = start_file(co, pb); !start.empty())  // too few runs to measure one: the start's
-    if (const auto su = load_uncertainty(io::parse_json_file(start), start))
-      calib::borrow_extrapolation_scale(unc, *su, start);
+  if (!start.empty())  // too few runs to measure one: the start's
+    if (const auto su = load_uncertainty(start_json, start)) calib::borrow_extrapolation_scale(unc, *su, start);
   out["uncertainty"] = uncertainty_json(unc);
   std::vector<calib::CoverageRow> coverage;
   if (co.coverage) {

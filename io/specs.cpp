@@ -1085,10 +1085,13 @@ const StackPreset& resolve_stack(const std::string& name, const char* option) {
   throw InputError(option, 0, "", unknown_stack(name));
 }
 
-PlatformParams load_params(const std::string& file, const PlatformParams& base) {
-  const Json j = parse_json_file(file);
+PlatformParams params_of_theta_file(const Json& j, const std::string& file, const PlatformParams& base) {
   if (j.is_object() && j.contains("params")) return params_from_json(j["params"], file, "params", base);
   return params_from_json(j, file, "", base);
+}
+
+PlatformParams load_params(const std::string& file, const PlatformParams& base) {
+  return params_of_theta_file(parse_json_file(file), file, base);
 }
 
 bool fold_moe_replicas(Strategy& s, std::int64_t devices) {

@@ -116,6 +116,8 @@ System resolve_system(const std::string& name_or_file, PlatformParams* defaults 
                       std::string* params_source = nullptr);
 // θ from a params.json written by `lmsim calibrate` (or a bare object of parameters).
 PlatformParams load_params(const std::string& file, const PlatformParams& base = {});
+// The same from such a file's parsed contents `j` (`file` names it in errors).
+PlatformParams params_of_theta_file(const Json& j, const std::string& file, const PlatformParams& base = {});
 
 // Parses a strategy as typed on the command line (parse_strategy_spec: any field order, dp from `devices` when left
 // out) or throws InputError naming `source` (a flag: the field itself).
