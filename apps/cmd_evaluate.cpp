@@ -338,6 +338,9 @@ struct ShortCli {
   std::size_t k = 3;
   bool json = false;
   std::string out;
+  // --to given as a system JSON file (`lmsim predict --system FILE.json`'s format): the file, and `to` becomes the
+  // system's name, which labels the target in the report.
+  std::string to_system_file;
 };
 
 io::Json cross_json(const search::CrossPlatformReport& r) {
@@ -401,6 +404,10 @@ struct ProposalResult {
   std::vector<search::ProposalConfig> configs;
   std::size_t rejected = 0;  // measured configurations the target cannot run (a TP group wider than its node, ...)
   std::map<std::string, std::size_t> why;  // those, by reason
+  struct Example {
+    std::string config, explanation;  // the reason's first configuration, and the figures of it that break the rule
+  };
+  std::map<std::string, Example> example;  // per reason
   search::Proposal proposal;
 };
 ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
@@ -409,19 +416,36 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
   out.model_setting = src.model_setting;
   const bool stack = sc.to == "gpu" || sc.to == "npu";
   out.system = sc.to == "gpu" ? "v100_sxm2_32g" : sc.to == "npu" ? "ascend_910b3_64g" : sc.to;
-  const io::SystemPreset* sp = io::presets().find_system(out.system);
-  if (!sp) throw io::InputError("--to", 0, "", "'" + sc.to + "' is neither gpu, npu nor a system preset");
-  PlatformParams params = sp->params();
-  out.how = sp->params_source();
-  std::string theta_file = sp->calibrated_path;
-  if (auto it = given.find(sc.to); it != given.end()) {
+  System sys;
+  PlatformParams params;
+  std::string theta_file;
+  if (!sc.to_system_file.empty()) {  // a system file: its own parameters, or the defaults it is based on
+    sys = io::resolve_system(sc.to_system_file, &params, &out.how);
+  } else if (const io::SystemPreset* sp = io::presets().find_system(out.system)) {
+    sys = sp->system;
+    params = sp->params();
+    out.how = sp->params_source();
+    theta_file = sp->calibrated_path;
+  } else {
+    throw io::InputError("--to", 0, "", "'" + sc.to + "' is neither gpu, npu, a system preset nor a system JSON file");
+  }
+  auto it = given.find(sc.to);
+  // A system file has no θ of its own name: a --params θ for another platform than the source's is the target's.
+  if (it == given.end() && !sc.to_system_file.empty())
+    for (auto g = given.begin(); g != given.end(); ++g)
+      if (g->first != sc.from) {
+        if (it != given.end())
+          throw io::InputError("--params", 0, "",
+                               "θ files for " + it->first + " and " + g->first + ": give one for " + sc.to_system_file);
+        it = g;
+      }
+  if (it != given.end()) {
     params = it->second.params;
-    out.how = "θ from --params";
+    out.how = "θ from --params" + (it->first == sc.to ? std::string() : " (fitted for " + it->first + ")");
     theta_file = it->second.file;
   }
   const std::string stack_name = !sc.stack.empty() ? sc.stack : stack ? sc.to : std::string();
-  TrainingSettings t =
-      with_settings_options(stack_settings_on(stack_name, sp->system), sc.settings_file, sc.set, sp->system);
+  TrainingSettings t = with_settings_options(stack_settings_on(stack_name, sys), sc.settings_file, sc.set, sys);
   out.settings = stack_name.empty() ? "lmsim's defaults" : "the " + stack_name + " stack";
   if (!sc.settings_file.empty()) out.settings += ", " + sc.settings_file;
   for (const auto& kv : sc.set) out.settings += ", " + kv;
@@ -435,23 +459,24 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
                                    ? sc.settings_file
                                    : "the " + (stack_name.empty() ? sc.to : stack_name) + " settings";
   if (auto why = validate(t); !why.empty()) throw io::InputError(given_by, 0, "", why);
-  if (sp->system.peak_flops(t.precision) <= 0)
+  if (sys.peak_flops(t.precision) <= 0)
     throw io::InputError(given_by, 0, "precision", out.system + " has no " + to_string(t.precision) + " throughput");
   if (!theta_file.empty()) {
     const io::Json theta = io::parse_json_file(theta_file);
-    say_fitted_stacks(theta, given.count(sc.to) ? "θ " + theta_file : "the shipped θ for " + out.system, stack_name,
+    say_fitted_stacks(theta, it != given.end() ? "θ " + theta_file : "the shipped θ for " + out.system, stack_name,
                       !sc.settings_file.empty() || !sc.set.empty(), t);
     warn_if_other_stack(theta, theta_file, t);
   }
   const Model& model = io::presets().find_model(src.model)->model;
   SimOptions so;
-  so.validity = {sp->system.devices_per_node, false, true, true};
+  so.validity = {sys.devices_per_node, false, true, true};
   for (const auto& r : src.runs) {
     if (!r.iteration_time_s) continue;
-    const Prediction p = simulate(model, r.strategy, sp->system, t, params, so);
+    const Prediction p = simulate(model, r.strategy, sys, t, params, so);
     if (!p.ok()) {
       ++out.rejected;
-      ++out.why[describe(p.rejection)];
+      if (out.why[describe(p.rejection)]++ == 0)
+        out.example[describe(p.rejection)] = {r.config, explain(p.rejection, model, r.strategy, t, so.validity)};
       continue;
     }
     out.configs.push_back({r.config, *r.iteration_time_s, p.iteration_time_s, p.max_peak_memory_bytes, p.feasible});
@@ -461,7 +486,12 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
 }
 
 // One shortlist: options in, the report on `os`.
-void run_shortlist(const ShortCli& sc, std::ostream& os) {
+void run_shortlist(ShortCli sc, std::ostream& os) {
+  // A target given as a system file is named by its system in the report (and in --params' θ files).
+  if (sc.to.size() > 5 && sc.to.substr(sc.to.size() - 5) == ".json" && !io::presets().find_system(sc.to)) {
+    sc.to_system_file = sc.to;
+    sc.to = io::resolve_system(sc.to).name;
+  }
   const io::Dataset d = read_dataset_warned(sc.dataset);
   const auto given = load_thetas(sc.params);
   // Model settings measured on both platforms are scored (paired); those measured on the source only get the
@@ -557,6 +587,9 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
     ProposalResult pr = propose_from(*d.find(ms, sc.from), sc, given);
     io::Json rules = io::Json::array();
     for (const auto& r : pr.proposal.rules) rules.push_back({{"rule", r.name}, {"shortlist", r.shortlist}});
+    io::Json examples = io::Json::object();
+    for (const auto& [reason, e] : pr.example)
+      examples[reason] = {{"optimization_config", e.config}, {"explanation", e.explanation}};
     io::Json configs = io::Json::array();
     for (const auto& c : pr.configs)
       configs.push_back({{"optimization_config", c.config},
@@ -571,6 +604,7 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
              {"candidates", pr.proposal.candidates},
              {"predicted_to_fit", pr.proposal.fitting},
              {"not_runnable_on_target", pr.why},
+             {"not_runnable_examples", examples},
              {"k", pr.proposal.k},
              {"rules", rules},
              {"target_predictions", pr.how},
@@ -632,7 +666,9 @@ void run_shortlist(const ShortCli& sc, std::ostream& os) {
   for (const auto& pr : proposals) {
     const search::Proposal& p = pr.proposal;
     std::string cannot;
-    for (const auto& [reason, n] : pr.why) cannot += (cannot.empty() ? "" : ", ") + std::to_string(n) + ": " + reason;
+    for (const auto& [reason, n] : pr.why)
+      cannot += (cannot.empty() ? "" : "; ") + std::to_string(n) + ", e.g. " + pr.example.at(reason).config + ": " +
+                pr.example.at(reason).explanation;
     os << pr.model_setting << ": measured on " << sc.from << " only; " << p.candidates + pr.rejected
        << " measured configurations, " << p.fitting << " predicted to fit " << pr.system
        << (pr.rejected ? "; " + std::to_string(pr.rejected) + " cannot run there (" + cannot + ")" : std::string())
@@ -688,7 +724,9 @@ void register_evaluate(CLI::App& app) {
   sc.dataset = io::data_dir() + "/lmsimbench";
   sl->add_option("--dataset", sc.dataset, "dataset root (default: bundled data)");
   sl->add_option("--from", sc.from, "source platform (gpu, npu or a system preset named as a collection platform)");
-  sl->add_option("--to", sc.to, "target platform (likewise)");
+  sl->add_option("--to", sc.to,
+                 "target platform (likewise), or a system JSON file as predict's --system takes (a model setting "
+                 "measured on the source only is simulated on it)");
   sl->add_option("--k", sc.k, "shortlist size")->check(CLI::Range(1, 1000));
   sl->add_option("--source", sc.source, "rank the source by measured or predicted time")
       ->check(CLI::IsMember({"measured", "predicted"}));

@@ -585,4 +585,32 @@ a, d = (json.load(open(f))["layer"] for f in sys.argv[1:3])
 assert a["moe"] is True and a["forward_s"] > 0, a
 assert d["moe"] is False and d["forward_s"] > 0, d  # DeepSeek-V3's first three layers are dense
 PY
+# A shortlist's target may be a system file: named by its system, the configurations it cannot run counted by
+# reason with one example and its figures; a --params θ for another system is the file's; two are ambiguous.
+"$lmsim" systems --json | python3 -c "
+import json, sys
+s = {x['name']: x for x in json.load(sys.stdin)}['h100_sxm_80g']
+s['name'] = 'h100_4gpu_nodes'; s['devices_per_node'] = 4
+json.dump(s, open(sys.argv[1], 'w'))" "$tmp/h100x4.json"
+"$lmsim" --log-level error shortlist --dataset "$tmp/npu_only" --models qwen3_1.7b_4k --to "$tmp/h100x4.json" > "$tmp/o"
+grep -qF "2 cannot run there (2, e.g. dp1-tp8-pp1-cp1-noRC: tensor-parallel group crosses a node boundary (tp 8, 4 devices per node))" "$tmp/o" ||
+  fail "shortlist --to FILE: no explained rejection: $(cat "$tmp/o")"
+for th in "" "--params $LMSIM_DATA_DIR/params/params_h100_sxm_80g.json"; do
+  "$lmsim" --log-level error shortlist --dataset "$tmp/npu_only" --models qwen3_1.7b_4k --to "$tmp/h100x4.json" \
+    $th --json > "$tmp/sl_file${th:+_theta}.json"
+done
+python3 - "$tmp/sl_file.json" "$tmp/sl_file_theta.json" <<'PY' || fail "shortlist --to FILE --json: $(cat "$tmp/sl_file.json")"
+import json, sys
+a, b = (json.load(open(f))["qwen3_1.7b_4k"] for f in sys.argv[1:])
+assert a["target_system"] == "h100_4gpu_nodes" and a["not_runnable_on_target"] == {"tensor-parallel group crosses a node boundary": 2}, a
+e = a["not_runnable_examples"]["tensor-parallel group crosses a node boundary"]
+assert e["optimization_config"] == "dp1-tp8-pp1-cp1-noRC" and "4 devices per node" in e["explanation"], e
+assert a["target_predictions"].startswith("uncalibrated defaults of"), a["target_predictions"]
+assert b["target_predictions"] == "θ from --params (fitted for h100_sxm_80g)", b["target_predictions"]
+ta, tb = ({c["optimization_config"]: c["h100_4gpu_nodes_predicted_time_s"] for c in x["configurations"]} for x in (a, b))
+assert ta.keys() == tb.keys() and ta != tb, (ta, tb)
+PY
+"$lmsim" shortlist --dataset "$tmp/npu_only" --to "$tmp/h100x4.json" --params "$LMSIM_DATA_DIR/params/params_h100_sxm_80g.json" \
+  --params "$LMSIM_DATA_DIR/params/params_a100_sxm_80g.json" > /dev/null 2> "$tmp/e" && fail "shortlist: two target θ accepted"
+grep -q "θ files for a100_sxm_80g and h100_sxm_80g: give one for" "$tmp/e" || fail "shortlist two θ: $(cat "$tmp/e")"
 echo "cli_trust: all checks passed"
