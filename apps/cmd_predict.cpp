@@ -1,4 +1,6 @@
 // `lmsim predict`: one simulation with its breakdown, per-rank memory and (on request) diagnostics.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
@@ -16,7 +18,20 @@ struct PredictCli {
   std::vector<std::string> strategy_names;
   bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
   std::string gemm_csv, emit;
+  double train_tokens = 0;  // --train-tokens
 };
+
+// "41.3 days (80 %: 39.0 - 43.9), 3,968 device-hours": a training run's time, with the iteration's 80 % interval
+// (every iteration errs alike), and its device-hours.
+std::string training_run_phrase(const PredictResult& x) {
+  const TrainingRun run = x.run();
+  const double days = run.time_s / 86400, per_day = run.iterations / 86400;
+  std::string out = fmt(days, days < 10 ? 2 : 1) + " days";
+  if (x.has_iv)
+    out += " (80 %: " + fmt(per_day * x.iv.time_s_80.lower, days < 10 ? 2 : 1) + " - " +
+           fmt(per_day * x.iv.time_s_80.upper, days < 10 ? 2 : 1) + ")";
+  return out + ", " + grouped(run.device_hours) + " device-hours";
+}
 
 // Diagnostics rows of consecutive stages that are the same (the middle stages of a uniform pipeline) printed once,
 // their stages as a range ("1-62"): `row` gives a record's columns without its stage, which goes in column `at`.
@@ -116,7 +131,7 @@ void compare(const PredictCli& o, std::ostream& os) {
     RunOptions at = o.opt;
     at.devices = devices;
     for (const std::string& name : o.strategy_names)
-      res.push_back(predict({at, name, o.allow_uneven, o.allow_cross_node, ""}, r, true));
+      res.push_back(predict({at, name, o.allow_uneven, o.allow_cross_node, "", o.train_tokens}, r, true));
   }
   // Several device counts: each row's scaling efficiency, the device-seconds an iteration takes at the first count
   // over those it takes here, for the same strategy (res holds the strategies count by count).
@@ -156,15 +171,27 @@ void compare(const PredictCli& o, std::ostream& os) {
                                  std::isfinite(x.p_fits) ? fmt(x.p_fits, 2) : "-",
                                  fmt(100 * tp.mfu, 1)};
     if (scaling) row.push_back(fmt(100 * efficiency(i), 1));
+    if (o.train_tokens > 0) {
+      const TrainingRun run = x.run();
+      row.push_back(fmt(run.time_s / 86400, 2));
+      row.push_back(grouped(run.device_hours));
+    }
     rows.push_back(row);
   }
   std::vector<std::string> head{"#",     "configuration", "devices", "time_s",  "80 % interval",
                                 "vs #1", "peak_GiB",      "fits",    "P(fits)", "MFU %"};
   if (scaling) head.push_back("scaling %");
+  if (o.train_tokens > 0) {
+    head.push_back("days");
+    head.push_back("device-hours");
+  }
   os << table(head, rows) << "\n";
   if (scaling)
     os << "scaling %: device-seconds per iteration at " << counts.front()
        << " devices over those here, for the same strategy (100: linear)\n\n";
+  if (o.train_tokens > 0)
+    os << "days, device-hours: a training run of " << fmt::format("{:.4g}", o.train_tokens)
+       << " tokens at each row's pace\n\n";
   std::vector<std::string> term_head{"term", "kind"};
   for (std::size_t i = 0; i < res.size(); ++i) term_head.push_back("#" + std::to_string(i + 1) + " s");
   std::vector<std::vector<std::string>> terms;
@@ -185,7 +212,7 @@ void run(PredictCli o, std::ostream& os) {
   const RunOptions& opt = o.opt;
   const std::string &strategy_name = o.strategy_names.front(), &gemm_csv = o.gemm_csv, &emit = o.emit;
   const bool diagnostics = o.diagnostics, allow_uneven = o.allow_uneven, allow_cross_node = o.allow_cross_node;
-  const PredictResult res = predict({opt, strategy_name, allow_uneven, allow_cross_node, emit});
+  const PredictResult res = predict({opt, strategy_name, allow_uneven, allow_cross_node, emit, o.train_tokens});
   const Resolved& r = res.r;
   const Strategy& s = res.s;
   const Prediction& p = res.p;
@@ -229,6 +256,9 @@ void run(PredictCli o, std::ostream& os) {
      << "throughput      " << fmt(throughput(p, s, r.system, r.settings).tokens_per_s_per_device, 0)
      << " tokens/s per device, " << fmt(throughput(p, s, r.system, r.settings).model_tflops_per_device, 0)
      << " model TFLOP/s per device, MFU " << fmt(100 * throughput(p, s, r.system, r.settings).mfu, 1) << " %\n"
+     << (o.train_tokens > 0 ? "training run    " + fmt::format("{:.4g}", o.train_tokens) + " tokens, " +
+                                  grouped(res.run().iterations) + " iterations: " + training_run_phrase(res) + "\n"
+                            : std::string())
      << "peak memory     " << gib(p.max_peak_memory_bytes) << " GiB (stage " << p.peak_stage << ") of "
      << gib(p.capacity_bytes) << " GiB: " << (p.feasible ? "fits" : "DOES NOT FIT")
      << (std::isfinite(res.p_fits) ? " (P(fits) " + fmt(res.p_fits, 2) + ")" : "") << "\n";
@@ -318,6 +348,11 @@ void register_predict(CLI::App& app) {
                   "overrides; settings they cannot set are warned of")
       ->check(CLI::IsMember(emit_frameworks()));
   cmd->add_option("--gemms-csv", gemm_csv, "write the predicted GEMMs as a matrix_operator_latency-style CSV");
+  cmd->add_option("--train-tokens", opts->train_tokens,
+                  "also the training run of this many tokens (e.g. 15e12): whole iterations, days with the 80 % "
+                  "interval, device-hours")
+      ->check(finite_number())
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");
   cmd->callback([opts] { run(*opts, std::cout); });

@@ -546,6 +546,14 @@ std::string fmt(double v, int prec) {
   return buf;
 }
 std::string gib(double bytes) { return fmt(bytes / 1073741824.0, 2); }
+std::string grouped(double v) {
+  std::string digits = fmt(std::fabs(v), 0), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 && digits != "0" ? "-" : "") + out;
+}
 
 namespace {
 std::string& current_command_line() {

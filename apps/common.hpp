@@ -114,6 +114,8 @@ const CLI::Validator& positive_size();
 // Prints rows as an aligned text table.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string fmt(double v, int prec = 3);
+// A whole number with thousands separators: 5380279 -> "5,380,279".
+std::string grouped(double v);
 // The items of a list or set of strings, comma-separated.
 template <class Strings>
 std::string join(const Strings& items) {

@@ -23,6 +23,7 @@ PredictResult predict(const PredictRequest& q, const Resolved& resolved, bool na
   res.s = io::parse_strategy(q.strategy, "--strategy", q.run.devices);
   res.emit = q.emit;
   res.allow_uneven = q.allow_uneven;
+  res.train_tokens = q.train_tokens;
   const Resolved& r = res.r;
   const Strategy& s = res.s;
   if (config_name(s) != q.strategy && parse_config_name(q.strategy).strategy != s)
@@ -177,6 +178,18 @@ io::Json PredictResult::json() const {
   j["model_tflops_per_device"] = tp.model_tflops_per_device;
   j["mfu"] = tp.mfu;
   j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;
+  if (train_tokens > 0) {  // the whole run at this pace; its interval is the iteration's, every iteration alike
+    const TrainingRun run = this->run();
+    io::Json t{{"tokens", train_tokens},
+               {"iterations", run.iterations},
+               {"time_s", run.time_s},
+               {"time_days", run.time_s / 86400},
+               {"device_hours", run.device_hours}};
+    if (has_iv)
+      for (const auto& end : calib::kIntervalEnds)
+        t[std::string("time_days_") + end.percentile] = run.iterations * end.of(iv.*end.time) / 86400;
+    j["training_run"] = t;
+  }
   if (has_iv) {  // where the time interval's width comes from: log sds whose squares add up to the total's
     const calib::TimeSdParts& tp = time_sd_parts;
     j["time_log_sd"] = iv.time_log_sd;

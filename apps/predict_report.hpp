@@ -16,7 +16,8 @@ struct PredictRequest {
   RunOptions run;
   std::string strategy;
   bool allow_uneven = false, allow_cross_node = false;
-  std::string emit;  // megatron | nemo | mindspeed | empty
+  std::string emit;         // megatron | nemo | mindspeed | empty
+  double train_tokens = 0;  // > 0: also the training run of that many tokens (training_run)
 };
 
 struct PredictResult {
@@ -38,6 +39,8 @@ struct PredictResult {
   double partial_p_fits = std::nan("");  // its P(fits), with the same memory interval
   std::string emit;
   bool allow_uneven = false;
+  double train_tokens = 0;  // > 0: the training run of that many tokens is reported (run())
+  TrainingRun run() const { return training_run(p, s, r.settings, train_tokens); }
   io::Json json() const;  // the `predict --json` document
 };
 

@@ -71,8 +71,7 @@ double objective_value(const Prediction& p, const Scenario& sc, const Strategy& 
     case Objective::time: return p.iteration_time_s;
     case Objective::tokens_per_device:  // maximise throughput per device == minimise device-seconds per token
       return p.iteration_time_s * static_cast<double>(s.devices()) / tokens;
-    case Objective::device_hours:
-      return p.iteration_time_s * static_cast<double>(s.devices()) * (o.token_budget / tokens) / 3600.0;
+    case Objective::device_hours: return training_run(p, s, sc.settings, o.token_budget).device_hours;
   }
   return p.iteration_time_s;
 }

@@ -138,6 +138,14 @@ struct Throughput {
 };
 Throughput throughput(const Prediction& p, const Strategy& s, const System& sys, const TrainingSettings& t);
 
+// A training run of `tokens` tokens at the predicted pace: whole iterations of global batch x sequence tokens
+// (rounded up: Megatron-LM's --train-samples runs whole iterations), their wall-clock time and device-hours. All
+// zero where the prediction failed or `tokens` is not positive.
+struct TrainingRun {
+  double iterations = 0, time_s = 0, device_hours = 0;
+};
+TrainingRun training_run(const Prediction& p, const Strategy& s, const TrainingSettings& t, double tokens);
+
 // Megatron rank order: tensor fastest, then context, then data (expert inside data), then pipeline.
 struct RankCoord {
   int tp, cp, dp, pp;

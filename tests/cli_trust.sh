@@ -585,6 +585,31 @@ a, d = (json.load(open(f))["layer"] for f in sys.argv[1:3])
 assert a["moe"] is True and a["forward_s"] > 0, a
 assert d["moe"] is False and d["forward_s"] > 0, d  # DeepSeek-V3's first three layers are dense
 PY
+# --train-tokens: the training run of that many tokens, whole iterations, its days with the iteration's interval
+# and its device-hours, in the text, the comparison table and --json.
+"$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --devices 8 --seq 8192 --global-batch 128 \
+  --strategy dp8 --train-tokens 1e9 --json > "$tmp/run.json"
+python3 - "$tmp/run.json" <<'PY' || fail "predict --train-tokens --json: $(cat "$tmp/run.json")"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+r = j["training_run"]
+assert r["tokens"] == 1e9 and r["iterations"] == math.ceil(1e9 / (128 * 8192)) == 954, r
+assert abs(r["time_s"] - 954 * j["iteration_time_s"]) < 1e-6 * r["time_s"], r
+assert abs(r["device_hours"] - r["time_s"] * 8 / 3600) < 1e-6 * r["device_hours"], r
+assert abs(r["time_days"] * 86400 - r["time_s"]) < 1e-6 * r["time_s"], r
+assert r["time_days_p05"] < r["time_days_p10"] < r["time_days"] < r["time_days_p90"] < r["time_days_p95"], r
+assert abs(r["time_days_p90"] * 86400 - 954 * j["iteration_time_s_p90"]) < 1e-6 * r["time_s"], r
+PY
+"$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --devices 8 --seq 8192 --global-batch 128 \
+  --strategy dp8 --train-tokens 1e9 > "$tmp/o"
+grep -qE "^training run    1e\+09 tokens, 954 iterations: [0-9.]+ days \(80 %: [0-9.]+ - [0-9.]+\), [0-9,]+ device-hours$" "$tmp/o" ||
+  fail "predict --train-tokens: $(cat "$tmp/o")"
+"$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --devices 8,16 --seq 8192 \
+  --global-batch 128 --strategy tp1 --train-tokens 1e9 > "$tmp/o"
+grep -qE "days +device-hours" "$tmp/o" && grep -q "a training run of 1e+09 tokens at each row's pace" "$tmp/o" ||
+  fail "predict --devices 8,16 --train-tokens: $(cat "$tmp/o")"
+"$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --devices 8 --strategy dp8 > "$tmp/o"
+grep -q "training run" "$tmp/o" && fail "predict without --train-tokens reports a training run"
 # A shortlist's target may be a system file: named by its system, the configurations it cannot run counted by
 # reason with one example and its figures; a --params θ for another system is the file's; two are ambiguous.
 "$lmsim" systems --json | python3 -c "

@@ -1397,6 +1397,28 @@ TEST(Fidelity, ModelFlopsFollowSixNPlusAttention) {
   EXPECT_NEAR(tp.mfu, tp.model_tflops_per_device * 1e12 / a100().peak_flops(t.precision), 1e-12);
 }
 
+TEST(Fidelity, TrainingRunRunsWholeIterations) {
+  const Model m = preset("GPT-3-175B");
+  TrainingSettings t;
+  t.seq_length = 2048;
+  t.global_batch_size = 1536;
+  const Strategy s = strat(8, 8, 8);
+  const Prediction p = simulate(m, s, a100(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  const double per_iteration = 1536.0 * 2048;
+  const TrainingRun run = training_run(p, s, t, 10.5 * per_iteration);  // half an iteration more: a whole one
+  EXPECT_EQ(run.iterations, 11);
+  EXPECT_DOUBLE_EQ(run.time_s, 11 * p.iteration_time_s);
+  EXPECT_DOUBLE_EQ(run.device_hours, 11 * p.iteration_time_s * 512 / 3600);
+  EXPECT_EQ(training_run(p, s, t, 10 * per_iteration).iterations, 10);
+  EXPECT_EQ(training_run(p, s, t, 0).iterations, 0);
+  Strategy bad = s;
+  bad.tensor_parallel = 7;  // 96 heads over tp 7: refused, no run
+  const Prediction q = simulate(m, bad, a100(), t, PlatformParams{});
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(training_run(q, bad, t, per_iteration).time_s, 0);
+}
+
 TEST(Fidelity, NvlinkSharpAllReduceSendsEachBufferOnce) {
   // NCCL's NVLS all-reduce on an NVSwitch with SHARP: one send and one receive of the buffer instead of the ring's
   // 2(n-1)/n; reduce-scatter and all-gather (sequence parallelism) are unchanged.
