@@ -27,6 +27,11 @@ def test_predict_equals_the_cli():
     assert np.array_equal(d["peak_memory_bytes"], np.array(c["peak_memory_bytes"]))
     for key in ("mfu", "model_tflops_per_device", "tokens_per_s_per_device", "iteration_time_s_p90"):
         assert key in d
+    assert "training_run" not in d
+    run = lmsim.predict(**KW, train_tokens=1e9)["training_run"]
+    assert run == cli("--model", "Qwen3-1.7B", "--system", "v100_sxm2_32g", "--devices", "8", "--strategy",
+                      "dp2-tp4-pp1-cp1-RC", "--train-tokens", "1e9")["training_run"]
+    assert run["tokens"] == 1e9 and run["time_s"] == run["iterations"] * d["iteration_time_s"]
 
 
 def test_a_strategy_list_compares_them_as_the_cli_does():
