@@ -489,6 +489,7 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
 void run_shortlist(ShortCli sc, std::ostream& os) {
   // A target given as a system file is named by its system in the report (and in --params' θ files).
   if (sc.to.size() > 5 && sc.to.substr(sc.to.size() - 5) == ".json" && !io::presets().find_system(sc.to)) {
+    if (!std::filesystem::exists(sc.to)) throw io::InputError(sc.to, 0, "--to", "system file does not exist");
     sc.to_system_file = sc.to;
     sc.to = io::resolve_system(sc.to).name;
   }

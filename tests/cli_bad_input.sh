@@ -252,6 +252,7 @@ expect 2 "--set: field 'bogus': unknown key" shortlist --dataset "$tmp/npu_only"
 expect 2 "--set: field 'precision': v100_sxm2_32g has no fp8 throughput" shortlist --dataset "$tmp/npu_only" \
   --set precision=fp8 --out "$tmp/sl.h5"
 expect 2 "unknown stack" shortlist --dataset "$tmp/npu_only" --stack nosuch --out "$tmp/sl.h5"
+expect 2 "nosuch.json: field '--to': system file does not exist" shortlist --dataset "$tmp/npu_only" --to "$tmp/nosuch.json" --out "$tmp/sl.h5"
 [ -e "$tmp/sl.h5" ] && { echo "FAIL: a refused shortlist left $tmp/sl.h5"; fail=1; }
 rm -r "$tmp/npu_only"
 ls "$tmp" | grep -q tmp && { echo "FAIL: temporary files left behind"; fail=1; }

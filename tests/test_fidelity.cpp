@@ -1379,15 +1379,29 @@ TEST(Fidelity, BatchLevelMoeOverlapHidesExpertAllToAllUnderTheOtherMicroBatch) {
   EXPECT_NEAR(hidden_2 / hidden_6, (512.0 - 34) / (512.0 - 26), 1e-9);
 }
 
+namespace {
+// GPT-3 175B on 512 A100s, dp8-tp8-pp8 without recompute, sequence 2048, global batch 1536: the run the throughput
+// figures are checked on.
+struct Gpt3Run {
+  Model m = preset("GPT-3-175B");
+  TrainingSettings t;
+  Strategy s = strat(8, 8, 8);
+  Prediction p;
+  Gpt3Run() {
+    t.seq_length = 2048;
+    t.global_batch_size = 1536;
+    p = simulate(m, s, a100(), t, PlatformParams{});
+  }
+};
+}  // namespace
+
 TEST(Fidelity, ModelFlopsFollowSixNPlusAttention) {
   // Dense GPT, no recompute: model FLOPs = 6·N·tokens + causal attention 6·L·s·h·tokens (Narayanan et al. 2021
   // Eq. 3 without its recompute term), per device.
-  const Model m = preset("GPT-3-175B");
-  TrainingSettings t;
-  t.seq_length = 2048;
-  t.global_batch_size = 1536;
-  const Strategy s = strat(8, 8, 8);
-  const Prediction p = simulate(m, s, a100(), t, PlatformParams{});
+  const Gpt3Run run;
+  const Strategy& s = run.s;
+  const TrainingSettings& t = run.t;
+  const Prediction& p = run.p;
   ASSERT_TRUE(p.ok());
   const double tokens = 1536.0 * 2048, L = 96, h = 12288, V = 51200;
   const double f = 72 * 1536.0 * 2048 * L * h * h * (1 + 2048 / (12 * h) + V / (12 * L * h));  // 6·N·T form
@@ -1398,12 +1412,11 @@ TEST(Fidelity, ModelFlopsFollowSixNPlusAttention) {
 }
 
 TEST(Fidelity, TrainingRunRunsWholeIterations) {
-  const Model m = preset("GPT-3-175B");
-  TrainingSettings t;
-  t.seq_length = 2048;
-  t.global_batch_size = 1536;
-  const Strategy s = strat(8, 8, 8);
-  const Prediction p = simulate(m, s, a100(), t, PlatformParams{});
+  const Gpt3Run gpt3;
+  const Model& m = gpt3.m;
+  const Strategy& s = gpt3.s;
+  const TrainingSettings& t = gpt3.t;
+  const Prediction& p = gpt3.p;
   ASSERT_TRUE(p.ok());
   const double per_iteration = 1536.0 * 2048;
   const TrainingRun run = training_run(p, s, t, 10.5 * per_iteration);  // half an iteration more: a whole one
