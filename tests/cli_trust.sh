@@ -352,6 +352,11 @@ grep -q "^#  *configuration  *scenario  *time_s  *p90_s  *peak_GiB  *MFU %" "$tm
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
   --seq 4096 --global-batch 32 --top 3 --objective tokens > "$tmp/t.txt"
 grep -q "p90_s  *peak_GiB  *tokens_per_second_per_device  *MFU %" "$tmp/t.txt" || fail "search table: $(cat "$tmp/t.txt")"
+grep -qE "^1  .* [0-9]+\.[0-9] +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/t.txt" || fail "search tokens cell: $(cat "$tmp/t.txt")"
+# Device-hours for a token budget, whole and grouped.
+mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
+  --seq 4096 --global-batch 32 --top 3 --objective device-hours --token-budget 1e12 > "$tmp/t.txt"
+grep -qE "^1  .* [0-9]{1,3}(,[0-9]{3})+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/t.txt" || fail "search device-hours cell: $(cat "$tmp/t.txt")"
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
   --seq 4096 --global-batch 32 --top 30 --rank-by risk --json > "$tmp/r.json"
 python3 - "$tmp/r.json" <<'PY' || fail "risk ranking"
