@@ -25,11 +25,13 @@ struct PredictCli {
 // (every iteration errs alike), and its device-hours.
 std::string training_run_phrase(const PredictResult& x) {
   const TrainingRun run = x.run();
-  const double days = run.time_s / 86400, per_day = run.iterations / 86400;
-  std::string out = fmt(days, days < 10 ? 2 : 1) + " days";
+  const double days = run.time_s / 86400;
+  const double run_days_per_s = run.iterations / 86400;  // an iteration's seconds -> the run's days
+  const int prec = days < 10 ? 2 : 1;
+  std::string out = fmt(days, prec) + " days";
   if (x.has_iv)
-    out += " (80 %: " + fmt(per_day * x.iv.time_s_80.lower, days < 10 ? 2 : 1) + " - " +
-           fmt(per_day * x.iv.time_s_80.upper, days < 10 ? 2 : 1) + ")";
+    out += " (80 %: " + fmt(run_days_per_s * x.iv.time_s_80.lower, prec) + " - " +
+           fmt(run_days_per_s * x.iv.time_s_80.upper, prec) + ")";
   return out + ", " + grouped(run.device_hours) + " device-hours";
 }
 
