@@ -30,7 +30,10 @@ struct SearchCli {
   std::vector<std::int64_t> seq, gbs, mbs;
   std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type, flash_attention, moe_dispatcher;
   std::size_t top = 20;
-  double memory_margin_gib = 2, token_budget = 1e12, checkpoint_every = 30;
+  double memory_margin_gib = 2, checkpoint_every = 30;
+  // --token-budget (the device-hours objective's tokens; 0: --train-tokens, else 1e12) and --train-tokens (each
+  // ranked candidate's training run; 0: none).
+  double token_budget = 0, train_tokens = 0;
   std::uint64_t chunk = 0;
   bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
 };
@@ -124,6 +127,12 @@ Throughput throughput_of(const Model& model, const search::Space& space, const s
 
 // The objective as its name says: the sweep minimises device-seconds per token for the tokens objective, the
 // user reads tokens per second per device.
+// A ranked candidate's training run of `tokens` tokens at its predicted pace.
+TrainingRun run_of(const search::Space& space, const search::Entry& e, double tokens) {
+  const search::Candidate c = space.at(e.index);
+  return training_run(e.time_s, c.strategy.devices(), space.scenarios()[c.scenario].settings, tokens);
+}
+
 double objective_shown(search::Objective obj, double value) {
   return obj == search::Objective::tokens_per_device && value > 0 ? 1.0 / value : value;
 }
@@ -184,13 +193,13 @@ std::string nothing_fits_text(const search::NothingFits& w, const search::Space&
 
 void write_results(const std::string& file, const search::Space& space, const search::SweepResult& r,
                    const search::SweepOptions& o, const io::Json& provenance,
-                   const std::vector<std::optional<calib::CandidateRisk>>& risk) {
+                   const std::vector<std::optional<calib::CandidateRisk>>& risk, double train_tokens) {
   io::H5Writer w(file);
   auto table_of = [&](const std::string& g, const std::vector<search::Entry>& es, bool full) {
     std::vector<std::string> names, scen;
     std::vector<std::int64_t> idx;
     search::StrategyColumns<std::int64_t, bool> strat;
-    std::vector<double> t, mem, obj;
+    std::vector<double> t, mem, obj, run_days, run_device_hours;
     std::array<std::vector<double>, kNumBreakdownTerms> terms;
     for (const auto& e : es) {
       const search::Candidate c = space.at(e.index);
@@ -202,6 +211,9 @@ void write_results(const std::string& file, const search::Space& space, const se
       t.push_back(e.time_s);
       mem.push_back(e.peak_bytes);
       obj.push_back(e.objective);
+      const TrainingRun run = run_of(space, e, train_tokens);
+      run_days.push_back(run.time_s / 86400);
+      run_device_hours.push_back(run.device_hours);
       if (full) {
         const Prediction p =
             simulate(space.model(), c.strategy, s.system, s.settings, s.params, search::scenario_sim_options(s, o));
@@ -235,6 +247,10 @@ void write_results(const std::string& file, const search::Space& space, const se
     w.write(g + "/iteration_time_s", t);
     w.write(g + "/max_peak_memory_bytes", mem);
     w.write(g + "/objective", obj);
+    if (train_tokens > 0) {  // each candidate's training run of --train-tokens tokens
+      w.write(g + "/training_days", run_days);
+      w.write(g + "/training_device_hours", run_device_hours);
+    }
     if (full) {
       for (std::size_t k = 0; k < kNumBreakdownTerms; ++k) {
         const auto& term = breakdown_terms()[k];
@@ -456,7 +472,11 @@ void run(SearchCli sc, std::ostream& out) {
   o.objective = sc.objective == "time"     ? search::Objective::time
                 : sc.objective == "tokens" ? search::Objective::tokens_per_device
                                            : search::Objective::device_hours;
-  o.token_budget = sc.token_budget;
+  if (sc.token_budget > 0 && sc.train_tokens > 0 && sc.token_budget != sc.train_tokens)
+    throw io::InputError("--token-budget", 0, "",
+                         "differs from --train-tokens (give one: --train-tokens is also the device-hours objective's "
+                         "budget)");
+  o.token_budget = sc.token_budget > 0 ? sc.token_budget : sc.train_tokens > 0 ? sc.train_tokens : 1e12;
   o.memory_margin_bytes = sc.memory_margin_gib * 1073741824.0;
   o.validity.allow_cross_node_tp = sc.cross_node_tp;
   o.validity.allow_uneven_layers = sc.uneven;
@@ -503,6 +523,8 @@ void run(SearchCli sc, std::ostream& out) {
   if (r.feasible == 0) why = search::explain_nothing_fits(space, f, o);
   io::Json prov{{"model", model.name},
                 {"objective", search::to_string(o.objective)},
+                {"token_budget", o.token_budget},
+                {"train_tokens", sc.train_tokens},
                 {"top_k", sc.top},
                 {"memory_margin_gib", sc.memory_margin_gib},
                 {"scenarios", io::Json::array()}};
@@ -643,7 +665,7 @@ void run(SearchCli sc, std::ostream& out) {
   prov["allow_uneven_layers"] = o.validity.allow_uneven_layers;
   if (!sc.out.empty()) {
     try {
-      write_results(sc.out, space, r, o, prov, risk);
+      write_results(sc.out, space, r, o, prov, risk, sc.train_tokens);
     } catch (const io::InputError&) {
       std::cerr << "lmsim: the evaluated search is checkpointed in " << o.checkpoint_dir
                 << "; fix the output and rerun with --resume to write it without evaluating again\n";
@@ -678,6 +700,11 @@ void run(SearchCli sc, std::ostream& out) {
                    {"mfu", tp.mfu},
                    {"model_tflops_per_device", tp.model_tflops_per_device},
                    {"tokens_per_s_per_device", tp.tokens_per_s_per_device}};
+      if (sc.train_tokens > 0) {
+        const TrainingRun run = run_of(space, e, sc.train_tokens);
+        row["training_days"] = run.time_s / 86400;
+        row["training_device_hours"] = run.device_hours;
+      }
       if (risk[i]) {
         row["p_fits"] = std::isnan(risk[i]->p_fits) ? io::Json(nullptr) : io::Json(risk[i]->p_fits);
         row["p_within_5pct_of_best"] = risk[i]->p_within_5pct;
@@ -738,6 +765,11 @@ void run(SearchCli sc, std::ostream& out) {
                                  risk[i] ? fmt(risk[i]->time_p90_s, 3) : "-",
                                  gib(e.peak_bytes)};
     if (show_objective) row.push_back(objective_cell(o.objective, e.objective));
+    if (sc.train_tokens > 0) {
+      const TrainingRun run = run_of(space, e, sc.train_tokens);
+      row.push_back(fmt(run.time_s / 86400, 2));
+      if (o.objective != search::Objective::device_hours) row.push_back(grouped(run.device_hours));
+    }
     for (auto&& x : {fmt(100 * tp.mfu, 1), risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
                      risk[i] ? fmt(risk[i]->p_within_5pct, 2) : "-"})
       row.push_back(x);
@@ -745,6 +777,10 @@ void run(SearchCli sc, std::ostream& out) {
   }
   std::vector<std::string> header{"#", "configuration", "scenario", "time_s", "p90_s", "peak_GiB"};
   if (show_objective) header.push_back(search::to_string(o.objective));
+  if (sc.train_tokens > 0) {
+    header.push_back("days");
+    if (o.objective != search::Objective::device_hours) header.push_back("device-hours");
+  }
   for (const char* h : {"MFU %", "P(fits)", "P(<=5% of #1)"}) header.push_back(h);
   out << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
       << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
@@ -814,7 +850,13 @@ void register_search(CLI::App& app) {
   cmd->add_option("--out", sc.out, "HDF5 output file (written atomically)");
   cmd->add_option("--objective", sc.objective, "time, tokens (per device) or device-hours")
       ->check(CLI::IsMember({"time", "tokens", "device-hours"}));
-  cmd->add_option("--token-budget", sc.token_budget, "tokens for the device-hours objective")
+  cmd->add_option("--token-budget", sc.token_budget,
+                  "tokens for the device-hours objective (default: --train-tokens, else 1e12)")
+      ->check(finite_number())
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--train-tokens", sc.train_tokens,
+                  "also each ranked candidate's training run of this many tokens (e.g. 15e12): days and "
+                  "device-hours, in whole iterations (text, --json, HDF5)")
       ->check(finite_number())
       ->check(CLI::PositiveNumber);
   cmd->add_option("--rank-by", sc.rank_by,

@@ -910,14 +910,18 @@ Throughput throughput(const Prediction& p, const Strategy& s, const System& sys,
   return out;
 }
 
-TrainingRun training_run(const Prediction& p, const Strategy& s, const TrainingSettings& t, double tokens) {
+TrainingRun training_run(double iteration_time_s, std::int64_t devices, const TrainingSettings& t, double tokens) {
   TrainingRun out;
   const double per_iteration = static_cast<double>(t.global_batch_size) * static_cast<double>(t.seq_length);
-  if (!p.ok() || !(p.iteration_time_s > 0) || !(tokens > 0) || !(per_iteration > 0)) return out;
+  if (!(iteration_time_s > 0) || !(tokens > 0) || !(per_iteration > 0)) return out;
   out.iterations = std::ceil(tokens / per_iteration);
-  out.time_s = out.iterations * p.iteration_time_s;
-  out.device_hours = out.time_s * static_cast<double>(s.devices()) / 3600.0;
+  out.time_s = out.iterations * iteration_time_s;
+  out.device_hours = out.time_s * static_cast<double>(devices) / 3600.0;
   return out;
+}
+
+TrainingRun training_run(const Prediction& p, const Strategy& s, const TrainingSettings& t, double tokens) {
+  return p.ok() ? training_run(p.iteration_time_s, s.devices(), t, tokens) : TrainingRun{};
 }
 
 double predict_gemm_us(const System& sys, Precision dtype, const PlatformParams& p, double batch, double m, double n,

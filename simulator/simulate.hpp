@@ -138,12 +138,14 @@ struct Throughput {
 };
 Throughput throughput(const Prediction& p, const Strategy& s, const System& sys, const TrainingSettings& t);
 
-// A training run of `tokens` tokens at the predicted pace: whole iterations of global batch x sequence tokens
-// (rounded up: Megatron-LM's --train-samples runs whole iterations), their wall-clock time and device-hours. All
-// zero where the prediction failed or `tokens` is not positive.
+// A training run of `tokens` tokens at `iteration_time_s` on `devices`: whole iterations of global batch x sequence
+// tokens (rounded up: Megatron-LM's --train-samples runs whole iterations), their wall-clock time and device-hours.
+// All zero where the time or `tokens` is not positive.
 struct TrainingRun {
   double iterations = 0, time_s = 0, device_hours = 0;
 };
+TrainingRun training_run(double iteration_time_s, std::int64_t devices, const TrainingSettings& t, double tokens);
+// The same at a prediction's pace (zero where it failed).
 TrainingRun training_run(const Prediction& p, const Strategy& s, const TrainingSettings& t, double tokens);
 
 // Megatron rank order: tensor fastest, then context, then data (expert inside data), then pipeline.

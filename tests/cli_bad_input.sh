@@ -177,6 +177,7 @@ expect 2 "the recompute field is not RC" predict --model Llama-3-8B --system h10
 # Numbers: non-finite options, a negative chunk, sizes predict would refuse (issue: one validation path).
 srch=(search --model Llama-3-8B --system h100_sxm_80g --devices 8 --top 1)
 expect 2 "not a finite number" "${srch[@]}" --token-budget nan
+expect 2 "differs from --train-tokens" "${srch[@]}" --train-tokens 1e9 --token-budget 1e12
 expect 2 "not a finite number" "${srch[@]}" --memory-margin inf
 expect 2 "not a finite number" "${srch[@]}" --checkpoint-every nan
 expect 2 "not in range" "${srch[@]}" --chunk -1

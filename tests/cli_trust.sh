@@ -357,6 +357,21 @@ grep -qE "^1  .* [0-9]+\.[0-9] +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/t.txt" || fail
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
   --seq 4096 --global-batch 32 --top 3 --objective device-hours --token-budget 1e12 > "$tmp/t.txt"
 grep -qE "^1  .* [0-9]{1,3}(,[0-9]{3})+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/t.txt" || fail "search device-hours cell: $(cat "$tmp/t.txt")"
+# --train-tokens: each candidate's training days and device-hours (the objective's column when it is device-hours).
+mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
+  --seq 4096 --global-batch 32 --top 3 --train-tokens 1e12 > "$tmp/t.txt"
+grep -qE "peak_GiB +days +device-hours +MFU %" "$tmp/t.txt" && grep -qE "^1  .* [0-9]+\.[0-9]{2} +[0-9]{1,3}(,[0-9]{3})+ +[0-9.]+ " "$tmp/t.txt" ||
+  fail "search --train-tokens table: $(cat "$tmp/t.txt")"
+mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
+  --seq 4096 --global-batch 32 --top 3 --train-tokens 1e12 --objective device-hours --json > "$tmp/t.json"
+python3 - "$tmp/t.json" <<'PY' || fail "search --train-tokens --objective device-hours: $(cat "$tmp/t.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["token_budget"] == j["train_tokens"] == 1e12, j
+for r in j["ranking"]:
+    assert abs(r["objective"] - r["training_device_hours"]) < 1e-9 * r["objective"], r
+    assert abs(r["training_days"] * 86400 * 8 / 3600 - r["training_device_hours"]) < 1e-9 * r["objective"], r
+PY
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
   --seq 4096 --global-batch 32 --top 30 --rank-by risk --json > "$tmp/r.json"
 python3 - "$tmp/r.json" <<'PY' || fail "risk ranking"

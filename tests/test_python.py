@@ -111,6 +111,27 @@ def test_search_equals_the_cli():
         lmsim.search(model="Qwen3-0.6B", system="a100_sxm_80g", devices=8, micro_batch=0)
 
 
+def test_search_train_tokens_gives_each_candidate_its_run(tmp_path):
+    import h5py
+    out = str(tmp_path / "s.h5")
+    kw = dict(model="Qwen3-0.6B", system="a100_sxm_80g", devices=[8, 16], global_batch=32, top=5, train_tokens=1e9)
+    d = lmsim.search(**kw, out=out)
+    assert d["train_tokens"] == 1e9 and d["token_budget"] == 1e9
+    iterations = -(-10**9 // (32 * 4096))
+    with h5py.File(out, "r") as f:
+        days, hours = f["/ranking/training_days"][:], f["/ranking/training_device_hours"][:]
+        t = f["/ranking/iteration_time_s"][:]
+    for r, dd, hh, tt in zip(d["ranking"], days, hours, t):
+        devices = int(r["scenario"].split("/")[1].removesuffix("dev"))
+        assert abs(r["training_days"] - iterations * tt / 86400) < 1e-9 * r["training_days"] and r["training_days"] == dd
+        assert abs(r["training_device_hours"] - iterations * tt * devices / 3600) < 1e-9 * hh and r["training_device_hours"] == hh
+    without = {k: v for k, v in kw.items() if k != "train_tokens"}
+    plain = lmsim.search(**without, out=str(tmp_path / "p.h5"))
+    assert plain["train_tokens"] == 0 and plain["token_budget"] == 1e12 and "training_days" not in plain["ranking"][0]
+    with h5py.File(str(tmp_path / "p.h5"), "r") as f:
+        assert "training_days" not in f["/ranking"]
+
+
 def test_calibrate_and_evaluate_return_their_json():
     c = lmsim.calibrate(platform="gpu", models=["qwen3_0.6b_4k"])
     assert c["params"]["matmul_efficiency"] > 0 and "uncertainty" in c and "provenance" in c
