@@ -125,14 +125,14 @@ Throughput throughput_of(const Model& model, const search::Space& space, const s
   return throughput(simulate(model, c.strategy, s.system, s.settings, s.params, so), c.strategy, s.system, s.settings);
 }
 
-// The objective as its name says: the sweep minimises device-seconds per token for the tokens objective, the
-// user reads tokens per second per device.
 // A ranked candidate's training run of `tokens` tokens at its predicted pace.
 TrainingRun run_of(const search::Space& space, const search::Entry& e, double tokens) {
   const search::Candidate c = space.at(e.index);
   return training_run(e.time_s, c.strategy.devices(), space.scenarios()[c.scenario].settings, tokens);
 }
 
+// The objective as its name says: the sweep minimises device-seconds per token for the tokens objective, the
+// user reads tokens per second per device.
 double objective_shown(search::Objective obj, double value) {
   return obj == search::Objective::tokens_per_device && value > 0 ? 1.0 / value : value;
 }
