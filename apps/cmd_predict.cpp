@@ -354,7 +354,7 @@ void register_predict(CLI::App& app) {
                   "also the training run of this many tokens (e.g. 15e12): whole iterations, days with the 80 % "
                   "interval, device-hours")
       ->check(finite_number())
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1.0, kMaxTrainTokens));
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");
   cmd->callback([opts] { run(*opts, std::cout); });

@@ -858,7 +858,7 @@ void register_search(CLI::App& app) {
                   "also each ranked candidate's training run of this many tokens (e.g. 15e12): days and "
                   "device-hours, in whole iterations (text, --json, HDF5)")
       ->check(finite_number())
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1.0, kMaxTrainTokens));
   cmd->add_option("--rank-by", sc.rank_by,
                   "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
                   "P(fits) comes from the priors when the θ was fitted without memory measurements)")

@@ -1,5 +1,6 @@
 #include "apps/common.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -547,6 +548,7 @@ std::string fmt(double v, int prec) {
 }
 std::string gib(double bytes) { return fmt(bytes / 1073741824.0, 2); }
 std::string grouped(double v) {
+  if (!(std::fabs(v) < 1e21)) return fmt::format("{:.4g}", v);  // past 21 digits (or not finite): 1.234e+21
   std::string digits = fmt(std::fabs(v), 0), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';

@@ -114,8 +114,10 @@ const CLI::Validator& positive_size();
 // Prints rows as an aligned text table.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string fmt(double v, int prec = 3);
-// A whole number with thousands separators: 5380279 -> "5,380,279".
+// A whole number with thousands separators: 5380279 -> "5,380,279" (from 1e21 on, and not finite: "%.4g").
 std::string grouped(double v);
+// --train-tokens' ceiling: a million times the largest published pre-training run (~1e13 tokens), far past any plan.
+constexpr double kMaxTrainTokens = 1e18;
 // The items of a list or set of strings, comma-separated.
 template <class Strings>
 std::string join(const Strings& items) {

@@ -183,6 +183,8 @@ expect 2 "not a finite number" "${srch[@]}" --checkpoint-every nan
 expect 2 "not in range" "${srch[@]}" --chunk -1
 expect 2 "not a finite number" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8 --train-tokens nan
 expect 2 "train-tokens: Value 0 not in range" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8 --train-tokens 0
+expect 2 "train-tokens: Value 1e19 not in range" predict --model Llama-3-8B --system h100_sxm_80g --strategy dp8 --train-tokens 1e19
+expect 2 "train-tokens: Value 1e19 not in range" "${srch[@]}" --train-tokens 1e19
 expect 2 "global_batch_size" "${srch[@]}" --global-batch 1099511627776
 expect 2 "not a finite number" calibrate --platform gpu --out "$tmp/x.json" --ftol-rel nan
 expect 2 "no such parameter" calibrate --platform gpu --out "$tmp/x.json" --fix nope=1

@@ -630,6 +630,11 @@ grep -qE "days +device-hours" "$tmp/o" && grep -q "a training run of 1e+09 token
   fail "predict --devices 8,16 --train-tokens: $(cat "$tmp/o")"
 "$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --devices 8 --strategy dp8 > "$tmp/o"
 grep -q "training run" "$tmp/o" && fail "predict without --train-tokens reports a training run"
+# At the ceiling (1e18 tokens) every figure is still printed whole: grouped digits, no cut-off.
+"$lmsim" --log-level error predict --model Llama-3-8B --system h100_sxm_80g --devices 8 --seq 8192 --global-batch 128 \
+  --strategy dp8 --train-tokens 1e18 > "$tmp/o"
+grep -qE "^training run    1e\+18 tokens, 953,674,316,407 iterations: [0-9]+\.[0-9] days \(80 %: [0-9.]+ - [0-9.]+\), [0-9]{1,3}(,[0-9]{3})+ device-hours$" "$tmp/o" ||
+  fail "predict --train-tokens 1e18: $(cat "$tmp/o")"
 # A shortlist's target may be a system file: named by its system, the configurations it cannot run counted by
 # reason with one example and its figures; a --params θ for another system is the file's; two are ambiguous.
 "$lmsim" systems --json | python3 -c "
