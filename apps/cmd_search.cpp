@@ -131,6 +131,27 @@ TrainingRun run_of(const search::Space& space, const search::Entry& e, double to
   return training_run(e.time_s, c.strategy.devices(), space.scenarios()[c.scenario].settings, tokens);
 }
 
+// With --train-tokens, a candidate's training run in its JSON row and its text row (days; device-hours unless the
+// device-hours objective's own column shows them), and the text header's names for those cells.
+void add_run_json(io::Json& row, const search::Space& space, const search::Entry& e, double tokens) {
+  if (!(tokens > 0)) return;
+  const TrainingRun run = run_of(space, e, tokens);
+  row["training_days"] = run.time_s / 86400;
+  row["training_device_hours"] = run.device_hours;
+}
+void add_run_cells(std::vector<std::string>& row, const search::Space& space, const search::Entry& e, double tokens,
+                   search::Objective obj) {
+  if (!(tokens > 0)) return;
+  const TrainingRun run = run_of(space, e, tokens);
+  row.push_back(fmt(run.time_s / 86400, 2));
+  if (obj != search::Objective::device_hours) row.push_back(grouped(run.device_hours));
+}
+void add_run_head(std::vector<std::string>& head, double tokens, search::Objective obj) {
+  if (!(tokens > 0)) return;
+  head.push_back("days");
+  if (obj != search::Objective::device_hours) head.push_back("device-hours");
+}
+
 // The objective as its name says: the sweep minimises device-seconds per token for the tokens objective, the
 // user reads tokens per second per device.
 double objective_shown(search::Objective obj, double value) {
@@ -700,11 +721,7 @@ void run(SearchCli sc, std::ostream& out) {
                    {"mfu", tp.mfu},
                    {"model_tflops_per_device", tp.model_tflops_per_device},
                    {"tokens_per_s_per_device", tp.tokens_per_s_per_device}};
-      if (sc.train_tokens > 0) {
-        const TrainingRun run = run_of(space, e, sc.train_tokens);
-        row["training_days"] = run.time_s / 86400;
-        row["training_device_hours"] = run.device_hours;
-      }
+      add_run_json(row, space, e, sc.train_tokens);
       if (risk[i]) {
         row["p_fits"] = std::isnan(risk[i]->p_fits) ? io::Json(nullptr) : io::Json(risk[i]->p_fits);
         row["p_within_5pct_of_best"] = risk[i]->p_within_5pct;
@@ -730,6 +747,7 @@ void run(SearchCli sc, std::ostream& out) {
                     {"max_peak_memory_bytes", b->peak_bytes},
                     {"objective", objective_shown(o.objective, b->objective)},
                     {"mfu", tp.mfu}});
+        add_run_json(row, space, *b, sc.train_tokens);
       } else {
         row["config_name"] = nullptr;
       }
@@ -765,11 +783,7 @@ void run(SearchCli sc, std::ostream& out) {
                                  risk[i] ? fmt(risk[i]->time_p90_s, 3) : "-",
                                  gib(e.peak_bytes)};
     if (show_objective) row.push_back(objective_cell(o.objective, e.objective));
-    if (sc.train_tokens > 0) {
-      const TrainingRun run = run_of(space, e, sc.train_tokens);
-      row.push_back(fmt(run.time_s / 86400, 2));
-      if (o.objective != search::Objective::device_hours) row.push_back(grouped(run.device_hours));
-    }
+    add_run_cells(row, space, e, sc.train_tokens, o.objective);
     for (auto&& x : {fmt(100 * tp.mfu, 1), risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
                      risk[i] ? fmt(risk[i]->p_within_5pct, 2) : "-"})
       row.push_back(x);
@@ -777,10 +791,7 @@ void run(SearchCli sc, std::ostream& out) {
   }
   std::vector<std::string> header{"#", "configuration", "scenario", "time_s", "p90_s", "peak_GiB"};
   if (show_objective) header.push_back(search::to_string(o.objective));
-  if (sc.train_tokens > 0) {
-    header.push_back("days");
-    if (o.objective != search::Objective::device_hours) header.push_back("device-hours");
-  }
+  add_run_head(header, sc.train_tokens, o.objective);
   for (const char* h : {"MFU %", "P(fits)", "P(<=5% of #1)"}) header.push_back(h);
   out << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
       << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
@@ -805,6 +816,7 @@ void run(SearchCli sc, std::ostream& out) {
     // As in the ranking: the objective's own column only when it is not the iteration time.
     std::vector<std::string> head = {"scenario", "configuration", "time_s", "peak_GiB"};
     if (show_objective) head.push_back(search::to_string(o.objective));
+    add_run_head(head, sc.train_tokens, o.objective);
     head.push_back("MFU %");
     std::vector<std::vector<std::string>> rows;
     for (std::size_t si = 0; si < r.best_per_scenario.size(); ++si) {
@@ -816,6 +828,7 @@ void run(SearchCli sc, std::ostream& out) {
       } else {
         row.insert(row.end(), {config_name(space.at(b->index).strategy), fmt(b->time_s, 3), gib(b->peak_bytes)});
         if (show_objective) row.push_back(objective_cell(o.objective, b->objective));
+        add_run_cells(row, space, *b, sc.train_tokens, o.objective);
         row.push_back(fmt(100 * throughput_of(model, space, *b, o).mfu, 1));
       }
       rows.push_back(std::move(row));

@@ -121,6 +121,8 @@ def test_search_train_tokens_gives_each_candidate_its_run(tmp_path):
     with h5py.File(out, "r") as f:
         days, hours = f["/ranking/training_days"][:], f["/ranking/training_device_hours"][:]
         t = f["/ranking/iteration_time_s"][:]
+        best_days = list(f["/best_per_scenario/training_days"][:])
+    assert [b["training_days"] for b in d["best_per_scenario"]] == best_days and len(best_days) == 2
     for r, dd, hh, tt in zip(d["ranking"], days, hours, t):
         devices = int(r["scenario"].split("/")[1].removesuffix("dev"))
         assert abs(r["training_days"] - iterations * tt / 86400) < 1e-9 * r["training_days"] and r["training_days"] == dd
