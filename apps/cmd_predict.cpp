@@ -25,13 +25,11 @@ struct PredictCli {
 // (every iteration errs alike), and its device-hours.
 std::string training_run_phrase(const PredictResult& x) {
   const TrainingRun run = x.run();
-  const double days = run.time_s / 86400;
-  const double run_days_per_s = run.iterations / 86400;  // an iteration's seconds -> the run's days
-  const int prec = days < 10 ? 2 : 1;
-  std::string out = fmt(days, prec) + " days";
+  const int prec = run.days() < 10 ? 2 : 1;
+  std::string out = fmt(run.days(), prec) + " days";
   if (x.has_iv)
-    out += " (80 %: " + fmt(run_days_per_s * x.iv.time_s_80.lower, prec) + " - " +
-           fmt(run_days_per_s * x.iv.time_s_80.upper, prec) + ")";
+    out += " (80 %: " + fmt(run.days_at(x.iv.time_s_80.lower), prec) + " - " +
+           fmt(run.days_at(x.iv.time_s_80.upper), prec) + ")";
   return out + ", " + grouped(run.device_hours) + " device-hours";
 }
 
@@ -175,7 +173,7 @@ void compare(const PredictCli& o, std::ostream& os) {
     if (scaling) row.push_back(fmt(100 * efficiency(i), 1));
     if (o.train_tokens > 0) {
       const TrainingRun run = x.run();
-      row.push_back(fmt(run.time_s / 86400, 2));
+      row.push_back(fmt(run.days(), 2));
       row.push_back(grouped(run.device_hours));
     }
     rows.push_back(row);

@@ -136,14 +136,14 @@ TrainingRun run_of(const search::Space& space, const search::Entry& e, double to
 void add_run_json(io::Json& row, const search::Space& space, const search::Entry& e, double tokens) {
   if (!(tokens > 0)) return;
   const TrainingRun run = run_of(space, e, tokens);
-  row["training_days"] = run.time_s / 86400;
+  row["training_days"] = run.days();
   row["training_device_hours"] = run.device_hours;
 }
 void add_run_cells(std::vector<std::string>& row, const search::Space& space, const search::Entry& e, double tokens,
                    search::Objective obj) {
   if (!(tokens > 0)) return;
   const TrainingRun run = run_of(space, e, tokens);
-  row.push_back(fmt(run.time_s / 86400, 2));
+  row.push_back(fmt(run.days(), 2));
   if (obj != search::Objective::device_hours) row.push_back(grouped(run.device_hours));
 }
 void add_run_head(std::vector<std::string>& head, double tokens, search::Objective obj) {
@@ -232,9 +232,11 @@ void write_results(const std::string& file, const search::Space& space, const se
       t.push_back(e.time_s);
       mem.push_back(e.peak_bytes);
       obj.push_back(e.objective);
-      const TrainingRun run = run_of(space, e, train_tokens);
-      run_days.push_back(run.time_s / 86400);
-      run_device_hours.push_back(run.device_hours);
+      if (train_tokens > 0) {
+        const TrainingRun run = run_of(space, e, train_tokens);
+        run_days.push_back(run.days());
+        run_device_hours.push_back(run.device_hours);
+      }
       if (full) {
         const Prediction p =
             simulate(space.model(), c.strategy, s.system, s.settings, s.params, search::scenario_sim_options(s, o));

@@ -183,11 +183,11 @@ io::Json PredictResult::json() const {
     io::Json t{{"tokens", train_tokens},
                {"iterations", run.iterations},
                {"time_s", run.time_s},
-               {"time_days", run.time_s / 86400},
+               {"time_days", run.days()},
                {"device_hours", run.device_hours}};
     if (has_iv)
       for (const auto& end : calib::kIntervalEnds)
-        t[std::string("time_days_") + end.percentile] = run.iterations * end.of(iv.*end.time) / 86400;
+        t[std::string("time_days_") + end.percentile] = run.days_at(end.of(iv.*end.time));
     j["training_run"] = t;
   }
   if (has_iv) {  // where the time interval's width comes from: log sds whose squares add up to the total's

@@ -143,6 +143,9 @@ Throughput throughput(const Prediction& p, const Strategy& s, const System& sys,
 // All zero where the time or `tokens` is not positive.
 struct TrainingRun {
   double iterations = 0, time_s = 0, device_hours = 0;
+  double days() const { return time_s / 86400; }
+  // The run's days were every iteration to take `iteration_time_s` (an end of the iteration's interval).
+  double days_at(double iteration_time_s) const { return iterations * iteration_time_s / 86400; }
 };
 TrainingRun training_run(double iteration_time_s, std::int64_t devices, const TrainingSettings& t, double tokens);
 // The same at a prediction's pace (zero where it failed).
