@@ -55,8 +55,9 @@ void add_shipped_theta(std::map<std::string, eval::Theta>& out, const std::strin
                        const std::string& platform) {
   if (out.count(platform) || out.count(system)) return;
   const io::SystemPreset* sp = io::presets().find_system(system);
-  const std::string f = sp ? sp->calibrated_path : "";
-  if (!f.empty()) out[system] = read_theta(f, io::parse_json_file(f), sp->default_params, sp->params_source());
+  if (!sp || sp->calibrated_path.empty()) return;
+  const std::string& f = sp->calibrated_path;
+  out[system] = read_theta(f, io::parse_json_file(f), sp->default_params, sp->params_source());
 }
 
 // The given θ, and for every other system of the dataset with a shipped fitted θ file, that file.

@@ -29,6 +29,7 @@ struct SearchCli {
   std::vector<int> devices, tp, pp, cp, dp, ep, vpp;
   std::vector<std::int64_t> seq, gbs, mbs;
   std::vector<std::string> sp, distopt, fsdp, etp, cp_comm_type, flash_attention, moe_dispatcher;
+  std::vector<std::string> vary;  // --vary KEY=V1,V2,...: training settings swept as scenario dimensions
   std::size_t top = 20;
   double memory_margin_gib = 2, checkpoint_every = 30;
   // --token-budget (the device-hours objective's tokens; 0: --train-tokens, else 1e12) and --train-tokens (each
@@ -37,6 +38,91 @@ struct SearchCli {
   std::uint64_t chunk = 0;
   bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
 };
+
+// A training setting swept as a scenario dimension (--vary): its key and values, each as --set spells it.
+struct VariedSetting {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+// The settings keys --vary leaves to another option: layout fields every candidate sets itself, the sizes, and the
+// settings search already sweeps as scenarios.
+constexpr std::pair<const char*, const char*> kVaryElsewhere[] = {
+    {"seq_length", "--seq"},
+    {"global_batch_size", "--global-batch"},
+    {"micro_batch_size", "--micro-batch"},
+    {"sequence_parallel", "--sp"},
+    {"distributed_optimizer", "--distributed-optimizer"},
+    {"fsdp", "--fsdp"},
+    {"cp_comm_type", "--cp-comm-type"},
+    {"ulysses_degree_in_cp", "--cp-comm-type"},
+    {"flash_attention", "--flash-attention"},
+    {"moe_token_dispatcher_type", "--moe-dispatcher"},
+};
+
+// `text` split at the commas outside brackets, braces and quotes, so that a JSON list is one value.
+std::vector<std::string> split_top_level(const std::string& text) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted && c == '\\' && i + 1 < text.size()) {
+      out.back() += c;
+      out.back() += text[++i];
+      continue;
+    }
+    if (c == '"') quoted = !quoted;
+    if (!quoted && (c == '[' || c == '{')) ++depth;
+    if (!quoted && (c == ']' || c == '}')) --depth;
+    if (c == ',' && !quoted && depth == 0)
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+
+// The --vary options as dimensions, in the order their keys are first given (a key given again adds its values; a
+// value given twice is one). Each value is checked as a --set of it would be: the key known, the value of its type.
+std::vector<VariedSetting> varied_settings(const std::vector<std::string>& vary, const std::vector<std::string>& set) {
+  std::vector<VariedSetting> out;
+  for (const std::string& arg : vary) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+      throw io::InputError("command line", 0, "--vary", "'" + arg + "': expected KEY=VALUE[,VALUE...]");
+    const std::string key = arg.substr(0, eq);
+    for (const auto& [k, option] : kVaryElsewhere)
+      if (key == k) throw io::InputError("command line", 0, "--vary", key + " is swept with " + option);
+    for (const std::string& pair : set)
+      if (pair.compare(0, key.size() + 1, key + "=") == 0)
+        throw io::InputError("command line", 0, "--vary", key + " is also fixed by --set " + pair);
+    auto dim = std::find_if(out.begin(), out.end(), [&](const VariedSetting& d) { return d.key == key; });
+    if (dim == out.end()) dim = out.insert(out.end(), VariedSetting{key, {}});
+    for (const std::string& value : split_top_level(arg.substr(eq + 1))) {
+      if (value.empty()) throw io::InputError("command line", 0, "--vary", "'" + arg + "': an empty value");
+      io::settings_from_json(settings_of_set({key + "=" + value}, "--vary"), "--vary", "", TrainingSettings{});
+      if (std::find(dim->values.begin(), dim->values.end(), value) == dim->values.end()) dim->values.push_back(value);
+    }
+  }
+  return out;
+}
+
+// Every combination of the varied settings' values, each as KEY=VALUE pairs in the dimensions' order; one empty
+// combination when nothing is varied.
+std::vector<std::vector<std::string>> combinations(const std::vector<VariedSetting>& dims) {
+  std::vector<std::vector<std::string>> out(1);
+  for (const VariedSetting& d : dims) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& partial : out)
+      for (const std::string& v : d.values) {
+        next.push_back(partial);
+        next.back().push_back(d.key + "=" + v);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
 
 std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   std::vector<bool> out;
@@ -368,6 +454,7 @@ void run(SearchCli sc, std::ostream& out) {
   }
   if (!sweep.moe_dispatcher.empty() && !model.is_moe())
     throw io::InputError("command line", 0, "--moe-dispatcher", model.name + " has no experts to dispatch to");
+  const std::vector<std::vector<std::string>> combos = combinations(varied_settings(sc.vary, sc.set_settings));
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;
@@ -378,12 +465,35 @@ void run(SearchCli sc, std::ostream& out) {
     ro.platform_stack = sc.stack;
     const Resolved base = resolve(ro);
     const std::size_t first = scen.size();
-    try {
-      for (auto& s : search::scenarios_of(base.system, base.params, base.settings, sc.devices, sc.seq, sc.gbs, sweep))
-        scen.push_back(std::move(s));
-    } catch (const std::invalid_argument& e) {
-      throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
+    for (const std::vector<std::string>& combo : combos) {
+      TrainingSettings settings = base.settings;
+      std::string suffix;  // the scenario label's /KEY=VALUE parts
+      if (!combo.empty()) {
+        RunOptions varied = ro;
+        varied.set_settings.insert(varied.set_settings.end(), combo.begin(), combo.end());
+        try {
+          settings = resolve_settings(varied, base.system);
+        } catch (const io::InputError& e) {
+          // A precision this system has no units for is another system's scenario (--system a100,h100 --vary
+          // precision=bf16,fp8): left out here, said; every other conflict is the user's to resolve.
+          if (e.field() != "peak_tflops" || combos.size() == 1)
+            throw io::InputError("command line", 0, "--vary", base.system.name + ", " + join(combo) + ": " + e.why());
+          if (rank == 0) spdlog::warn("--vary: {} left out on {}: {}", join(combo), base.system.name, e.why());
+          continue;
+        }
+        for (const std::string& pair : combo) suffix += "/" + pair;
+      }
+      try {
+        for (auto& s : search::scenarios_of(base.system, base.params, settings, sc.devices, sc.seq, sc.gbs, sweep)) {
+          s.label += suffix;
+          scen.push_back(std::move(s));
+        }
+      } catch (const std::invalid_argument& e) {
+        throw io::InputError("command line", 0, "--devices/--seq/--global-batch", e.what());
+      }
     }
+    if (scen.size() == first)
+      throw io::InputError("command line", 0, "--vary", base.system.name + " can run none of the varied settings");
     if (flash_on && !base.system.fused_attention && rank == 0)
       spdlog::warn("--flash-attention on: {} {}", base.system.name, no_fused_attention(base.system));
     // Scenarios beyond the runs θ was fitted on (sequence length, device count): said once per system, on rank 0.
@@ -917,6 +1027,10 @@ void register_search(CLI::App& app) {
                   "DeepEP / HybridEP) as a scenario dimension, labelled /alltoall, /allgather or /flex (default: as "
                   "the settings say)")
       ->delimiter(',');
+  cmd->add_option("--vary", sc.vary,
+                  "KEY=V1,V2,... (repeatable): a training setting as --set spells it, swept as a scenario dimension "
+                  "labelled /KEY=VALUE (precision=bf16,fp8; tp_comm_overlap=true,false; recompute_modules=[\"mlp\"],"
+                  "[\"core_attn\",\"mlp\"]); several keys sweep every combination");
   cmd->add_option("--distributed-optimizer", sc.distopt, "on/off")->delimiter(',');
   cmd->add_option("--fsdp", sc.fsdp, "on/off: fully sharded data parallelism (default: as the settings say)")
       ->delimiter(',');

@@ -79,12 +79,12 @@ void add_set_option(CLI::App& cmd, std::vector<std::string>& set) {
                  "and --settings");
 }
 
-io::Json settings_of_set(const std::vector<std::string>& set) {
+io::Json settings_of_set(const std::vector<std::string>& set, const std::string& option) {
   io::Json j = io::Json::object();
   for (const std::string& pair : set) {
     const auto eq = pair.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw io::InputError("--set", 0, pair, "expected KEY=VALUE, as the settings JSON spells the key");
+      throw io::InputError(option, 0, pair, "expected KEY=VALUE, as the settings JSON spells the key");
     const std::string key = pair.substr(0, eq), value = pair.substr(eq + 1);
     io::Json v = io::Json::parse(value, nullptr, false);
     j[key] = v.is_discarded() ? io::Json(value) : v;
@@ -412,22 +412,27 @@ TrainingSettings with_settings_options(TrainingSettings t, const std::string& se
   return t;
 }
 
+TrainingSettings resolve_settings(const RunOptions& o, const System& sys) {
+  TrainingSettings t =
+      with_settings_options(stack_settings_on(o.platform_stack, sys), o.settings_file, o.set_settings, sys);
+  if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
+    throw io::InputError("command line", 0, "", "sizes must be positive");
+  if (o.seq) t.seq_length = o.seq;
+  if (o.global_batch) t.global_batch_size = o.global_batch;
+  if (o.micro_batch) t.micro_batch_size = o.micro_batch;
+  if (auto why = validate(t); !why.empty()) throw io::InputError("command line", 0, "", why);
+  if (sys.peak_flops(t.precision) <= 0)
+    throw io::InputError(
+        o.system, 0, "peak_tflops",
+        std::string("system has no ") + to_string(t.precision) + " throughput; choose another precision in --settings");
+  return t;
+}
+
 Resolved resolve(const RunOptions& o) {
   Resolved r;
   r.model = io::resolve_model(o.model);
   r.system = io::resolve_system(o.system, &r.params, &r.params_source);
-  r.settings =
-      with_settings_options(stack_settings_on(o.platform_stack, r.system), o.settings_file, o.set_settings, r.system);
-  if (o.seq < 0 || o.global_batch < 0 || o.micro_batch < 0 || o.devices < 0)
-    throw io::InputError("command line", 0, "", "sizes must be positive");
-  if (o.seq) r.settings.seq_length = o.seq;
-  if (o.global_batch) r.settings.global_batch_size = o.global_batch;
-  if (o.micro_batch) r.settings.micro_batch_size = o.micro_batch;
-  if (auto why = validate(r.settings); !why.empty()) throw io::InputError("command line", 0, "", why);
-  if (r.system.peak_flops(r.settings.precision) <= 0)
-    throw io::InputError(o.system, 0, "peak_tflops",
-                         std::string("system has no ") + to_string(r.settings.precision) +
-                             " throughput; choose another precision in --settings");
+  r.settings = resolve_settings(o, r.system);
   std::string theta_file = o.params_file, prior_file;
   if (const io::SystemPreset* sp = io::presets().find_system(o.system); sp && theta_file.empty()) {
     theta_file = sp->calibrated_path;

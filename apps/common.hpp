@@ -36,7 +36,7 @@ void add_stack_option(CLI::App& cmd, std::string& stack);
 void add_set_option(CLI::App& cmd, std::vector<std::string>& set);
 // The --set pairs as a settings JSON object: a VALUE that parses as JSON (true, 2, "p2p", ["core_attn", "mlp"]) is
 // that value, any other a string. A pair without '=' is an error naming it.
-io::Json settings_of_set(const std::vector<std::string>& set);
+io::Json settings_of_set(const std::vector<std::string>& set, const std::string& option = "--set");
 
 // What a θ file says of the runs it was fitted on: their models, and its error in-sample and on held-out runs
 // (the calibration's cross-validation). A model outside `models` is an extrapolation, which the intervals (scaled
@@ -102,6 +102,9 @@ void warn_if_other_stack(const io::Json& theta, const std::string& theta_file, c
 // --stack predicts as the fitted runs ran; another stack, that its differences rest on modelled effects (info).
 void say_fitted_stacks(const io::Json& theta, const std::string& theta_label, const std::string& stack,
                        bool settings_given, const TrainingSettings& t);
+// The training settings `o` asks for on `sys`: its stack, settings file and --set pairs, then its sizes; checked as a
+// prediction's (validate, and a precision the system has units for).
+TrainingSettings resolve_settings(const RunOptions& o, const System& sys);
 Resolved resolve(const RunOptions& o);
 // io::read_dataset, warning of every collection whose recorded settings its measured peaks contradict.
 io::Dataset read_dataset_warned(const std::string& root);

@@ -41,7 +41,7 @@ std::vector<std::string> argv_of(const std::string& command, const py::kwargs& k
     const bool listed = py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v);
     if (py::isinstance<py::bool_>(v)) {
       if (v.cast<bool>()) args.push_back(flag);
-    } else if (listed && flag == "--set") {  // values may hold commas (JSON lists): one --set each
+    } else if (listed && (flag == "--set" || flag == "--vary")) {  // values hold commas: one option each
       for (const auto& item : v) {
         args.push_back(flag);
         args.push_back(as_string(item));

@@ -109,7 +109,7 @@ std::optional<PartialRecompute> partial_recompute_alternative(const Model& m, co
     auto p = block(mid);
     if (p.prediction.feasible) {
       hi = mid;
-      last = std::move(p);
+      last = p;
     } else {
       lo = mid + 1;
     }

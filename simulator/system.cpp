@@ -12,7 +12,8 @@ namespace {
 int link_degree(const System& s, int i) {
   const int n = s.devices_per_node;
   int d = 0;
-  for (int j = 0; j < n; ++j) d += s.intra_node_links[static_cast<std::size_t>(i * n + j)];
+  for (int j = 0; j < n; ++j)
+    d += s.intra_node_links[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
   return d;
 }
 }  // namespace

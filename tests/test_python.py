@@ -386,3 +386,14 @@ def test_set_changes_one_setting_as_the_cli_does():
     assert s["ranking"]
     with pytest.raises(ValueError, match="--set: field 'nosuch'"):
         lmsim.predict(**kw, set="nosuch=1")
+
+
+def test_vary_sweeps_settings_as_scenarios():
+    # Each --vary is one option (its values hold commas): a list gives one per item, as for --set.
+    s = lmsim.search(model="Llama-3-8B", system="h100_sxm_80g", devices=8, seq=8192, global_batch=64, top=3,
+                     vary=["precision=bf16,fp8", 'recompute_modules=["mlp"],["core_attn","mlp"]'])
+    labels = [b["scenario"].split("gbs64/")[1] for b in s["best_per_scenario"]]
+    assert labels == ['precision=bf16/recompute_modules=["mlp"]', 'precision=bf16/recompute_modules=["core_attn","mlp"]',
+                      'precision=fp8/recompute_modules=["mlp"]', 'precision=fp8/recompute_modules=["core_attn","mlp"]']
+    with pytest.raises(ValueError, match="sequence_parallel is swept with --sp"):
+        lmsim.search(model="Llama-3-8B", system="h100_sxm_80g", devices=8, vary="sequence_parallel=true,false")
