@@ -120,6 +120,15 @@ def search(f, out):
     p, r = f["pareto"], f["ranking"]
     t, m = p["iteration_time_s"][()], p["max_peak_memory_bytes"][()] / GIB
     names = strings(p["config_name"])
+    prov = json.loads(f["provenance"].attrs["json"])
+    # Several scenarios (devices, sequence, batch, swept settings): each label also names what sets its scenario
+    # apart, the parts of the scenario label that differ between them.
+    labels = [s["label"].split("/") for s in prov.get("scenarios", [])]
+    if len(labels) > 1 and "scenario" in p:
+        differ = [i for i in range(max(map(len, labels)))
+                  if len({tuple(l[i:i + 1]) for l in labels}) > 1]
+        names = [n + " (" + "/".join(l.split("/")[i] for i in differ if i < len(l.split("/"))) + ")"
+                 for n, l in zip(names, strings(p["scenario"]))]
     fig, ax = plt.subplots(figsize=(7.5, 5))
     ax.step(t, m, where="post", color="tab:green", lw=1)
     ax.scatter(t, m, color="tab:green", s=20, label="Pareto front (time, memory)")
@@ -129,7 +138,6 @@ def search(f, out):
     for i, (x, y, n) in enumerate(list(zip(t, m, names))[:6]):
         ax.annotate(n, (x, y), fontsize=7, xytext=(40, -14 * i - 10), textcoords="offset points",
                     arrowprops=dict(arrowstyle="-", lw=0.5, color="0.5"))
-    prov = json.loads(f["provenance"].attrs["json"])
     caps = {s["system"]: s.get("hbm_capacity_bytes") for s in prov.get("scenarios", [])}
     margin = prov.get("memory_margin_gib", 0)
     for sysname, cap in caps.items():
@@ -140,7 +148,7 @@ def search(f, out):
     ax.set_xlabel("predicted iteration time (s)")
     ax.set_ylabel("predicted peak memory per device (GiB)")
     ax.set_title(f"{prov.get('model', '')}: {len(t)} Pareto-optimal layouts")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     fig.savefig(out + "_pareto.png", dpi=110)
     plt.close(fig)

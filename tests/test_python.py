@@ -240,8 +240,10 @@ def test_export_csv_matches_the_hdf5(tmp_path):
 
 def test_plot_any_results_folder(tmp_path):
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    # Two scenarios: the Pareto labels name what sets each apart.
     subprocess.check_call([CLI, "--log-level", "error", "search", "--model", "Qwen3-0.6B", "--system", "a100_sxm_80g",
-                           "--devices", "8", "--quiet", "--out", str(tmp_path / "s.h5")], env=env,
+                           "--devices", "8", "--vary", "hidden_dropout=true,false", "--quiet", "--out",
+                           str(tmp_path / "s.h5")], env=env,
                           stdout=subprocess.DEVNULL)
     subprocess.check_call([CLI, "--log-level", "error", "calibrate", "--platform", "gpu", "--models", "qwen3_0.6b_4k",
                            "--cv", "loo", "--out", str(tmp_path / "theta.json"), "--report", str(tmp_path / "c.h5")],
