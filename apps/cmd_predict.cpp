@@ -18,8 +18,13 @@ struct PredictCli {
   std::vector<std::string> strategy_names;
   bool diagnostics = false, allow_uneven = false, allow_cross_node = false;
   std::string gemm_csv, emit;
-  double train_tokens = 0;  // --train-tokens
+  double train_tokens = 0;        // --train-tokens
+  std::vector<std::string> vary;  // --vary KEY=V1,V2,...: each strategy under each combination of settings
 };
+
+// The settings keys predict's --vary leaves to options of their own.
+const std::vector<std::pair<std::string, std::string>> kPredictVaryElsewhere = {
+    {"seq_length", "--seq"}, {"global_batch_size", "--global-batch"}, {"micro_batch_size", "--micro-batch"}};
 
 // "41.3 days (80 %: 39.0 - 43.9), 3,968 device-hours": a training run's time, with the iteration's 80 % interval
 // (every iteration errs alike), and its device-hours.
@@ -113,30 +118,50 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
 // --json, {"predictions": [the one-strategy document of each]}. Every strategy is predicted before anything is
 // written, so a bad one leaves no partial output.
 // With several --devices, every strategy at each count, by count (a layout's scaling: dp follows the count).
-void compare(const PredictCli& o, std::ostream& os) {
+// With --vary, every strategy under each combination of the varied settings (a `settings` column; `varied` in JSON).
+void compare(const PredictCli& o, const std::vector<std::vector<std::string>>& combos, std::ostream& os) {
   auto count = [](std::size_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
   };
   if (o.diagnostics || !o.gemm_csv.empty() || !o.emit.empty())
     throw io::InputError(
         "--strategy", 0, "",
-        "--diagnostics, --gemms-csv and --emit take one --strategy and one --devices; " +
+        "--diagnostics, --gemms-csv and --emit take one --strategy and one --devices" +
+            std::string(combos.size() > 1 ? " and one value per --vary" : "") + "; " +
             count(o.strategy_names.size(), "strategy", "strategies") + " at " +
             count(std::max<std::size_t>(1, o.opt.device_counts.size()), "device count", "device counts") +
+            (combos.size() > 1 ? " under " + std::to_string(combos.size()) + " combinations of settings" : "") +
             " were given");
   const Resolved r = resolve(o.opt);
+  std::vector<Resolved> variants;  // r under each combination of the varied settings
+  for (const std::vector<std::string>& combo : combos) {
+    variants.push_back(r);
+    if (combo.empty()) continue;
+    RunOptions varied = o.opt;
+    varied.set_settings.insert(varied.set_settings.end(), combo.begin(), combo.end());
+    try {
+      variants.back().settings = resolve_settings(varied, r.system);
+    } catch (const io::InputError& e) {
+      throw io::InputError("command line", 0, "--vary", join(combo) + ": " + e.why());
+    }
+  }
   std::vector<PredictResult> res;
+  std::vector<std::size_t> combo_of;  // res[i]'s combination
   const std::vector<int> counts = o.opt.device_counts.empty() ? std::vector<int>{0} : o.opt.device_counts;
   for (const int devices : counts) {
     RunOptions at = o.opt;
     at.devices = devices;
-    for (const std::string& name : o.strategy_names)
-      res.push_back(predict({at, name, o.allow_uneven, o.allow_cross_node, "", o.train_tokens}, r, true));
+    for (std::size_t v = 0; v < variants.size(); ++v)
+      for (const std::string& name : o.strategy_names) {
+        res.push_back(predict({at, name, o.allow_uneven, o.allow_cross_node, "", o.train_tokens}, variants[v], true));
+        combo_of.push_back(v);
+      }
   }
+  const bool varied = combos.size() > 1;
   // Several device counts: each row's scaling efficiency, the device-seconds an iteration takes at the first count
-  // over those it takes here, for the same strategy (res holds the strategies count by count).
+  // over those it takes here, for the same strategy and settings (res holds them count by count).
   const bool scaling = counts.size() > 1;
-  const std::size_t per_count = o.strategy_names.size();
+  const std::size_t per_count = o.strategy_names.size() * variants.size();
   auto efficiency = [&](std::size_t i) {
     const PredictResult &base = res[i % per_count], &x = res[i];
     return base.p.iteration_time_s * static_cast<double>(base.s.devices()) /
@@ -147,6 +172,7 @@ void compare(const PredictCli& o, std::ostream& os) {
     for (std::size_t i = 0; i < res.size(); ++i) {
       io::Json j = res[i].json();
       if (scaling) j["scaling_efficiency"] = efficiency(i);
+      if (varied) j["varied"] = settings_of_set(combos[combo_of[i]], "--vary");
       all.push_back(j);
     }
     os << io::Json{{"predictions", all}}.dump(1) << "\n";
@@ -158,18 +184,15 @@ void compare(const PredictCli& o, std::ostream& os) {
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < res.size(); ++i) {
     const PredictResult& x = res[i];
-    const Throughput tp = throughput(x.p, x.s, r.system, r.settings);
+    const Throughput tp = throughput(x.p, x.s, r.system, x.r.settings);
     const double change = 100 * (x.p.iteration_time_s / first_s - 1);
-    std::vector<std::string> row{std::to_string(i + 1),
-                                 config_name(x.s),
-                                 std::to_string(x.s.devices()),
-                                 fmt(x.p.iteration_time_s, 3),
-                                 x.has_iv ? fmt(x.iv.time_s_80.lower, 3) + " - " + fmt(x.iv.time_s_80.upper, 3) : "-",
-                                 i == 0 ? "-" : (change >= 0 ? "+" : "") + fmt(change, 1) + " %",
-                                 gib(x.p.max_peak_memory_bytes),
-                                 x.p.feasible ? "yes" : "NO",
-                                 std::isfinite(x.p_fits) ? fmt(x.p_fits, 2) : "-",
-                                 fmt(100 * tp.mfu, 1)};
+    std::vector<std::string> row{std::to_string(i + 1), config_name(x.s)};
+    if (varied) row.push_back(join(combos[combo_of[i]]));
+    row.insert(row.end(),
+               {std::to_string(x.s.devices()), fmt(x.p.iteration_time_s, 3),
+                x.has_iv ? fmt(x.iv.time_s_80.lower, 3) + " - " + fmt(x.iv.time_s_80.upper, 3) : "-",
+                i == 0 ? "-" : (change >= 0 ? "+" : "") + fmt(change, 1) + " %", gib(x.p.max_peak_memory_bytes),
+                x.p.feasible ? "yes" : "NO", std::isfinite(x.p_fits) ? fmt(x.p_fits, 2) : "-", fmt(100 * tp.mfu, 1)});
     if (scaling) row.push_back(fmt(100 * efficiency(i), 1));
     if (o.train_tokens > 0) {
       const TrainingRun run = x.run();
@@ -178,8 +201,9 @@ void compare(const PredictCli& o, std::ostream& os) {
     }
     rows.push_back(row);
   }
-  std::vector<std::string> head{"#",     "configuration", "devices", "time_s",  "80 % interval",
-                                "vs #1", "peak_GiB",      "fits",    "P(fits)", "MFU %"};
+  std::vector<std::string> head{"#", "configuration"};
+  if (varied) head.push_back("settings");
+  head.insert(head.end(), {"devices", "time_s", "80 % interval", "vs #1", "peak_GiB", "fits", "P(fits)", "MFU %"});
   if (scaling) head.push_back("scaling %");
   if (o.train_tokens > 0) {
     head.push_back("days");
@@ -202,13 +226,16 @@ void compare(const PredictCli& o, std::ostream& os) {
   }
   os << table(term_head, terms) << "\n";
   for (std::size_t i = 0; i < res.size(); ++i)
-    os << "#" << i + 1 << " settings: " << settings_summary(res[i].s, r.settings) << "\n";
+    os << "#" << i + 1 << " settings: " << settings_summary(res[i].s, res[i].r.settings) << "\n";
 }
 
 // One prediction: options in, the report on `os` (the GEMMs to --gemms-csv).
 void run(PredictCli o, std::ostream& os) {
   o.opt.devices = o.opt.device_counts.empty() ? 0 : o.opt.device_counts.front();
-  if (o.strategy_names.size() > 1 || o.opt.device_counts.size() > 1) return compare(o, os);
+  const auto combos = combinations(varied_settings(o.vary, o.opt.set_settings, kPredictVaryElsewhere));
+  if (o.strategy_names.size() > 1 || o.opt.device_counts.size() > 1 || combos.size() > 1) return compare(o, combos, os);
+  // One value for each varied key: a --set of each.
+  o.opt.set_settings.insert(o.opt.set_settings.end(), combos.front().begin(), combos.front().end());
   const RunOptions& opt = o.opt;
   const std::string &strategy_name = o.strategy_names.front(), &gemm_csv = o.gemm_csv, &emit = o.emit;
   const bool diagnostics = o.diagnostics, allow_uneven = o.allow_uneven, allow_cross_node = o.allow_cross_node;
@@ -353,6 +380,9 @@ void register_predict(CLI::App& app) {
                   "interval, device-hours")
       ->check(finite_number())
       ->check(CLI::Range(1.0, kMaxTrainTokens));
+  cmd->add_option("--vary", opts->vary,
+                  "KEY=V1,V2,... (repeatable): a training setting as --set spells it, each value a row of the "
+                  "comparison (precision=bf16,fp8; tp_comm_overlap=true,false); several keys: every combination");
   cmd->add_flag("--allow-uneven-layers", allow_uneven, "let pipeline stages differ by one layer");
   cmd->add_flag("--allow-cross-node-tp", allow_cross_node, "allow tensor-parallel groups across nodes");
   cmd->callback([opts] { run(*opts, std::cout); });

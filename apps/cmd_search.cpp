@@ -39,15 +39,9 @@ struct SearchCli {
   bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
 };
 
-// A training setting swept as a scenario dimension (--vary): its key and values, each as --set spells it.
-struct VariedSetting {
-  std::string key;
-  std::vector<std::string> values;
-};
-
-// The settings keys --vary leaves to another option: layout fields every candidate sets itself, the sizes, and the
-// settings search already sweeps as scenarios.
-constexpr std::pair<const char*, const char*> kVaryElsewhere[] = {
+// The settings keys search's --vary leaves to another option: layout fields every candidate sets itself, the sizes,
+// and the settings search sweeps as scenarios with options of their own.
+const std::vector<std::pair<std::string, std::string>> kSearchVaryElsewhere = {
     {"seq_length", "--seq"},
     {"global_batch_size", "--global-batch"},
     {"micro_batch_size", "--micro-batch"},
@@ -59,70 +53,6 @@ constexpr std::pair<const char*, const char*> kVaryElsewhere[] = {
     {"flash_attention", "--flash-attention"},
     {"moe_token_dispatcher_type", "--moe-dispatcher"},
 };
-
-// `text` split at the commas outside brackets, braces and quotes, so that a JSON list is one value.
-std::vector<std::string> split_top_level(const std::string& text) {
-  std::vector<std::string> out(1);
-  int depth = 0;
-  bool quoted = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted && c == '\\' && i + 1 < text.size()) {
-      out.back() += c;
-      out.back() += text[++i];
-      continue;
-    }
-    if (c == '"') quoted = !quoted;
-    if (!quoted && (c == '[' || c == '{')) ++depth;
-    if (!quoted && (c == ']' || c == '}')) --depth;
-    if (c == ',' && !quoted && depth == 0)
-      out.emplace_back();
-    else
-      out.back() += c;
-  }
-  return out;
-}
-
-// The --vary options as dimensions, in the order their keys are first given (a key given again adds its values; a
-// value given twice is one). Each value is checked as a --set of it would be: the key known, the value of its type.
-std::vector<VariedSetting> varied_settings(const std::vector<std::string>& vary, const std::vector<std::string>& set) {
-  std::vector<VariedSetting> out;
-  for (const std::string& arg : vary) {
-    const auto eq = arg.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-      throw io::InputError("command line", 0, "--vary", "'" + arg + "': expected KEY=VALUE[,VALUE...]");
-    const std::string key = arg.substr(0, eq);
-    for (const auto& [k, option] : kVaryElsewhere)
-      if (key == k) throw io::InputError("command line", 0, "--vary", key + " is swept with " + option);
-    for (const std::string& pair : set)
-      if (pair.compare(0, key.size() + 1, key + "=") == 0)
-        throw io::InputError("command line", 0, "--vary", key + " is also fixed by --set " + pair);
-    auto dim = std::find_if(out.begin(), out.end(), [&](const VariedSetting& d) { return d.key == key; });
-    if (dim == out.end()) dim = out.insert(out.end(), VariedSetting{key, {}});
-    for (const std::string& value : split_top_level(arg.substr(eq + 1))) {
-      if (value.empty()) throw io::InputError("command line", 0, "--vary", "'" + arg + "': an empty value");
-      io::settings_from_json(settings_of_set({key + "=" + value}, "--vary"), "--vary", "", TrainingSettings{});
-      if (std::find(dim->values.begin(), dim->values.end(), value) == dim->values.end()) dim->values.push_back(value);
-    }
-  }
-  return out;
-}
-
-// Every combination of the varied settings' values, each as KEY=VALUE pairs in the dimensions' order; one empty
-// combination when nothing is varied.
-std::vector<std::vector<std::string>> combinations(const std::vector<VariedSetting>& dims) {
-  std::vector<std::vector<std::string>> out(1);
-  for (const VariedSetting& d : dims) {
-    std::vector<std::vector<std::string>> next;
-    for (const auto& partial : out)
-      for (const std::string& v : d.values) {
-        next.push_back(partial);
-        next.back().push_back(d.key + "=" + v);
-      }
-    out = std::move(next);
-  }
-  return out;
-}
 
 std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   std::vector<bool> out;
@@ -454,7 +384,8 @@ void run(SearchCli sc, std::ostream& out) {
   }
   if (!sweep.moe_dispatcher.empty() && !model.is_moe())
     throw io::InputError("command line", 0, "--moe-dispatcher", model.name + " has no experts to dispatch to");
-  const std::vector<std::vector<std::string>> combos = combinations(varied_settings(sc.vary, sc.set_settings));
+  const std::vector<std::vector<std::string>> combos =
+      combinations(varied_settings(sc.vary, sc.set_settings, kSearchVaryElsewhere));
   for (std::size_t si = 0; si < sc.systems.size(); ++si) {
     RunOptions ro;
     ro.model = sc.model;

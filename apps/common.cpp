@@ -92,6 +92,69 @@ io::Json settings_of_set(const std::vector<std::string>& set, const std::string&
   return j;
 }
 
+namespace {
+// `text` split at the commas outside brackets, braces and quotes, so that a JSON list is one value.
+std::vector<std::string> split_top_level(const std::string& text) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted && c == '\\' && i + 1 < text.size()) {
+      out.back() += c;
+      out.back() += text[++i];
+      continue;
+    }
+    if (c == '"') quoted = !quoted;
+    if (!quoted && (c == '[' || c == '{')) ++depth;
+    if (!quoted && (c == ']' || c == '}')) --depth;
+    if (c == ',' && !quoted && depth == 0)
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<VariedSetting> varied_settings(const std::vector<std::string>& vary, const std::vector<std::string>& set,
+                                           const std::vector<std::pair<std::string, std::string>>& elsewhere) {
+  std::vector<VariedSetting> out;
+  for (const std::string& arg : vary) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+      throw io::InputError("command line", 0, "--vary", "'" + arg + "': expected KEY=VALUE[,VALUE...]");
+    const std::string key = arg.substr(0, eq);
+    for (const auto& [k, option] : elsewhere)
+      if (key == k) throw io::InputError("command line", 0, "--vary", key + " has its own option: " + option);
+    for (const std::string& pair : set)
+      if (pair.compare(0, key.size() + 1, key + "=") == 0)
+        throw io::InputError("command line", 0, "--vary", key + " is also fixed by --set " + pair);
+    auto dim = std::find_if(out.begin(), out.end(), [&](const VariedSetting& d) { return d.key == key; });
+    if (dim == out.end()) dim = out.insert(out.end(), VariedSetting{key, {}});
+    for (const std::string& value : split_top_level(arg.substr(eq + 1))) {
+      if (value.empty()) throw io::InputError("command line", 0, "--vary", "'" + arg + "': an empty value");
+      io::settings_from_json(settings_of_set({key + "=" + value}, "--vary"), "--vary", "", TrainingSettings{});
+      if (std::find(dim->values.begin(), dim->values.end(), value) == dim->values.end()) dim->values.push_back(value);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> combinations(const std::vector<VariedSetting>& dims) {
+  std::vector<std::vector<std::string>> out(1);
+  for (const VariedSetting& d : dims) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& partial : out)
+      for (const std::string& v : d.values) {
+        next.push_back(partial);
+        next.back().push_back(d.key + "=" + v);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
 std::optional<calib::Uncertainty> load_uncertainty(const io::Json& j, const std::string& theta_file) {
   if (!j.is_object() || !j.contains("uncertainty")) return std::nullopt;
   const io::Json& u = j["uncertainty"];

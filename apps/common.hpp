@@ -38,6 +38,20 @@ void add_set_option(CLI::App& cmd, std::vector<std::string>& set);
 // that value, any other a string. A pair without '=' is an error naming it.
 io::Json settings_of_set(const std::vector<std::string>& set, const std::string& option = "--set");
 
+// A training setting swept as a dimension (--vary KEY=V1,V2,...): its key and values, each as --set spells it.
+struct VariedSetting {
+  std::string key;
+  std::vector<std::string> values;
+};
+// The --vary options as dimensions, in the order their keys are first given (a key given again adds its values, a
+// value given twice is one; values split at commas outside JSON brackets and quotes). Each value is checked as a
+// --set of it would be. A key `set` fixes, or one `elsewhere` names (key, the option that varies it), is an error.
+std::vector<VariedSetting> varied_settings(const std::vector<std::string>& vary, const std::vector<std::string>& set,
+                                           const std::vector<std::pair<std::string, std::string>>& elsewhere);
+// Every combination of the dimensions' values, each as KEY=VALUE pairs in the dimensions' order; one empty
+// combination when there are none.
+std::vector<std::vector<std::string>> combinations(const std::vector<VariedSetting>& dims);
+
 // What a θ file says of the runs it was fitted on: their models, and its error in-sample and on held-out runs
 // (the calibration's cross-validation). A model outside `models` is an extrapolation, which the intervals (scaled
 // by the in-sample residuals) do not cover.

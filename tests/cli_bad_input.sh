@@ -235,10 +235,16 @@ expect 2 "'deepep' is not one of alltoall, allgather, flex" search --model Phi-3
 vary="search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --global-batch 32"
 expect 2 "--vary: field 'bogus': unknown key" $vary --vary bogus=1,2
 expect 2 "field 'tp_comm_overlap': expected true or false" $vary --vary tp_comm_overlap=true,maybe
-expect 2 "field '--vary': sequence_parallel is swept with --sp" $vary --vary sequence_parallel=true,false
+expect 2 "field '--vary': sequence_parallel has its own option: --sp" $vary --vary sequence_parallel=true,false
 expect 2 "field '--vary': precision is also fixed by --set precision=fp16" $vary --vary precision=fp16 --set precision=fp16
 expect 2 "'precision=fp16,,bf16': an empty value" $vary --vary precision=fp16,,bf16
 expect 2 "field '--vary': v100_sxm2_32g can run none of the varied settings" $vary --vary precision=bf16,fp8
+expect 2 "field '--vary': seq_length has its own option: --seq" predict --model Qwen3-0.6B --system v100_sxm2_32g \
+  --strategy dp8 --vary seq_length=1024,2048
+expect 2 "field '--vary': precision=fp8: system has no fp8 throughput" predict --model Qwen3-0.6B \
+  --system v100_sxm2_32g --strategy dp8 --vary precision=fp16,fp8
+expect 2 "and one value per --vary; 1 strategy at 1 device count under 2 combinations of settings were given" predict \
+  --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8 --vary hidden_dropout=true,false --diagnostics
 # An EP that fits only with whole experts on each rank names the -etp1 spelling that runs.
 expect 2 "expert tensor parallel = tp by default, dp1-tp2-pp8-cp1-ep2-etp1-RC keeps each expert whole on a rank and runs" \
   predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 --strategy dp1-tp2-pp8-cp1-ep2-RC

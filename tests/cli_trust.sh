@@ -620,6 +620,32 @@ recompute = next(l for l in text.splitlines() if l.startswith("recompute_s ")).s
 assert float(recompute[2]) == 0 and float(recompute[3]) > 0, recompute
 assert "#2 settings: " in text, text
 PY
+# --vary compares each strategy under each combination of settings: every row is what predicting it with those
+# settings given by --set gives; the table names the combination; one value alone is a --set.
+"$lmsim" --quiet predict --model Llama-3-8B --system h100_sxm_80g --seq 8192 --global-batch 64 \
+  --strategy dp8-tp1-pp1-cp1-noRC,dp4-tp2-pp1-cp1-selRC-sp --vary precision=bf16,fp8 \
+  --vary 'recompute_modules=["mlp"]' --json > "$tmp/vary.json"
+"$lmsim" --quiet predict --model Llama-3-8B --system h100_sxm_80g --seq 8192 --global-batch 64 \
+  --strategy dp4-tp2-pp1-cp1-selRC-sp --set precision=fp8 --set 'recompute_modules=["mlp"]' --json > "$tmp/set.json"
+"$lmsim" --quiet predict --model Llama-3-8B --system h100_sxm_80g --seq 8192 --global-batch 64 \
+  --strategy dp4-tp2-pp1-cp1-selRC-sp --vary precision=fp8 --vary 'recompute_modules=["mlp"]' --json > "$tmp/one.json"
+"$lmsim" --quiet predict --model Llama-3-8B --system h100_sxm_80g --seq 8192 --global-batch 64 \
+  --strategy dp8-tp1-pp1-cp1-noRC,dp4-tp2-pp1-cp1-selRC-sp --vary precision=bf16,fp8 > "$tmp/vary.txt"
+python3 - "$tmp/vary.json" "$tmp/set.json" "$tmp/one.json" "$tmp/vary.txt" <<'PY' || fail "predict --vary"
+import json, sys
+rows, alone, one = (json.load(open(f)) for f in sys.argv[1:4])
+rows = rows["predictions"]
+assert [(p["strategy"], p["varied"]["precision"]) for p in rows] == [
+    ("dp8-tp1-pp1-cp1-noRC", "bf16"), ("dp4-tp2-pp1-cp1-selRC-sp", "bf16"),
+    ("dp8-tp1-pp1-cp1-noRC", "fp8"), ("dp4-tp2-pp1-cp1-selRC-sp", "fp8")], rows
+assert all(p["varied"]["recompute_modules"] == ["mlp"] and p["settings"]["recompute_modules"] == ["mlp"] for p in rows)
+for key in ("iteration_time_s", "max_peak_memory_bytes", "breakdown", "settings"):
+    assert rows[3][key] == alone[key] == one[key], key
+assert rows[2]["iteration_time_s"] < rows[0]["iteration_time_s"], rows  # FP8 linear layers are faster
+text = open(sys.argv[4]).read().splitlines()
+row = next(l for l in text if l.startswith("3 ")).split()
+assert row[1:3] == ["dp8-tp1-pp1-cp1-noRC", "precision=fp8"], row
+PY
 # --diagnostics prints the identical middle stages of a uniform pipeline once, as a range, the end stages apart.
 "$lmsim" --quiet predict --model GPT-1T --system a100_sxm_80g --stack megatron-lm-2021 --seq 2048 \
   --global-batch 3072 --strategy dp6-tp8-pp64-cp1-RC-mbs1 --diagnostics > "$tmp/diag.txt"

@@ -397,5 +397,5 @@ def test_vary_sweeps_settings_as_scenarios():
     labels = [b["scenario"].split("gbs64/")[1] for b in s["best_per_scenario"]]
     assert labels == ['precision=bf16/recompute_modules=["mlp"]', 'precision=bf16/recompute_modules=["core_attn","mlp"]',
                       'precision=fp8/recompute_modules=["mlp"]', 'precision=fp8/recompute_modules=["core_attn","mlp"]']
-    with pytest.raises(ValueError, match="sequence_parallel is swept with --sp"):
+    with pytest.raises(ValueError, match="sequence_parallel has its own option: --sp"):
         lmsim.search(model="Llama-3-8B", system="h100_sxm_80g", devices=8, vary="sequence_parallel=true,false")
