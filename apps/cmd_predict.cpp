@@ -75,6 +75,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   else
     out += ", flash attention";
   if (r.sequence_parallel) out += ", SP";
+  if (r.tp_comm_overlap)
+    out += ", TP communication overlap";
+  else if (t.tp_comm_overlap && s.tensor_parallel > 1)
+    out += ", TP communication overlap not in effect (needs SP)";
   if (r.synchronous_tp_allreduce) out += ", synchronous backward TP all-reduce";
   if (s.context_parallel > 1) {
     static const char* const kCp[kNumCpCommTypes] = {"ring (p2p)", "Ulysses (a2a)", "K/V all-gather",
@@ -83,6 +87,13 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
     if (r.cp_comm_type == CpCommType::a2a_p2p) out += " of degree " + std::to_string(r.ulysses_degree_in_cp);
   }
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
+  // The data-parallel overlaps (Megatron's --overlap-grad-reduce, --overlap-param-gather), where there is a
+  // data-parallel group to overlap.
+  if (s.data_parallel * s.context_parallel > 1) {
+    if (t.overlap_grad_reduce) out += ", overlapped gradient reduction";
+    if (t.overlap_param_gather && r.distributed_optimizer) out += ", overlapped parameter gather";
+  }
+  if (t.overlap_p2p_comm && s.pipeline_parallel > 1 && s.virtual_pipeline > 1) out += ", overlapped pipeline sends";
   if (s.recompute == Recompute::full && s.recompute_num_layers > 0)
     out += s.recompute_method == RecomputeMethod::block
                ? ", full recompute of " + search::first_layers(s.recompute_num_layers) + " of every chunk"

@@ -89,7 +89,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.vocab_padded = std::ceil(static_cast<double>(m.vocab_size) / pad) * pad;
   c.sp_div = c.r.sequence_parallel ? c.tp : 1.0;
   c.fp8 = t.precision == Precision::fp8;
-  c.userbuffers = c.tp > 1 && c.r.sequence_parallel && t.tp_comm_overlap;
+  c.userbuffers = c.r.tp_comm_overlap;
   // Under FP8 only the linear layers use the FP8 units; everything else runs in bf16 (fp16 where bf16 is absent).
   c.peak_flops =
       c.fp8 ? (sys.peak_flops_bf16 > 0 ? sys.peak_flops_bf16 : sys.peak_flops_fp16) : sys.peak_flops(t.precision);

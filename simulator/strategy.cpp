@@ -369,6 +369,7 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
       false,
       false,
       false,
+      false,
       false};
   // Over one-rank data-parallel groups the distributed optimizer shards nothing, so FP8 parameters run there
   // whatever the strategy says of it (--emit then names the optimizer).
@@ -379,6 +380,7 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
                       t.moe_token_dispatcher_type != MoeDispatcher::allgather && s.recompute != Recompute::full &&
                       !(s.recompute == Recompute::selective && t.recomputes(RecomputeModule::moe)) &&
                       (s.pipeline_parallel == 1 || s.virtual_pipeline > 1);
+  r.tp_comm_overlap = t.tp_comm_overlap && s.tensor_parallel > 1 && r.sequence_parallel;
   r.synchronous_tp_allreduce =
       !t.async_tensor_model_parallel_allreduce && s.tensor_parallel > 1 && !r.sequence_parallel;
   r.distribute_saved_activations =

@@ -316,6 +316,8 @@ struct ResolvedStrategy {
   // argument check requires (the distributed optimizer or FSDP), or over one-rank data-parallel groups, where the
   // distributed optimizer shards nothing (emitted with it).
   bool fp8_param_gather;
+  // Transformer Engine's userbuffers TP overlap in effect: asked for (tp_comm_overlap), TP > 1 and SP on.
+  bool tp_comm_overlap;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // Whether every data-parallel group is one rank: Megatron's dp·cp and, for the experts, tp·cp·dp / (etp·ep). Nothing

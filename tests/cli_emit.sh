@@ -50,7 +50,7 @@ j=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings" --emit meg
 [[ "$f" == *"--recompute-modules core_attn mlp"* ]] || fail "recompute modules: $f"
 [[ "$f" != *"--use-distributed-optimizer"* ]] || fail "fsdp also emitted the distributed optimizer: $f"
 t=$(run --strategy dp64-tp8-pp1-cp1-selRC-fsdp --settings "$settings")
-[[ "$t" == *"settings        "*"FSDP, recompute modules core_attn+mlp, TE cross entropy, NCCL user buffers"* ]] ||
+[[ "$t" == *"settings        "*"FSDP, overlapped gradient reduction, recompute modules core_attn+mlp, TE cross entropy, NCCL user buffers"* ]] ||
   fail "settings line: $t"
 # Distributed checkpoints: emitted, and named in the settings line, where Megatron runs them (full recompute,
 # TP > 1, no SP); said not to apply elsewhere.
