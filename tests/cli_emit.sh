@@ -250,4 +250,15 @@ w=$(moew --strategy dp2-tp2-pp4-cp1-ep2-RC --stack npu --emit megatron 2>&1 >/de
 [[ "$w" == *"--reuse-fp32-param"* ]] || fail "megatron reuse_fp32_param unsaid: $w"
 w=$(moew --strategy dp2-tp2-pp4-cp1-ep2-RC --stack npu --emit mindspeed 2>&1 >/dev/null)
 [[ "$w" != *"do not set"* ]] || fail "mindspeed said reuse_fp32_param unsaid: $w"
+# The settings line names the overlaps in effect: TP communication overlap with SP (and that it is not without),
+# the data-parallel ones, and the interleaved pipeline's overlapped sends.
+t=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --stack megatron-bridge)
+for f in ", SP, TP communication overlap," ", overlapped gradient reduction, overlapped parameter gather," \
+         ", overlapped pipeline sends"; do
+  [[ "$t" == *"$f"* ]] || fail "settings line lacks '$f': $t"
+done
+t=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-nosp --stack megatron-bridge)
+[[ "$t" == *", TP communication overlap not in effect (needs SP)"* ]] || fail "settings line, no SP: $t"
+t=$(run --strategy dp1-tp8-pp8-cp1-noRC-vpp8-sp --stack megatron-bridge --set overlap_p2p_comm=false)
+[[ "$t" != *"overlapped gradient"* && "$t" != *"overlapped pipeline"* ]] || fail "overlaps said without a group: $t"
 echo "cli_emit: all checks passed"
