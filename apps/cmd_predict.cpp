@@ -147,14 +147,7 @@ void compare(const PredictCli& o, const std::vector<std::vector<std::string>>& c
   std::vector<Resolved> variants;  // r under each combination of the varied settings
   for (const std::vector<std::string>& combo : combos) {
     variants.push_back(r);
-    if (combo.empty()) continue;
-    RunOptions varied = o.opt;
-    varied.set_settings.insert(varied.set_settings.end(), combo.begin(), combo.end());
-    try {
-      variants.back().settings = resolve_settings(varied, r.system);
-    } catch (const io::InputError& e) {
-      throw io::InputError("command line", 0, "--vary", join(combo) + ": " + e.why());
-    }
+    if (!combo.empty()) variants.back().settings = resolve_varied_settings(o.opt, combo, r.system);
   }
   std::vector<PredictResult> res;
   std::vector<std::size_t> combo_of;  // res[i]'s combination
@@ -245,8 +238,11 @@ void run(PredictCli o, std::ostream& os) {
   o.opt.devices = o.opt.device_counts.empty() ? 0 : o.opt.device_counts.front();
   const auto combos = combinations(varied_settings(o.vary, o.opt.set_settings, kPredictVaryElsewhere));
   if (o.strategy_names.size() > 1 || o.opt.device_counts.size() > 1 || combos.size() > 1) return compare(o, combos, os);
-  // One value for each varied key: a --set of each.
-  o.opt.set_settings.insert(o.opt.set_settings.end(), combos.front().begin(), combos.front().end());
+  // One value for each varied key: a --set of each (checked as --vary's first).
+  if (!combos.front().empty()) {
+    (void)resolve_varied_settings(o.opt, combos.front(), io::resolve_system(o.opt.system, nullptr, nullptr));
+    o.opt.set_settings.insert(o.opt.set_settings.end(), combos.front().begin(), combos.front().end());
+  }
   const RunOptions& opt = o.opt;
   const std::string &strategy_name = o.strategy_names.front(), &gemm_csv = o.gemm_csv, &emit = o.emit;
   const bool diagnostics = o.diagnostics, allow_uneven = o.allow_uneven, allow_cross_node = o.allow_cross_node;

@@ -400,18 +400,16 @@ void run(SearchCli sc, std::ostream& out) {
       TrainingSettings settings = base.settings;
       std::string suffix;  // the scenario label's /KEY=VALUE parts
       if (!combo.empty()) {
-        RunOptions varied = ro;
-        varied.set_settings.insert(varied.set_settings.end(), combo.begin(), combo.end());
-        try {
-          settings = resolve_settings(varied, base.system);
-        } catch (const io::InputError& e) {
-          // A precision this system has no units for is another system's scenario (--system a100,h100 --vary
-          // precision=bf16,fp8): left out here, said; every other conflict is the user's to resolve.
-          if (e.field() != "peak_tflops" || combos.size() == 1)
-            throw io::InputError("command line", 0, "--vary", base.system.name + ", " + join(combo) + ": " + e.why());
-          if (rank == 0) spdlog::warn("--vary: {} left out on {}: {}", join(combo), base.system.name, e.why());
+        // A precision this system has no units for is another system's scenario (--system a100,h100 --vary
+        // precision=bf16,fp8): left out here, said; every other conflict is the user's to resolve.
+        const io::Json asked = settings_of_set(combo, "--vary");
+        const Precision p = io::settings_from_json(asked, "--vary", "", base.settings, false).precision;
+        if (asked.contains("precision") && base.system.peak_flops(p) <= 0) {
+          if (rank == 0)
+            spdlog::warn("--vary: {} left out on {}: it has no {} units", join(combo), base.system.name, to_string(p));
           continue;
         }
+        settings = resolve_varied_settings(ro, combo, base.system);
         for (const std::string& pair : combo) suffix += "/" + pair;
       }
       try {

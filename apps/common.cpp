@@ -134,7 +134,8 @@ std::vector<VariedSetting> varied_settings(const std::vector<std::string>& vary,
     if (dim == out.end()) dim = out.insert(out.end(), VariedSetting{key, {}});
     for (const std::string& value : split_top_level(arg.substr(eq + 1))) {
       if (value.empty()) throw io::InputError("command line", 0, "--vary", "'" + arg + "': an empty value");
-      io::settings_from_json(settings_of_set({key + "=" + value}, "--vary"), "--vary", "", TrainingSettings{});
+      // The key and the value alone; how they sit with the other settings is each combination's to say.
+      io::settings_from_json(settings_of_set({key + "=" + value}, "--vary"), "--vary", "", TrainingSettings{}, false);
       if (std::find(dim->values.begin(), dim->values.end(), value) == dim->values.end()) dim->values.push_back(value);
     }
   }
@@ -489,6 +490,17 @@ TrainingSettings resolve_settings(const RunOptions& o, const System& sys) {
         o.system, 0, "peak_tflops",
         std::string("system has no ") + to_string(t.precision) + " throughput; choose another precision in --settings");
   return t;
+}
+
+TrainingSettings resolve_varied_settings(const RunOptions& o, const std::vector<std::string>& combo,
+                                         const System& sys) {
+  RunOptions varied = o;
+  varied.set_settings.insert(varied.set_settings.end(), combo.begin(), combo.end());
+  try {
+    return resolve_settings(varied, sys);
+  } catch (const io::InputError& e) {
+    throw io::InputError("command line", 0, "--vary", sys.name + ", " + join(combo) + ": " + e.why());
+  }
 }
 
 Resolved resolve(const RunOptions& o) {

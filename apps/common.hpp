@@ -119,6 +119,9 @@ void say_fitted_stacks(const io::Json& theta, const std::string& theta_label, co
 // The training settings `o` asks for on `sys`: its stack, settings file and --set pairs, then its sizes; checked as a
 // prediction's (validate, and a precision the system has units for).
 TrainingSettings resolve_settings(const RunOptions& o, const System& sys);
+// resolve_settings with one --vary combination (KEY=VALUE pairs) over `o`'s --set pairs; an error names --vary, the
+// system and the combination.
+TrainingSettings resolve_varied_settings(const RunOptions& o, const std::vector<std::string>& combo, const System& sys);
 Resolved resolve(const RunOptions& o);
 // io::read_dataset, warning of every collection whose recorded settings its measured peaks contradict.
 io::Dataset read_dataset_warned(const std::string& root);

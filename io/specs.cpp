@@ -716,7 +716,7 @@ CpCommType cp_comm_type_or(Obj& o, const std::string& key, CpCommType dflt) {
 }
 
 TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path,
-                                    const TrainingSettings& base) {
+                                    const TrainingSettings& base, bool consistent) {
   Obj o(j, file, path);
   TrainingSettings t = base;
   t.seq_length = o.integer_or("seq_length", 1, 1 << 24, t.seq_length);
@@ -741,6 +741,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
   o.mark("note");
   o.finish();
+  if (!consistent) return t;
   if (auto bad = settings_problem(t))
     throw InputError(file, 0, path.empty() ? bad->field : path + "." + bad->field, bad->why);
   return t;

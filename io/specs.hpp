@@ -57,8 +57,10 @@ Json to_json(const System& s);
 // The settings key (and readings.csv column) that sets hidden and attention dropout together, as one flag did before
 // they were told apart; hidden_dropout / attention_dropout, where given too, win.
 inline constexpr const char* kBothDropouts = "dropout";
+// `j`'s keys over `base`, each checked (known, of its type, in range); with `consistent`, the result also as a whole
+// (settings that contradict each other: fp8_param_gather without fp8, ...).
 TrainingSettings settings_from_json(const Json& j, const std::string& file, const std::string& path = "",
-                                    const TrainingSettings& base = {});
+                                    const TrainingSettings& base = {}, bool consistent = true);
 Json to_json(const TrainingSettings& t);
 // The selective-recompute modules in Megatron's spelling, in enum order (core_attn, layernorm, mlp, ...).
 std::vector<std::string> recompute_module_names(const TrainingSettings& t);

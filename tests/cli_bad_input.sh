@@ -239,9 +239,17 @@ expect 2 "field '--vary': sequence_parallel has its own option: --sp" $vary --va
 expect 2 "field '--vary': precision is also fixed by --set precision=fp16" $vary --vary precision=fp16 --set precision=fp16
 expect 2 "'precision=fp16,,bf16': an empty value" $vary --vary precision=fp16,,bf16
 expect 2 "field '--vary': v100_sxm2_32g can run none of the varied settings" $vary --vary precision=bf16,fp8
+# Each value alone is checked when given; how it sits with the other settings, in each combination: FP8 parameters
+# run under the Megatron-Bridge stack's FP8, and are refused, naming the combination, without it.
+expect 2 "field '--vary': h100_sxm_80g, fp8_param_gather=true: fp8_param_gather needs precision fp8" \
+  search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --vary fp8_param_gather=true,false
+expect 2 "field '--vary': h100_sxm_80g, fp8_param_gather=true: fp8_param_gather needs precision fp8" \
+  predict --model Qwen3-0.6B --system h100_sxm_80g --strategy dp8 --vary fp8_param_gather=true
+expect 0 "" search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --stack megatron-bridge \
+  --vary fp8_param_gather=true,false
 expect 2 "field '--vary': seq_length has its own option: --seq" predict --model Qwen3-0.6B --system v100_sxm2_32g \
   --strategy dp8 --vary seq_length=1024,2048
-expect 2 "field '--vary': precision=fp8: system has no fp8 throughput" predict --model Qwen3-0.6B \
+expect 2 "field '--vary': v100_sxm2_32g, precision=fp8: system has no fp8 throughput" predict --model Qwen3-0.6B \
   --system v100_sxm2_32g --strategy dp8 --vary precision=fp16,fp8
 expect 2 "and one value per --vary; 1 strategy at 1 device count under 2 combinations of settings were given" predict \
   --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8 --vary hidden_dropout=true,false --diagnostics

@@ -511,7 +511,7 @@ pairs = [(t[(c, s)], t[(c, s.replace("tp_comm_overlap=true", "tp_comm_overlap=fa
          and (c, s.replace("tp_comm_overlap=true", "tp_comm_overlap=false")) in t]
 assert pairs and all(a <= b for a, b in pairs), pairs[:3]
 PY
-grep -q "precision=fp8, tp_comm_overlap=true, recompute_modules=\[\"mlp\"\] left out on a100_sxm_80g: system has no fp8" \
+grep -q "precision=fp8, tp_comm_overlap=true, recompute_modules=\[\"mlp\"\] left out on a100_sxm_80g: it has no fp8 units" \
   "$tmp/v.err" || fail "--vary: the A100's FP8 scenarios not said to be left out: $(cat "$tmp/v.err")"
 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --moe-dispatcher allgather 2> "$tmp/d.err" &&
   fail "--moe-dispatcher on a dense model accepted"
