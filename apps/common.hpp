@@ -44,8 +44,9 @@ struct VariedSetting {
   std::vector<std::string> values;
 };
 // The --vary options as dimensions, in the order their keys are first given (a key given again adds its values, a
-// value given twice is one; values split at commas outside JSON brackets and quotes). Each value is checked as a
-// --set of it would be. A key `set` fixes, or one `elsewhere` names (key, the option that varies it), is an error.
+// value given twice is one; values split at commas outside JSON brackets and quotes). Each value is checked alone
+// (the key known, the value of its type and range); how it sits with the other settings is checked per combination
+// (resolve_varied_settings). A key `set` fixes, or one `elsewhere` names (key, its own option), is an error.
 std::vector<VariedSetting> varied_settings(const std::vector<std::string>& vary, const std::vector<std::string>& set,
                                            const std::vector<std::pair<std::string, std::string>>& elsewhere);
 // Every combination of the dimensions' values, each as KEY=VALUE pairs in the dimensions' order; one empty
