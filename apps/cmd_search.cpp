@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <iostream>
+#include <limits>
 #include <set>
 
 #include "apps/common.hpp"
@@ -857,8 +858,14 @@ void run(SearchCli sc, std::ostream& out) {
     // As in the ranking: the objective's own column only when it is not the iteration time.
     std::vector<std::string> head = {"scenario", "configuration", "time_s", "peak_GiB"};
     if (show_objective) head.push_back(search::to_string(o.objective));
+    head.push_back("vs best");
     add_run_head(head, sc.train_tokens, o.objective);
     head.push_back("MFU %");
+    // Each scenario's best against the best of all, in the objective's shown figure (time, tokens/s per device,
+    // device-hours): what a swept setting, size or system is worth.
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& b : r.best_per_scenario)
+      if (b) best = std::min(best, b->objective);
     std::vector<std::vector<std::string>> rows;
     for (std::size_t si = 0; si < r.best_per_scenario.size(); ++si) {
       const auto& b = r.best_per_scenario[si];
@@ -869,6 +876,9 @@ void run(SearchCli sc, std::ostream& out) {
       } else {
         row.insert(row.end(), {config_name(space.at(b->index).strategy), fmt(b->time_s, 3), gib(b->peak_bytes)});
         if (show_objective) row.push_back(objective_cell(o.objective, b->objective));
+        const double change =
+            100 * (objective_shown(o.objective, b->objective) / objective_shown(o.objective, best) - 1);
+        row.push_back(b->objective == best ? "-" : (change >= 0 ? "+" : "") + fmt(change, 1) + " %");
         add_run_cells(row, space, *b, sc.train_tokens, o.objective);
         row.push_back(fmt(100 * throughput_of(model, space, *b, o).mfu, 1));
       }

@@ -511,6 +511,22 @@ pairs = [(t[(c, s)], t[(c, s.replace("tp_comm_overlap=true", "tp_comm_overlap=fa
          and (c, s.replace("tp_comm_overlap=true", "tp_comm_overlap=false")) in t]
 assert pairs and all(a <= b for a, b in pairs), pairs[:3]
 PY
+# The best-per-scenario table gives each scenario's best against the best of all, in the objective's figure.
+mpirun -np 1 "$lmsim" --log-level error search --model Qwen3-1.7B --system h100_sxm_80g --devices 8 \
+  --global-batch 64 --top 1 --quiet --vary precision=bf16,fp8 > "$tmp/vb.txt"
+mpirun -np 1 "$lmsim" --log-level error search --model Qwen3-1.7B --system h100_sxm_80g --devices 8 \
+  --global-batch 64 --top 1 --quiet --vary precision=bf16,fp8 --objective tokens > "$tmp/vt.txt"
+python3 - "$tmp/vb.txt" "$tmp/vt.txt" <<'PY' || fail "best per scenario, vs best: $(cat "$tmp/vb.txt" "$tmp/vt.txt")"
+import sys
+for f, col in ((sys.argv[1], 2), (sys.argv[2], 4)):  # time_s, or tokens_per_second_per_device
+    text = open(f).read().split("best per scenario:")[1].splitlines()
+    rows = {l.split()[0].rsplit("=", 1)[1]: l.split() for l in text if l.startswith("h100")}
+    v = {k: float(r[col]) for k, r in rows.items()}
+    best, other = ("fp8", "bf16") if (v["fp8"] < v["bf16"]) == (col == 2) else ("bf16", "fp8")
+    assert rows[best][col + 2 if col == 2 else col + 1] == "-", rows
+    shown = rows[other][col + 2 if col == 2 else col + 1: col + 4 if col == 2 else col + 3]
+    assert shown[1] == "%" and abs(float(shown[0]) - 100 * (v[other] / v[best] - 1)) < 0.15, (shown, v)
+PY
 grep -q "precision=fp8, tp_comm_overlap=true, recompute_modules=\[\"mlp\"\] left out on a100_sxm_80g: it has no fp8 units" \
   "$tmp/v.err" || fail "--vary: the A100's FP8 scenarios not said to be left out: $(cat "$tmp/v.err")"
 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --moe-dispatcher allgather 2> "$tmp/d.err" &&
