@@ -134,10 +134,11 @@ def search(f, out):
     ax.scatter(t, m, color="tab:green", s=20, label="Pareto front (time, memory)")
     ax.scatter(r["iteration_time_s"][()], r["max_peak_memory_bytes"][()] / GIB, marker="x", c="tab:orange", s=26,
                label="top-k by the objective")
-    # Labels on the fast corner only, staggered so they stay readable.
-    for i, (x, y, n) in enumerate(list(zip(t, m, names))[:6]):
-        ax.annotate(n, (x, y), fontsize=7, xytext=(40, -14 * i - 10), textcoords="offset points",
-                    arrowprops=dict(arrowstyle="-", lw=0.5, color="0.5"))
+    # Labels on the fast corner only, in a column inside the axes, highest memory first, so none overlap.
+    corner = sorted(list(zip(t, m, names))[:6], key=lambda p: -p[1])
+    for k, (x, y, n) in enumerate(corner):
+        ax.annotate(n, (x, y), fontsize=7, xytext=(0.22, 0.86 - 0.075 * k), textcoords="axes fraction",
+                    va="center", arrowprops=dict(arrowstyle="-", lw=0.5, color="0.5"))
     caps = {s["system"]: s.get("hbm_capacity_bytes") for s in prov.get("scenarios", [])}
     margin = prov.get("memory_margin_gib", 0)
     for sysname, cap in caps.items():
