@@ -213,7 +213,10 @@ void compare(const PredictCli& o, const std::vector<std::vector<std::string>>& c
     head.push_back("days");
     head.push_back("device-hours");
   }
-  os << table(head, rows) << "\n";
+  os << table(head, rows);
+  std::vector<Precision> precisions;
+  for (const PredictResult& x : res) precisions.push_back(x.r.settings.precision);
+  os << mfu_precision_note(precisions) << "\n";
   if (scaling)
     os << "scaling %: device-seconds per iteration at " << counts.front()
        << " devices over those here, for the same strategy (100: linear)\n\n";

@@ -884,7 +884,9 @@ void run(SearchCli sc, std::ostream& out) {
       }
       rows.push_back(std::move(row));
     }
-    out << "\nbest per scenario:\n" << table(head, rows);
+    std::vector<Precision> precisions;
+    for (const auto& s : scen) precisions.push_back(s.settings.precision);
+    out << "\nbest per scenario:\n" << table(head, rows) << mfu_precision_note(precisions);
   }
   if (why) out << "\n" << nothing_fits_text(*why, space, scen, o);
   if (!sc.emit.empty() && !r.ranking.empty()) {

@@ -492,6 +492,14 @@ TrainingSettings resolve_settings(const RunOptions& o, const System& sys) {
   return t;
 }
 
+std::string mfu_precision_note(const std::vector<Precision>& rows) {
+  for (const Precision p : rows)
+    if (p != rows.front())
+      return "MFU %: against each row's own precision peak (FP8 rows against the FP8 dense peak); compare such rows "
+             "by time\n";
+  return {};
+}
+
 TrainingSettings resolve_varied_settings(const RunOptions& o, const std::vector<std::string>& combo,
                                          const System& sys) {
   RunOptions varied = o;

@@ -120,6 +120,9 @@ void say_fitted_stacks(const io::Json& theta, const std::string& theta_label, co
 // The training settings `o` asks for on `sys`: its stack, settings file and --set pairs, then its sizes; checked as a
 // prediction's (validate, and a precision the system has units for).
 TrainingSettings resolve_settings(const RunOptions& o, const System& sys);
+// Under a table whose rows run in different precisions: their MFU is against each one's own peak (FP8 rows against
+// the FP8 peak), so their times, not their MFU, compare them. Empty when every row runs in one precision.
+std::string mfu_precision_note(const std::vector<Precision>& rows);
 // resolve_settings with one --vary combination (KEY=VALUE pairs) over `o`'s --set pairs; an error names --vary, the
 // system and the combination.
 TrainingSettings resolve_varied_settings(const RunOptions& o, const std::vector<std::string>& combo, const System& sys);

@@ -526,6 +526,7 @@ for f, col in ((sys.argv[1], 2), (sys.argv[2], 4)):  # time_s, or tokens_per_sec
     assert rows[best][col + 2 if col == 2 else col + 1] == "-", rows
     shown = rows[other][col + 2 if col == 2 else col + 1: col + 4 if col == 2 else col + 3]
     assert shown[1] == "%" and abs(float(shown[0]) - 100 * (v[other] / v[best] - 1)) < 0.15, (shown, v)
+    assert "MFU %: against each row's own precision peak" in open(f).read()
 PY
 grep -q "precision=fp8, tp_comm_overlap=true, recompute_modules=\[\"mlp\"\] left out on a100_sxm_80g: it has no fp8 units" \
   "$tmp/v.err" || fail "--vary: the A100's FP8 scenarios not said to be left out: $(cat "$tmp/v.err")"
@@ -635,6 +636,7 @@ assert row[8] == "%" and abs(float(row[7]) - 100 * (t1 / t0 - 1)) < 0.06, row  #
 recompute = next(l for l in text.splitlines() if l.startswith("recompute_s ")).split()
 assert float(recompute[2]) == 0 and float(recompute[3]) > 0, recompute
 assert "#2 settings: " in text, text
+assert "own precision peak" not in text, text  # one precision: no note
 PY
 # --vary compares each strategy under each combination of settings: every row is what predicting it with those
 # settings given by --set gives; the table names the combination; one value alone is a --set.
@@ -661,6 +663,7 @@ assert rows[2]["iteration_time_s"] < rows[0]["iteration_time_s"], rows  # FP8 li
 text = open(sys.argv[4]).read().splitlines()
 row = next(l for l in text if l.startswith("3 ")).split()
 assert row[1:3] == ["dp8-tp1-pp1-cp1-noRC", "precision=fp8"], row
+assert "MFU %: against each row's own precision peak" in open(sys.argv[4]).read()  # rows in two precisions
 PY
 # --diagnostics prints the identical middle stages of a uniform pipeline once, as a range, the end stages apart.
 "$lmsim" --quiet predict --model GPT-1T --system a100_sxm_80g --stack megatron-lm-2021 --seq 2048 \
