@@ -36,6 +36,7 @@ struct SearchCli {
   // --token-budget (the device-hours objective's tokens; 0: --train-tokens, else 1e12) and --train-tokens (each
   // ranked candidate's training run; 0: none).
   double token_budget = 0, train_tokens = 0;
+  double max_days = 0;  // --max-days: a candidate whose --train-tokens run takes longer is rejected (0: none)
   std::uint64_t chunk = 0;
   bool json = false, write_all = false, resume = false, cross_node_tp = false, uneven = false, quiet = false;
 };
@@ -540,6 +541,9 @@ void run(SearchCli sc, std::ostream& out) {
                          "differs from --train-tokens (give one: --train-tokens is also the device-hours objective's "
                          "budget)");
   o.token_budget = sc.token_budget > 0 ? sc.token_budget : sc.train_tokens > 0 ? sc.train_tokens : 1e12;
+  if (sc.max_days > 0 && sc.train_tokens <= 0)
+    throw io::InputError("--max-days", 0, "", "needs --train-tokens: the run whose days it bounds");
+  o.max_run_days = sc.max_days;
   o.memory_margin_bytes = sc.memory_margin_gib * 1073741824.0;
   o.validity.allow_cross_node_tp = sc.cross_node_tp;
   o.validity.allow_uneven_layers = sc.uneven;
@@ -583,11 +587,17 @@ void run(SearchCli sc, std::ostream& out) {
     throw io::InputError(sc.out, 0, "", "interrupted before completion: no result written");
   }
   std::optional<search::NothingFits> why;
-  if (r.feasible == 0) why = search::explain_nothing_fits(space, f, o);
+  // Candidates that fit but run too long: the shortest run says how far the deadline is; else why nothing fits.
+  std::optional<search::Entry> shortest;
+  if (r.feasible == 0 && r.rejections[search::kExceedsDeadline] > 0)
+    shortest = search::shortest_run(space, o);
+  else if (r.feasible == 0)
+    why = search::explain_nothing_fits(space, f, o);
   io::Json prov{{"model", model.name},
                 {"objective", search::to_string(o.objective)},
                 {"token_budget", o.token_budget},
                 {"train_tokens", sc.train_tokens},
+                {"max_days", sc.max_days},
                 {"top_k", sc.top},
                 {"memory_margin_gib", sc.memory_margin_gib},
                 {"scenarios", io::Json::array()}};
@@ -797,6 +807,15 @@ void run(SearchCli sc, std::ostream& out) {
     }
     j["best_per_scenario"] = best;
     if (why) j["nothing_fits"] = nothing_fits_json(*why, scen);
+    if (shortest) {
+      const auto c = space.at(shortest->index);
+      j["nothing_within_deadline"] = {{"fit_in_memory", r.rejections[search::kExceedsDeadline]},
+                                      {"max_days", sc.max_days},
+                                      {"shortest_run_config_name", config_name(c.strategy)},
+                                      {"shortest_run_scenario", scen[c.scenario].label},
+                                      {"shortest_run_days", shortest->objective},
+                                      {"shortest_run_iteration_time_s", shortest->time_s}};
+    }
     j["output"] = sc.out;
     out << j.dump(1) << "\n";
     return;
@@ -837,7 +856,8 @@ void run(SearchCli sc, std::ostream& out) {
   for (const char* h : {"MFU %", "P(fits)", "P(<=5% of #1)"}) header.push_back(h);
   out << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
       << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
-      << " fit in memory, Pareto front " << r.pareto.size() << "\n"
+      << (sc.max_days > 0 ? " fit in memory and in time" : " fit in memory") << ", Pareto front " << r.pareto.size()
+      << "\n"
       << table(header, rows);
   if (fits_unknown)
     out << "P(fits) n/a: the θ in use carries no memory error scale, so its memory prediction has no interval; "
@@ -871,7 +891,7 @@ void run(SearchCli sc, std::ostream& out) {
       const auto& b = r.best_per_scenario[si];
       std::vector<std::string> row{scen[si].label};
       if (!b) {
-        row.push_back("(nothing fits)");
+        row.push_back(sc.max_days > 0 ? "(nothing fits in time)" : "(nothing fits)");
         row.resize(head.size(), "-");
       } else {
         row.insert(row.end(), {config_name(space.at(b->index).strategy), fmt(b->time_s, 3), gib(b->peak_bytes)});
@@ -889,6 +909,14 @@ void run(SearchCli sc, std::ostream& out) {
     out << "\nbest per scenario:\n" << table(head, rows) << mfu_precision_note(precisions);
   }
   if (why) out << "\n" << nothing_fits_text(*why, space, scen, o);
+  if (shortest) {
+    const auto c = space.at(shortest->index);
+    out << "\nnothing finishes in time: " << r.rejections[search::kExceedsDeadline]
+        << " candidates fit in memory, none runs " << fmt::format("{:.4g}", sc.train_tokens) << " tokens within "
+        << fmt::format("{:g}", sc.max_days) << " days; the shortest run, " << config_name(c.strategy) << " on "
+        << scen[c.scenario].label << ", takes " << fmt(shortest->objective, 1) << " days (" << fmt(shortest->time_s, 3)
+        << " s an iteration)\n";
+  }
   if (!sc.emit.empty() && !r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
     const EmittedFlags e = emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven);
@@ -925,6 +953,11 @@ void register_search(CLI::App& app) {
                   "device-hours, in whole iterations (text, --json, HDF5)")
       ->check(finite_number())
       ->check(CLI::Range(1.0, kMaxTrainTokens));
+  cmd->add_option("--max-days", sc.max_days,
+                  "with --train-tokens: only candidates whose training run takes at most this many days (rejected "
+                  "as exceeds_deadline); with --objective device-hours, the cheapest run that finishes in time")
+      ->check(finite_number())
+      ->check(CLI::Range(1e-6, 1e6));
   cmd->add_option("--rank-by", sc.rank_by,
                   "objective (point predictions) or risk (P(fits) >= 0.9 first, then the objective's 90th percentile; "
                   "P(fits) comes from the priors when the θ was fitted without memory measurements)")

@@ -78,6 +78,28 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   return out;
 }
 
+std::optional<Entry> shortest_run(const Space& space, const SweepOptions& o) {
+  const std::uint64_t n = space.size();
+  std::vector<std::optional<Entry>> best(static_cast<std::size_t>(omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Candidate c = space.at(i);
+    const Scenario& sc = space.scenarios()[c.scenario];
+    const Prediction p =
+        simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, scenario_sim_options(sc, o));
+    if (!p.feasible) continue;
+    const double days = training_run(p.iteration_time_s, c.strategy.devices(), sc.settings, o.token_budget).days();
+    auto& b = best[static_cast<std::size_t>(omp_get_thread_num())];
+    if (!b || days < b->objective || (days == b->objective && i < b->index))
+      b = Entry{days, i, p.iteration_time_s, p.max_peak_memory_bytes};
+  }
+  std::optional<Entry> out;
+  for (const auto& b : best)
+    if (b && (!out || b->objective < out->objective || (b->objective == out->objective && b->index < out->index)))
+      out = b;
+  return out;
+}
+
 std::string first_layers(int n) { return n == 1 ? "the first layer" : "the first " + std::to_string(n) + " layers"; }
 
 std::string partial_recompute_phrase(const Strategy& s) {

@@ -29,6 +29,9 @@ struct NothingFits {
 };
 
 NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o);
+// When candidates fit in memory but none runs SweepOptions::token_budget tokens within max_run_days: the one whose
+// run is shortest (objective: its run's days; the lowest index among equals), if any fits.
+std::optional<Entry> shortest_run(const Space& space, const SweepOptions& o);
 
 // The fastest partial recompute of a plain full-recompute strategy that still fits: Megatron's --recompute-method
 // block with the fewest --recompute-num-layers whose peak stays within capacity minus the options' margin, or no

@@ -47,6 +47,7 @@ const char* to_string(Objective o) {
 const char* reason_name(std::size_t r) {
   if (r == 0) return "feasible";
   if (r == kExceedsMemory) return "exceeds_memory";
+  if (r == kExceedsDeadline) return "exceeds_deadline";
   return to_string(static_cast<Rejection>(r));
 }
 
@@ -112,8 +113,8 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
   }
   d << s.signature();
   d << s.size() << '/' << chunk << ' ' << static_cast<int>(o.objective) << ' ' << o.token_budget << ' '
-    << o.memory_margin_bytes << ' ' << o.top_k << ' ' << o.write_all << ' ' << o.validity.allow_cross_node_tp
-    << o.validity.allow_uneven_layers << o.validity.allow_padded_heads;
+    << o.memory_margin_bytes << ' ' << o.max_run_days << ' ' << o.top_k << ' ' << o.write_all << ' '
+    << o.validity.allow_cross_node_tp << o.validity.allow_uneven_layers << o.validity.allow_padded_heads;
   return io::sha256_hex(d.str());
 }
 
@@ -158,6 +159,10 @@ ChunkResult evaluate_chunk(const Space& space, std::uint64_t lo, std::uint64_t h
       reason = static_cast<std::int32_t>(p.rejection);
     } else if (!p.feasible) {
       reason = static_cast<std::int32_t>(kExceedsMemory);
+    } else if (o.max_run_days > 0 &&
+               training_run(p.iteration_time_s, c.strategy.devices(), sc.settings, o.token_budget).days() >
+                   o.max_run_days) {
+      reason = static_cast<std::int32_t>(kExceedsDeadline);
     } else {
       const Entry e{objective_value(p, sc, c.strategy, o), i, p.iteration_time_s, p.max_peak_memory_bytes};
       top.offer(e);

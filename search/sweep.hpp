@@ -32,6 +32,7 @@ struct SweepOptions {
   Objective objective = Objective::time;
   double token_budget = 1e12;  // tokens, for device_hours
   double memory_margin_bytes = 0;
+  double max_run_days = 0;     // > 0: a candidate whose run of token_budget tokens takes longer is rejected
   ValidityOptions validity;    // devices_per_node is taken from each scenario's system
   std::uint64_t chunk = 0;     // candidates per chunk; 0 = automatic
   bool write_all = false;      // spool every candidate's record into checkpoint_dir (required then)
@@ -45,9 +46,11 @@ struct SweepOptions {
 // feasible within capacity minus the memory margin. Every re-simulation of a candidate after the sweep uses it too.
 SimOptions scenario_sim_options(const Scenario& s, const SweepOptions& o);
 
-// Rejection reasons (Rejection::count_ of them) plus one for "exceeds memory"; [0] counts feasible candidates.
-constexpr std::size_t kReasons = static_cast<std::size_t>(Rejection::count_) + 1;
-constexpr std::size_t kExceedsMemory = kReasons - 1;
+// Rejection reasons (Rejection::count_ of them) plus "exceeds memory" and "exceeds the deadline" (a run of
+// SweepOptions::token_budget tokens longer than max_run_days); [0] counts feasible candidates.
+constexpr std::size_t kReasons = static_cast<std::size_t>(Rejection::count_) + 2;
+constexpr std::size_t kExceedsMemory = kReasons - 2;
+constexpr std::size_t kExceedsDeadline = kReasons - 1;
 using Counts = std::array<std::uint64_t, kReasons>;
 const char* reason_name(std::size_t r);
 
@@ -55,7 +58,7 @@ const char* reason_name(std::size_t r);
 struct AllRecord {
   std::uint64_t index;
   double time_s, peak_bytes;  // 0 when rejected before simulation
-  std::int32_t reason;        // 0 ok, else Rejection value, or kExceedsMemory
+  std::int32_t reason;        // 0 ok, else Rejection value, kExceedsMemory or kExceedsDeadline
 };
 
 struct SweepResult {

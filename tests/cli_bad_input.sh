@@ -253,6 +253,9 @@ expect 2 "field '--vary': v100_sxm2_32g, precision=fp8: system has no fp8 throug
   --system v100_sxm2_32g --strategy dp8 --vary precision=fp16,fp8
 expect 2 "and one value per --vary; 1 strategy at 1 device count under 2 combinations of settings were given" predict \
   --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp8 --vary hidden_dropout=true,false --diagnostics
+expect 2 "--max-days: needs --train-tokens" search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --max-days 30
+expect 2 "max-days" search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --train-tokens 1e9 --max-days nan
+expect 2 "max-days" search --model Qwen3-0.6B --system h100_sxm_80g --devices 8 --train-tokens 1e9 --max-days 0
 # An EP that fits only with whole experts on each rank names the -etp1 spelling that runs.
 expect 2 "expert tensor parallel = tp by default, dp1-tp2-pp8-cp1-ep2-etp1-RC keeps each expert whole on a rank and runs" \
   predict --model Phi-3.5-MoE-instruct --system ascend_910b3_64g --devices 16 --strategy dp1-tp2-pp8-cp1-ep2-RC

@@ -511,6 +511,31 @@ pairs = [(t[(c, s)], t[(c, s.replace("tp_comm_overlap=true", "tp_comm_overlap=fa
          and (c, s.replace("tp_comm_overlap=true", "tp_comm_overlap=false")) in t]
 assert pairs and all(a <= b for a, b in pairs), pairs[:3]
 PY
+# --max-days: the cheapest run of --train-tokens that finishes in time. Every ranked candidate does, and the #1 is
+# the cheapest of those the same search ranks without the deadline; where none does, the shortest run is named.
+deadline="search --model Llama-3-70B --system h100_sxm_80g --devices 1024,2048,4096 --seq 8192 --global-batch 1024 \
+  --stack megatron-bridge --objective device-hours --train-tokens 15e12 --quiet --json"
+mpirun -np 1 "$lmsim" --log-level error $deadline --max-days 60 --top 20 > "$tmp/dl.json"
+mpirun -np 1 "$lmsim" --log-level error $deadline --top 100000 > "$tmp/all.json"
+mpirun -np 1 "$lmsim" --log-level error search --model Llama-3-70B --system h100_sxm_80g --devices 256 --seq 8192 \
+  --global-batch 1024 --stack megatron-bridge --train-tokens 15e12 --quiet --json --max-days 30 > "$tmp/none.json"
+mpirun -np 1 "$lmsim" --log-level error search --model Llama-3-70B --system h100_sxm_80g --devices 256 --seq 8192 \
+  --global-batch 1024 --stack megatron-bridge --train-tokens 15e12 --quiet --json --top 1 > "$tmp/fast.json"
+python3 - "$tmp/dl.json" "$tmp/all.json" "$tmp/none.json" "$tmp/fast.json" <<'PY' || fail "--max-days"
+import json, sys
+dl, al, none, fast = (json.load(open(f)) for f in sys.argv[1:5])
+assert dl["ranking"] and all(r["training_days"] <= 60 for r in dl["ranking"]), dl["ranking"][:2]
+in_time = [r for r in al["ranking"] if r["training_days"] <= 60]
+assert in_time and in_time[0]["config_name"] == dl["ranking"][0]["config_name"], (in_time[:1], dl["ranking"][:1])
+assert in_time[0]["scenario"] == dl["ranking"][0]["scenario"]
+late = dl["rejections"]["exceeds_deadline"]
+assert late > 0 and late == sum(1 for r in al["ranking"] if r["training_days"] > 60), late
+assert dl["max_days"] == 60 and dl["feasible"] == len(in_time)
+w = none["nothing_within_deadline"]
+assert not none["ranking"] and w["max_days"] == 30 and w["shortest_run_days"] > 30, w
+assert w["shortest_run_config_name"] == fast["ranking"][0]["config_name"], (w, fast["ranking"][0])
+assert abs(w["shortest_run_days"] - fast["ranking"][0]["training_days"]) < 1e-9 * w["shortest_run_days"]
+PY
 # The best-per-scenario table gives each scenario's best against the best of all, in the objective's figure.
 mpirun -np 1 "$lmsim" --log-level error search --model Qwen3-1.7B --system h100_sxm_80g --devices 8 \
   --global-batch 64 --top 1 --quiet --vary precision=bf16,fp8 > "$tmp/vb.txt"
