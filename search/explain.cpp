@@ -8,9 +8,24 @@
 
 namespace lmsim::search {
 
+namespace {
+// Every candidate of the space simulated as the sweep simulates it, over OpenMP threads: f(thread, index, scenario,
+// prediction), thread in [0, omp_get_max_threads()).
+template <class F>
+void for_each_prediction(const Space& space, const SweepOptions& o, F&& f) {
+  const std::uint64_t n = space.size();
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Candidate c = space.at(i);
+    const Scenario& sc = space.scenarios()[c.scenario];
+    f(static_cast<std::size_t>(omp_get_thread_num()), i, sc,
+      simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, scenario_sim_options(sc, o)));
+  }
+}
+}  // namespace
+
 NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, const SweepOptions& o) {
   NothingFits out;
-  const std::uint64_t n = space.size();
   std::vector<std::pair<double, std::uint64_t>> best(static_cast<std::size_t>(omp_get_max_threads()),
                                                      {std::numeric_limits<double>::infinity(), 0});
   std::vector<Prediction> kept(best.size());
@@ -18,25 +33,19 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
   constexpr std::size_t kRules = static_cast<std::size_t>(Rejection::count_);
   std::vector<std::array<std::pair<std::uint64_t, std::uint64_t>, kRules>> broken(
       best.size(), std::array<std::pair<std::uint64_t, std::uint64_t>, kRules>{});
-#pragma omp parallel for schedule(dynamic, 4096)
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const Candidate c = space.at(i);
-    const Scenario& sc = space.scenarios()[c.scenario];
-    const Prediction p =
-        simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, scenario_sim_options(sc, o));
+  for_each_prediction(space, o, [&](std::size_t thread, std::uint64_t i, const Scenario& sc, const Prediction& p) {
     if (!p.ok()) {
-      auto& [count, first] =
-          broken[static_cast<std::size_t>(omp_get_thread_num())][static_cast<std::size_t>(p.rejection)];
+      auto& [count, first] = broken[thread][static_cast<std::size_t>(p.rejection)];
       if (count++ == 0 || i < first) first = i;
-      continue;
+      return;
     }
     const double lack = p.max_peak_memory_bytes - (sc.system.hbm_capacity_bytes - o.memory_margin_bytes);
-    auto& b = best[static_cast<std::size_t>(omp_get_thread_num())];
+    auto& b = best[thread];
     if (lack < b.first || (lack == b.first && i < b.second)) {
       b = {lack, i};
-      kept[static_cast<std::size_t>(omp_get_thread_num())] = p;
+      kept[thread] = p;
     }
-  }
+  });
   std::size_t w = 0;
   for (std::size_t t = 1; t < best.size(); ++t)
     if (best[t].first < best[w].first || (best[t].first == best[w].first && best[t].second < best[w].second)) w = t;
@@ -79,20 +88,15 @@ NothingFits explain_nothing_fits(const Space& space, const SpaceFilter& filter, 
 }
 
 std::optional<Entry> shortest_run(const Space& space, const SweepOptions& o) {
-  const std::uint64_t n = space.size();
   std::vector<std::optional<Entry>> best(static_cast<std::size_t>(omp_get_max_threads()));
-#pragma omp parallel for schedule(dynamic, 4096)
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const Candidate c = space.at(i);
-    const Scenario& sc = space.scenarios()[c.scenario];
-    const Prediction p =
-        simulate(space.model(), c.strategy, sc.system, sc.settings, sc.params, scenario_sim_options(sc, o));
-    if (!p.feasible) continue;
-    const double days = training_run(p.iteration_time_s, c.strategy.devices(), sc.settings, o.token_budget).days();
-    auto& b = best[static_cast<std::size_t>(omp_get_thread_num())];
+  for_each_prediction(space, o, [&](std::size_t thread, std::uint64_t i, const Scenario& sc, const Prediction& p) {
+    if (!p.feasible) return;
+    const double days =
+        training_run(p.iteration_time_s, space.at(i).strategy.devices(), sc.settings, o.token_budget).days();
+    auto& b = best[thread];
     if (!b || days < b->objective || (days == b->objective && i < b->index))
       b = Entry{days, i, p.iteration_time_s, p.max_peak_memory_bytes};
-  }
+  });
   std::optional<Entry> out;
   for (const auto& b : best)
     if (b && (!out || b->objective < out->objective || (b->objective == out->objective && b->index < out->index)))
