@@ -109,6 +109,13 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     cr.time_p90_s = ranking[i].time_s * std::exp(calib::central_quantile(0.8, u.time_dof) * cr.time_log_sd);
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     cr.p_fits = calib::p_fits(ranking[i].peak_bytes, cap, sd.memory, u.memory_dof);  // NaN without a memory scale
+    if (o.max_run_days > 0) {  // every iteration errs alike: the run is in time when the iteration is
+      const auto c = space.at(ranking[i].index);
+      const TrainingRun run =
+          training_run(ranking[i].time_s, c.strategy.devices(), space.scenarios()[si].settings, o.token_budget);
+      const double gap = std::log(o.max_run_days / run.days());
+      cr.p_in_time = cr.time_log_sd > 0 ? calib::student_t_cdf(gap / cr.time_log_sd, u.time_dof) : (gap >= 0 ? 1 : 0);
+    }
     if (i == 0) {
       cr.p_within_5pct = 1;
     } else {
@@ -310,15 +317,17 @@ void write_results(const std::string& file, const search::Space& space, const se
       w.write(g + "/model_tflops_per_device", tflops);
       w.write(g + "/tokens_per_s_per_device", tokens);
       if (!risk.empty() && risk[0]) {  // NaN where a candidate's θ has no covariance
-        std::vector<double> pf, pw, t90;
+        std::vector<double> pf, pw, t90, pt;
         for (const auto& x : risk) {
           pf.push_back(x ? x->p_fits : std::nan(""));
           pw.push_back(x ? x->p_within_5pct : std::nan(""));
           t90.push_back(x ? x->time_p90_s : std::nan(""));
+          pt.push_back(x ? x->p_in_time : std::nan(""));
         }
         w.write(g + "/p_fits", pf);
         w.write(g + "/p_within_5pct_of_best", pw);
         w.write(g + "/iteration_time_s_p90", t90);
+        if (o.max_run_days > 0) w.write(g + "/p_in_time", pt);
       }
     }
   };
@@ -620,8 +629,9 @@ void run(SearchCli sc, std::ostream& out) {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     auto key = [&](std::size_t i) {
       if (!risk[i]) return std::make_pair(2, r.ranking[i].objective);
-      return std::make_pair(std::isnan(risk[i]->p_fits) || risk[i]->p_fits >= kSureFit ? 0 : 1,
-                            r.ranking[i].objective * (risk[i]->time_p90_s / r.ranking[i].time_s));
+      const bool sure = (std::isnan(risk[i]->p_fits) || risk[i]->p_fits >= kSureFit) &&
+                        (std::isnan(risk[i]->p_in_time) || risk[i]->p_in_time >= kSureFit);
+      return std::make_pair(sure ? 0 : 1, r.ranking[i].objective * (risk[i]->time_p90_s / r.ranking[i].time_s));
     };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     std::size_t sure = 0;
@@ -778,6 +788,7 @@ void run(SearchCli sc, std::ostream& out) {
         row["p_fits"] = std::isnan(risk[i]->p_fits) ? io::Json(nullptr) : io::Json(risk[i]->p_fits);
         row["p_within_5pct_of_best"] = risk[i]->p_within_5pct;
         row["iteration_time_s_p90"] = risk[i]->time_p90_s;
+        if (o.max_run_days > 0) row["p_in_time"] = risk[i]->p_in_time;
       }
       rk.push_back(row);
     }
@@ -848,12 +859,14 @@ void run(SearchCli sc, std::ostream& out) {
     for (auto&& x : {fmt(100 * tp.mfu, 1), risk[i] && !std::isnan(risk[i]->p_fits) ? fmt(risk[i]->p_fits, 2) : "n/a",
                      risk[i] ? fmt(risk[i]->p_within_5pct, 2) : "-"})
       row.push_back(x);
+    if (o.max_run_days > 0) row.push_back(risk[i] ? fmt(risk[i]->p_in_time, 2) : "-");
     rows.push_back(row);
   }
   std::vector<std::string> header{"#", "configuration", "scenario", "time_s", "p90_s", "peak_GiB"};
   if (show_objective) header.push_back(search::to_string(o.objective));
   add_run_head(header, sc.train_tokens, o.objective);
   for (const char* h : {"MFU %", "P(fits)", "P(<=5% of #1)"}) header.push_back(h);
+  if (o.max_run_days > 0) header.push_back("P(in time)");
   out << model.name << ": " << r.evaluated << " candidates evaluated in " << fmt(r.wall_s, 2) << " s ("
       << fmt(rate / 1e6, 2) << " M/s, " << r.ranks << " rank(s) x " << r.threads << " thread(s)); " << r.feasible
       << (sc.max_days > 0 ? " fit in memory and in time" : " fit in memory") << ", Pareto front " << r.pareto.size()

@@ -236,7 +236,8 @@ std::vector<PriorLean> loosely_fitted(const Uncertainty& u, const LogSensitivity
 // (g_i − g_0)ᵀ Σ (g_i − g_0)); residual errors are independent per configuration.
 struct CandidateRisk {
   double p_fits = 0, p_within_5pct = 0;
-  double time_p90_s = 0;  // upper end of the central 80 % interval
+  double p_in_time = std::nan("");  // P(the training run finishes within a deadline), when the search has one
+  double time_p90_s = 0;            // upper end of the central 80 % interval
   double time_log_sd = 0;
 };
 double normal_cdf(double z);

@@ -535,6 +535,22 @@ w = none["nothing_within_deadline"]
 assert not none["ranking"] and w["max_days"] == 30 and w["shortest_run_days"] > 30, w
 assert w["shortest_run_config_name"] == fast["ranking"][0]["config_name"], (w, fast["ranking"][0])
 assert abs(w["shortest_run_days"] - fast["ranking"][0]["training_days"]) < 1e-9 * w["shortest_run_days"]
+# P(in time): at least an even chance for every run the point prediction puts in time.
+assert all(0.5 <= r["p_in_time"] <= 1 for r in dl["ranking"]), dl["ranking"]
+assert "p_in_time" not in al["ranking"][0], al["ranking"][0]
+PY
+# A tighter deadline: each run that still makes it is less sure to; --rank-by risk puts first the candidates that
+# fit and finish in time, each with P >= 0.9.
+mpirun -np 1 "$lmsim" --log-level error $deadline --max-days 52 --top 20 > "$tmp/dl52.json"
+mpirun -np 1 "$lmsim" --log-level error $deadline --max-days 52 --top 20 --rank-by risk > "$tmp/dlr.json"
+python3 - "$tmp/dl.json" "$tmp/dl52.json" "$tmp/dlr.json" <<'PY' || fail "--max-days: P(in time), --rank-by risk"
+import json, sys
+loose, tight, risk = (json.load(open(f))["ranking"] for f in sys.argv[1:4])
+at60 = {(x["config_name"], x["scenario"]): x["p_in_time"] for x in loose}
+both = [(at60[k], x["p_in_time"]) for x in tight if (k := (x["config_name"], x["scenario"])) in at60]
+assert both and all(t < l for l, t in both), both
+sure = [x["p_fits"] >= 0.9 and x["p_in_time"] >= 0.9 for x in risk]
+assert sure[0] and sure == sorted(sure, reverse=True), [(x["config_name"], x["p_fits"], x["p_in_time"]) for x in risk]
 PY
 # The best-per-scenario table gives each scenario's best against the best of all, in the objective's figure.
 mpirun -np 1 "$lmsim" --log-level error search --model Qwen3-1.7B --system h100_sxm_80g --devices 8 \
