@@ -639,9 +639,9 @@ void run(SearchCli sc, std::ostream& out) {
     prov["risk_pool"] = {{"candidates", r.ranking.size()}, {"fit_with_p_0_9", sure}};
     if (sure < sc.top && r.ranking.size() == o.top_k)
       spdlog::warn(
-          "search: only {} of the {} best candidates by the point objective fit with P(fits) >= 0.9; candidates "
+          "search: only {} of the {} best candidates by the point objective fit with P(fits) >= 0.9{}; candidates "
           "further down were not weighed (the pool is 20 x --top, at least 1000: a larger --top weighs more)",
-          sure, r.ranking.size());
+          sure, r.ranking.size(), o.max_run_days > 0 ? " and finish in time with P >= 0.9" : "");
     std::vector<search::Entry> ranked;
     for (auto i : order)
       if (ranked.size() < sc.top) ranked.push_back(r.ranking[i]);
