@@ -69,6 +69,12 @@ std::vector<bool> bools(const std::vector<std::string>& v, const char* flag) {
   return out;
 }
 
+// A ranked candidate's training run of `tokens` tokens at its predicted pace.
+TrainingRun run_of(const search::Space& space, const search::Entry& e, double tokens) {
+  const search::Candidate c = space.at(e.index);
+  return training_run(e.time_s, c.strategy.devices(), space.scenarios()[c.scenario].settings, tokens);
+}
+
 // Risk of the ranked candidates (issue: calibration you can trust): present when the scenario's θ carries a
 // covariance. Parameter uncertainty is shared between candidates on one θ, residual errors are not; beyond the
 // fitted range (`ranges`, per scenario) each candidate's residual scale widens (calib::beyond_range), and two
@@ -110,10 +116,7 @@ std::vector<std::optional<calib::CandidateRisk>> ranking_risk(const Model& model
     const double cap = space.scenarios()[si].system.hbm_capacity_bytes - o.memory_margin_bytes;
     cr.p_fits = calib::p_fits(ranking[i].peak_bytes, cap, sd.memory, u.memory_dof);  // NaN without a memory scale
     if (o.max_run_days > 0) {  // every iteration errs alike: the run is in time when the iteration is
-      const auto c = space.at(ranking[i].index);
-      const TrainingRun run =
-          training_run(ranking[i].time_s, c.strategy.devices(), space.scenarios()[si].settings, o.token_budget);
-      const double gap = std::log(o.max_run_days / run.days());
+      const double gap = std::log(o.max_run_days / run_of(space, ranking[i], o.token_budget).days());
       cr.p_in_time = cr.time_log_sd > 0 ? calib::student_t_cdf(gap / cr.time_log_sd, u.time_dof) : (gap >= 0 ? 1 : 0);
     }
     if (i == 0) {
@@ -148,12 +151,6 @@ Throughput throughput_of(const Model& model, const search::Space& space, const s
   const search::Scenario& s = space.scenarios()[c.scenario];
   const SimOptions so = search::scenario_sim_options(s, o);
   return throughput(simulate(model, c.strategy, s.system, s.settings, s.params, so), c.strategy, s.system, s.settings);
-}
-
-// A ranked candidate's training run of `tokens` tokens at its predicted pace.
-TrainingRun run_of(const search::Space& space, const search::Entry& e, double tokens) {
-  const search::Candidate c = space.at(e.index);
-  return training_run(e.time_s, c.strategy.devices(), space.scenarios()[c.scenario].settings, tokens);
 }
 
 // With --train-tokens, a candidate's training run in its JSON row and its text row (days; device-hours unless the
