@@ -65,7 +65,7 @@ std::vector<std::vector<std::string>> merged_stage_rows(const std::vector<Record
 }
 
 // The settings a prediction ran under, in a line: what changes memory and time most.
-std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
+std::string settings_summary(const Strategy& s, const TrainingSettings& t, const System& sys) {
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
   if (!t.flash_in(s.context_parallel))
@@ -121,6 +121,8 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t) {
   else if (t.fp8_param_gather)  // valid settings have it only under FP8
     out += ", FP8 parameters not in effect (need the distributed optimizer or FSDP)";
   if (t.nccl_ub) out += ", NCCL user buffers";
+  // NVLS changes the all-reduces of a system that has it: said there, either way.
+  if (sys.nvlink_sharp) out += t.nccl_nvls_enable ? ", NCCL NVLS all-reduce" : ", NCCL NVLS off (ring all-reduce)";
   return out;
 }
 
@@ -233,7 +235,7 @@ void compare(const PredictCli& o, const std::vector<std::vector<std::string>>& c
   }
   os << table(term_head, terms) << "\n";
   for (std::size_t i = 0; i < res.size(); ++i)
-    os << "#" << i + 1 << " settings: " << settings_summary(res[i].s, res[i].r.settings) << "\n";
+    os << "#" << i + 1 << " settings: " << settings_summary(res[i].s, res[i].r.settings, res[i].r.system) << "\n";
 }
 
 // One prediction: options in, the report on `os` (the GEMMs to --gemms-csv).
@@ -269,7 +271,7 @@ void run(PredictCli o, std::ostream& os) {
     return;
   }
   if (!emit.empty()) {  // the flags alone, so they can be pasted or piped
-    const EmittedFlags e = emit_flags(emit, r.model, s, r.settings, allow_uneven);
+    const EmittedFlags e = emit_flags(emit, r.model, r.system, s, r.settings, allow_uneven);
     warn_unsaid(emit, e);
     os << e.flags << "\n";
     return;
@@ -277,7 +279,7 @@ void run(PredictCli o, std::ostream& os) {
   os << r.model.name << " on " << s.devices() << " x " << r.system.name << ", " << config_name(s) << " (seq "
      << r.settings.seq_length << ", global batch " << r.settings.global_batch_size << ", " << p.num_micro_batches
      << " micro-batches of " << resolve(s, r.settings).micro_batch_size << ")\n"
-     << "settings        " << settings_summary(s, r.settings) << "\n"
+     << "settings        " << settings_summary(s, r.settings, r.system) << "\n"
      << "iteration time  " << fmt(p.iteration_time_s, 3) << " s"
      << (has_iv ? "  (80 %: " + fmt(iv.time_s_80.lower, 3) + " - " + fmt(iv.time_s_80.upper, 3) +
                       ", 90 %: " + fmt(iv.time_s_90.lower, 3) + " - " + fmt(iv.time_s_90.upper, 3) + " s)" +

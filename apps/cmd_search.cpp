@@ -792,8 +792,8 @@ void run(SearchCli sc, std::ostream& out) {
     j["ranking"] = rk;
     if (!sc.emit.empty() && !r.ranking.empty()) {
       const auto c = space.at(r.ranking[0].index);
-      j["emit"] =
-          emit_json(sc.emit, emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven));
+      j["emit"] = emit_json(sc.emit, emit_flags(sc.emit, model, space.scenarios()[c.scenario].system, c.strategy,
+                                                space.scenarios()[c.scenario].settings, sc.uneven));
     }
     j["pareto_size"] = r.pareto.size();
     io::Json best = io::Json::array();
@@ -929,7 +929,8 @@ void run(SearchCli sc, std::ostream& out) {
   }
   if (!sc.emit.empty() && !r.ranking.empty()) {
     const auto c = space.at(r.ranking[0].index);
-    const EmittedFlags e = emit_flags(sc.emit, model, c.strategy, space.scenarios()[c.scenario].settings, sc.uneven);
+    const search::Scenario& won = space.scenarios()[c.scenario];
+    const EmittedFlags e = emit_flags(sc.emit, model, won.system, c.strategy, won.settings, sc.uneven);
     warn_unsaid(sc.emit, e);
     out << "\n#1 as " << sc.emit << " flags:\n" << e.flags << "\n";
   }

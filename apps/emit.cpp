@@ -281,14 +281,24 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
 }
 }  // namespace
 
-EmittedFlags emit_flags(const std::string& framework, const Model& m, const Strategy& s, const TrainingSettings& t,
-                        bool allow_uneven_layers) {
+EmittedFlags emit_flags(const std::string& framework, const Model& m, const System& sys, const Strategy& s,
+                        const TrainingSettings& t, bool allow_uneven_layers) {
   const ResolvedStrategy r = resolve(s, t);
   const auto split = pipeline_split(m, s, allow_uneven_layers);
-  if (framework == "megatron" || framework == "mindspeed")
-    return megatron_flags(framework == "mindspeed", m, s, t, r, split);
-  if (framework == "nemo" || framework == "megatron-bridge")
-    return recipe_overrides(framework == "megatron-bridge", m, s, t, r, split);
+  const bool megatron = framework == "megatron" || framework == "mindspeed";
+  if (megatron || framework == "nemo" || framework == "megatron-bridge") {
+    EmittedFlags e = megatron ? megatron_flags(framework == "mindspeed", m, s, t, r, split)
+                              : recipe_overrides(framework == "megatron-bridge", m, s, t, r, split);
+    // NVLS is NCCL's environment, not a flag: said where it differs from what the framework's launch gives (NCCL's
+    // default, on, for a bare Megatron-LM; off in NeMo's and Megatron-Bridge's performance launchers).
+    if (sys.nvlink_sharp && megatron && !t.nccl_nvls_enable)
+      e.unsaid.push_back("NCCL's NVLS algorithms off (export NCCL_NVLS_ENABLE=0, as NeMo's launchers do)");
+    if (sys.nvlink_sharp && !megatron && t.nccl_nvls_enable)
+      e.unsaid.push_back(
+          "NCCL's NVLS all-reduce (the performance launchers export NCCL_NVLS_ENABLE=0: set it to 1 in the "
+          "executor's env_vars)");
+    return e;
+  }
   std::string known;
   for (const std::string& f : emit_frameworks()) known += (known.empty() ? "" : ", ") + f;
   throw io::InputError("--emit", 0, "", "'" + framework + "' is not one of " + known);

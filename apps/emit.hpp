@@ -17,8 +17,9 @@ struct EmittedFlags {
 
 // The flags (Megatron-LM / MindSpeed-LLM command-line flags, NeMo 2 recipe overrides, or Megatron-Bridge
 // ConfigContainer overrides) that run `s` as lmsim simulated it. Throws io::InputError for an unknown framework.
-EmittedFlags emit_flags(const std::string& framework, const Model& m, const Strategy& s, const TrainingSettings& t,
-                        bool allow_uneven_layers);
+// The system decides only what is said of settings that matter on it alone (NCCL's NVLS).
+EmittedFlags emit_flags(const std::string& framework, const Model& m, const System& sys, const Strategy& s,
+                        const TrainingSettings& t, bool allow_uneven_layers);
 
 // Logs a warning for each setting the flags cannot set (so that what is pasted is not taken for the whole run).
 void warn_unsaid(const std::string& framework, const EmittedFlags& e);

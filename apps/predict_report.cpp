@@ -161,7 +161,7 @@ io::Json PredictResult::json() const {
     // Without memory measurements in θ's fit, memory's interval is the priors' (calib::memory_from_priors).
     j["memory_interval_from_priors"] = calib::memory_from_priors(*r.uncertainty);
   }
-  if (!emit.empty()) j["emit"] = emit_json(emit, emit_flags(emit, r.model, s, r.settings, allow_uneven));
+  if (!emit.empty()) j["emit"] = emit_json(emit, emit_flags(emit, r.model, r.system, s, r.settings, allow_uneven));
   j["iteration_time_s"] = p.iteration_time_s;
   j["peak_memory_bytes"] = mem;
   j["max_peak_memory_bytes"] = p.max_peak_memory_bytes;

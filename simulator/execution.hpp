@@ -378,7 +378,8 @@ inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, dou
   if (prim == Prim::fused_all_to_all) return fused_all_to_all_s(c, gu, bytes);
   if (gu.size <= 1) return 0;
   // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
-  const bool nvls = c.sys->nvlink_sharp && prim == Prim::all_reduce && gu.size > 2;
+  const bool nvls_on = c.sys->nvlink_sharp && c.t.nccl_nvls_enable;
+  const bool nvls = nvls_on && prim == Prim::all_reduce && gu.size > 2;
   if (gu.nodes <= 1 && nvls) return bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s + launch;
   if (gu.nodes <= 1) return flat_collective_s(prim, intra, gu.size, bytes) + launch;
   if (gu.per_node <= 1) return flat_collective_s(prim, c.inter, gu.size, bytes, true) + launch;
@@ -389,9 +390,8 @@ inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, dou
   const double inter = flat_collective_s(prim, c.inter, gu.nodes, bytes / k, true);
   // Hierarchical: intra-node reduce-scatter + all-gather around the inter-node step (NVLS: in the switch).
   const double intra_s = prim != Prim::all_reduce ? flat_collective_s(prim, intra, k, bytes)
-                         : (c.sys->nvlink_sharp && k > 2)
-                             ? bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s
-                             : 2 * flat_collective_s(Prim::reduce_scatter, intra, k, bytes);
+                         : (nvls_on && k > 2)     ? bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s
+                                                  : 2 * flat_collective_s(Prim::reduce_scatter, intra, k, bytes);
   return intra_s + inter + launch;
 }
 inline double collective_time_s(const Ctx& c, Prim prim, Group g, double bytes) {

@@ -193,6 +193,12 @@ struct TrainingSettings {
   // --use-nccl-ub; Megatron-Bridge sets it with Megatron-FSDP): the data-parallel collectives run NCCL's
   // SM-efficient zero-copy algorithms, so traffic overlapped with compute takes few of the GPU's SMs from it.
   bool nccl_ub = false;
+  // NCCL's NVLink SHARP algorithms (the NCCL_NVLS_ENABLE environment variable; NCCL turns them on by default where
+  // the system has NVLink SHARP, System::nvlink_sharp). NeMo's and Megatron-Bridge's performance launchers export
+  // NCCL_NVLS_ENABLE=0 to save the memory NVLS buffers take (NeMo-Framework-Launcher conf/config.yaml at 1ab2c781,
+  // Megatron-Bridge scripts/performance/utils/executors.py at 5776a6d90), and turn it back on only with NCCL user
+  // buffers: their all-reduces then run as rings.
+  bool nccl_nvls_enable = true;
 };
 
 // The on/off settings by name (the settings-JSON key and the published-readings column): one table that the
@@ -229,6 +235,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"kv_head_repeat_before_uly_alltoall", &TrainingSettings::kv_head_repeat_before_uly_alltoall},
     {"distribute_saved_activations", &TrainingSettings::distribute_saved_activations},
     {"nccl_ub", &TrainingSettings::nccl_ub},
+    {"nccl_nvls_enable", &TrainingSettings::nccl_nvls_enable},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and

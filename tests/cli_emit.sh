@@ -237,7 +237,7 @@ python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --set fp8_param_gather=false --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP8 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
   fail "json unsaid fp8 gather"
-j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron-bridge --json)
+j=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit megatron-bridge --set nccl_nvls_enable=false --json)
 python3 -c "import json,sys; e=json.loads(sys.argv[1])['emit']; assert e['unsaid']==[] and 'mixed_precision=bf16_mixed' in e['flags'], e" "$j" ||
   fail "bf16 with fp32 reduction said in full"
 x=$(run --strategy dp64-tp8-pp1-cp1-noRC-fsdp --emit megatron-bridge 2>/dev/null)
@@ -261,4 +261,20 @@ t=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-nosp --stack megatron-bridge)
 [[ "$t" == *", TP communication overlap not in effect (needs SP)"* ]] || fail "settings line, no SP: $t"
 t=$(run --strategy dp1-tp8-pp8-cp1-noRC-vpp8-sp --stack megatron-bridge --set overlap_p2p_comm=false)
 [[ "$t" != *"overlapped gradient"* && "$t" != *"overlapped pipeline"* ]] || fail "overlaps said without a group: $t"
+# NCCL's NVLS: named in the settings line on a system with NVLink SHARP (on by NCCL's default, off under the NeMo and
+# Megatron-Bridge stacks, whose launchers export NCCL_NVLS_ENABLE=0), not on one without; said by --emit where the
+# framework's launch differs.
+t=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp)
+[[ "$t" == *", NCCL NVLS all-reduce"* ]] || fail "NVLS on: $t"
+t=$(run --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --stack megatron-bridge)
+[[ "$t" == *", NCCL NVLS off (ring all-reduce)"* ]] || fail "NVLS off under the stack: $t"
+t=$("$lmsim" --log-level error predict --model Llama-3.1-405B --system a100_sxm_80g --seq 8192 --global-batch 512 \
+  --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp)
+[[ "$t" == *"settings "* && "$t" != *"NVLS"* ]] || fail "NVLS said on an A100: $t"
+w=$(runw --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --stack megatron-bridge --emit megatron 2>&1 >/dev/null)
+[[ "$w" == *"NVLS algorithms off (export NCCL_NVLS_ENABLE=0"* ]] || fail "megatron NVLS off unsaid: $w"
+w=$(runw --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --emit megatron-bridge 2>&1 >/dev/null)
+[[ "$w" == *"NVLS all-reduce (the performance launchers export NCCL_NVLS_ENABLE=0"* ]] || fail "bridge NVLS on unsaid: $w"
+w=$(runw --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --stack megatron-bridge --emit megatron-bridge 2>&1 >/dev/null)
+[[ "$w" != *"NVLS"* ]] || fail "bridge NVLS off said: $w"
 echo "cli_emit: all checks passed"

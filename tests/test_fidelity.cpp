@@ -1458,6 +1458,42 @@ TEST(Fidelity, NvlinkSharpAllReduceSendsEachBufferOnce) {
   EXPECT_FALSE(a100().nvlink_sharp);                                                  // NVSwitch gen2: no SHARP
 }
 
+TEST(Fidelity, NvlsOffRunsEveryAllReduceAsOnASystemWithoutSharp) {
+  // NCCL_NVLS_ENABLE=0 (NeMo's and Megatron-Bridge's performance launchers): the hardware has SHARP, NCCL does not
+  // use it. Every all-reduce, the TP one inside a node and the hierarchical DP one across nodes, runs as on a
+  // system without it; the same setting on that system changes nothing.
+  System ring = h100();
+  ring.nvlink_sharp = false;
+  const PlatformParams p = io::presets().find_system("h100_sxm_80g")->default_params;
+  TrainingSettings t = megatron2022();
+  t.seq_length = 8192;
+  t.distributed_optimizer = false;  // the gradients all-reduced over dp
+  t.global_batch_size = 64;
+  TrainingSettings off = t;
+  off.nccl_nvls_enable = false;
+  const Model m = gpt22b();
+  const auto tp = [](const Prediction& x) { return x.breakdown.tp_comm_s + x.breakdown.tp_comm_overlapped_s; };
+  const auto dp = [](const Prediction& x) { return x.breakdown.dp_comm_exposed_s + x.breakdown.dp_comm_overlapped_s; };
+  Strategy s;
+  s.recompute = Recompute::none;
+  s.sequence_parallel = false;
+  // tp4 in one node; tp2 x dp16 on four nodes, four ranks of each DP group a node (hierarchical all-reduce).
+  for (const auto& [tensor, data] : {std::pair{4, 1}, std::pair{2, 16}}) {
+    s.tensor_parallel = tensor;
+    s.data_parallel = data;
+    const Prediction on_nvls = simulate(m, s, h100(), t, p), off_nvls = simulate(m, s, h100(), off, p);
+    const Prediction rings = simulate(m, s, ring, t, p), rings_off = simulate(m, s, ring, off, p);
+    ASSERT_TRUE(on_nvls.ok() && off_nvls.ok() && rings.ok() && rings_off.ok()) << config_name(s);
+    EXPECT_DOUBLE_EQ(off_nvls.iteration_time_s, rings.iteration_time_s) << config_name(s);
+    EXPECT_DOUBLE_EQ(rings_off.iteration_time_s, rings.iteration_time_s) << config_name(s);
+    if (tensor == 4) {
+      EXPECT_NEAR(tp(on_nvls) / tp(off_nvls), 4.0 / 6.0, 0.05);  // bytes vs 2·3/4·bytes
+    } else {
+      EXPECT_LT(dp(on_nvls), 0.95 * dp(off_nvls));  // the in-node steps around the network's
+    }
+  }
+}
+
 TEST(Fidelity, RecomputeModulesFreeTheirActivationsAndReplayTheirForward) {
   // Megatron-core --recompute-modules: each selected submodule keeps only its input (or drops its output) and
   // re-runs its forward in backward.
