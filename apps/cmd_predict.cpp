@@ -89,7 +89,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
   out += r.fsdp ? ", FSDP" : r.distributed_optimizer ? ", distributed optimizer" : ", replicated optimizer";
   // The data-parallel overlaps (Megatron's --overlap-grad-reduce, --overlap-param-gather), where there is a
   // data-parallel group to overlap.
-  if (s.data_parallel * s.context_parallel > 1) {
+  if (r.data_parallel_group) {
     if (t.overlap_grad_reduce) out += ", overlapped gradient reduction";
     if (t.overlap_param_gather && r.distributed_optimizer) out += ", overlapped parameter gather";
   }

@@ -93,7 +93,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
     add("--use-distributed-optimizer");
   // Megatron-LM's argument check takes --overlap-param-gather only beside --overlap-grad-reduce; without a
   // data-parallel group neither has anything to overlap.
-  const bool dp_group = s.data_parallel * s.context_parallel > 1, grad_overlap = t.overlap_grad_reduce && dp_group;
+  const bool dp_group = r.data_parallel_group, grad_overlap = t.overlap_grad_reduce && dp_group;
   if (grad_overlap) add("--overlap-grad-reduce");
   if (t.overlap_param_gather && r.distributed_optimizer && dp_group) {
     if (grad_overlap)
@@ -245,7 +245,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   // The recipe's CommOverlapConfig decides the overlaps at setup (training/comm_overlap.py: TP overlap as given,
   // p2p overlap whenever vp > 1, DP overlap whenever dp > 1 under the distributed optimizer) unless its own fields
   // say otherwise, so they are said there; comm_overlap.* needs a recipe that sets one (every H100 / B200 one does).
-  const bool dp_overlap = t.overlap_grad_reduce && s.data_parallel * s.context_parallel > 1;
+  const bool dp_overlap = t.overlap_grad_reduce && r.data_parallel_group;
   add(std::string("comm_overlap.tp_comm_overlap=") + b(t.tp_comm_overlap && r.sequence_parallel));
   if (s.pipeline_parallel > 1)
     add(std::string("comm_overlap.overlap_p2p_comm=") + b(t.overlap_p2p_comm && s.virtual_pipeline > 1));

@@ -370,12 +370,14 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
       false,
       false,
       false,
+      false,
       false};
   // Over one-rank data-parallel groups the distributed optimizer shards nothing, so FP8 parameters run there
   // whatever the strategy says of it (--emit then names the optimizer).
   const bool one_rank_dp = one_rank_data_parallel(s.data_parallel, s.tensor_parallel, s.context_parallel,
                                                   s.expert_tensor(), s.expert_parallel);
   r.fp8_param_gather = t.fp8_param_gather && t.precision == Precision::fp8 && (r.distributed_optimizer || one_rank_dp);
+  r.data_parallel_group = !one_rank_dp;
   r.moe_a2a_overlap = t.overlap_moe_expert_parallel_comm && s.expert_parallel > 1 &&
                       t.moe_token_dispatcher_type != MoeDispatcher::allgather && s.recompute != Recompute::full &&
                       !(s.recompute == Recompute::selective && t.recomputes(RecomputeModule::moe)) &&

@@ -325,6 +325,9 @@ struct ResolvedStrategy {
   bool fp8_param_gather;
   // Transformer Engine's userbuffers TP overlap in effect: asked for (tp_comm_overlap), TP > 1 and SP on.
   bool tp_comm_overlap;
+  // Some data-parallel group has more than one rank: the dense parameters' dp·cp or the experts' (see
+  // one_rank_data_parallel), so there are gradients to reduce and the DP overlaps have something to hide.
+  bool data_parallel_group;
 };
 ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t);
 // Whether every data-parallel group is one rank: Megatron's dp·cp and, for the experts, tp·cp·dp / (etp·ep). Nothing

@@ -277,4 +277,16 @@ w=$(runw --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --emit megatron-bridge 2>&1 >/d
 [[ "$w" == *"NVLS all-reduce (the performance launchers export NCCL_NVLS_ENABLE=0"* ]] || fail "bridge NVLS on unsaid: $w"
 w=$(runw --strategy dp8-tp8-pp8-cp2-noRC-vpp8-sp --stack megatron-bridge --emit megatron-bridge 2>&1 >/dev/null)
 [[ "$w" != *"NVLS"* ]] || fail "bridge NVLS off said: $w"
+# The experts' data-parallel group counts: dp1 with tp4 over ep2·etp1 leaves two ranks a DP group of the experts'
+# gradients, which the overlaps hide (flags and settings line).
+moe8() { "$lmsim" --log-level error predict --model Qwen3-30B-A3B --system h100_sxm_80g --devices 8 --global-batch 64 \
+  --stack megatron-bridge "$@"; }
+x=$(moe8 --strategy dp1-tp4-pp2-ep2-etp1 --emit megatron)
+[[ "$x" == *"--overlap-grad-reduce --overlap-param-gather"* ]] || fail "expert DP overlap flags: $x"
+x=$(moe8 --strategy dp1-tp4-pp2-ep2-etp1 --emit megatron-bridge)
+[[ "$x" == *"comm_overlap.overlap_grad_reduce=true"* ]] || fail "expert DP overlap override: $x"
+x=$(moe8 --strategy dp1-tp4-pp2-ep2-etp1)
+[[ "$x" == *", overlapped gradient reduction, overlapped parameter gather"* ]] || fail "expert DP settings line: $x"
+x=$(moe8 --strategy dp1-tp4-pp2-ep4-etp1 --emit megatron)
+[[ "$x" != *"--overlap-grad-reduce"* ]] || fail "overlap flags without any DP group: $x"
 echo "cli_emit: all checks passed"
