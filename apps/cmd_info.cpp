@@ -209,7 +209,7 @@ namespace {
 
 struct ImportCli {
   std::string from, out, model_setting, model, system, platform, memory = "max-reserved";
-  std::vector<std::string> logs;
+  std::vector<std::string> logs, set;
   std::int64_t devices = 0;
   bool json = false;
 };
@@ -285,9 +285,28 @@ void run_import(const ImportCli& o) {
     for (const auto& [rank, bytes] : r.peak_memory_bytes)
       memory += name + "," + std::to_string(rank) + "," + fmt(bytes / 1048576.0, 3) + "\n";
   }
-  io::Json settings = io::to_json(base);
-  settings["note"] =
-      std::string("imported from ") + (bridge ? "Megatron-Bridge" : "Megatron-LM") + " logs by lmsim dataset import";
+  // Settings no log records (NCCL_NVLS_ENABLE, an optimizer state kept apart from Megatron's flags): --set, over
+  // what the logs gave. Those a configuration name or the sizes carry stay each log's.
+  TrainingSettings written = base;
+  if (!o.set.empty()) {
+    const io::Json j = settings_of_set(o.set);
+    for (const char* per_run :
+         {"micro_batch_size", "sequence_parallel", "distributed_optimizer", "seq_length", "global_batch_size"})
+      if (j.contains(per_run))
+        throw io::InputError("--set", 0, per_run,
+                             "each log says it (the configuration name or the sizes); --set gives what the logs "
+                             "do not record");
+    written = io::settings_from_json(j, "--set", "", base);
+    const io::Json logged = io::to_json(base), now = io::to_json(written);
+    for (const auto& [key, value] : now.items())
+      if (logged.contains(key) && logged[key] != value) {
+        spdlog::info("--set {}={} replaces the logs' {} (a setting a log does not state is its framework's default)",
+                     key, value.dump(), logged[key].dump());
+      }
+  }
+  io::Json settings = io::to_json(written);
+  settings["note"] = std::string("imported from ") + (bridge ? "Megatron-Bridge" : "Megatron-LM") +
+                     " logs by lmsim dataset import" + (o.set.empty() ? std::string() : ", with --set " + join(o.set));
   // The manifest: the new collection's row replaces an earlier import of the same folder.
   const std::string folder = o.model_setting + "_" + platform;  // one collection per (model setting, platform)
   const fs::path root(o.out), dir = root / folder, manifest = root / "data_manifest.csv";
@@ -363,6 +382,9 @@ void register_dataset_import(CLI::App& ds) {
                  "ranks each run used: needed for Megatron-Bridge logs without a HyperCommGrid line, checked "
                  "against the log otherwise")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  im->add_option("--set", o.set,
+                 "KEY=VALUE (repeatable): a training setting the logs do not record, as the settings JSON spells "
+                 "it (nccl_nvls_enable=false where the launcher exported NCCL_NVLS_ENABLE=0)");
   im->add_flag("--json", o.json, "machine-readable summary");
   im->callback([opts] { run_import(*opts); });
 }

@@ -343,6 +343,18 @@ def test_dataset_import_from_megatron_bridge_logs(tmp_path):
         # No fusion switch in the configuration: Megatron-core's defaults, all off (Bridge's Qwen3 provider sets none).
         assert settings["fused_kernels"] is False
         assert "Megatron-Bridge" in settings["note"]
+        assert settings["nccl_nvls_enable"] is True  # no log records NCCL's environment: NCCL's default
+    # What the logs do not record, given: the launcher's NCCL_NVLS_ENABLE=0 reaches the collection's settings and its
+    # note; what a configuration name or the sizes carry stays each log's (refused, nothing written).
+    ds = tmp_path / "nvls"
+    subprocess.check_output([CLI, "dataset", "import", "--from", "megatron-bridge", os.path.join(bridge, "run_yaml.log"),
+                             "--out", str(ds), *common, "--set", "nccl_nvls_enable=false"])
+    settings = json.load(open(ds / "qwen3_0.6b_4k_h100_sxm_80g" / "training_settings.json"))
+    assert settings["nccl_nvls_enable"] is False and "--set nccl_nvls_enable=false" in settings["note"], settings
+    for pair, field in (("sequence_parallel=true", b"sequence_parallel"), ("nccl_nvls_enable=maybe", b"nccl_nvls_enable")):
+        bad = subprocess.run([CLI, "dataset", "import", "--from", "megatron-bridge", os.path.join(bridge, "run_yaml.log"),
+                              "--out", str(tmp_path / "refused"), *common, "--set", pair], capture_output=True)
+        assert bad.returncode == 2 and field in bad.stderr and not (tmp_path / "refused").exists(), bad.stderr
         info = json.loads(subprocess.check_output([CLI, "dataset", "info", str(ds), "--json"]))
         assert len(info["collections"]) == 1
 
