@@ -74,6 +74,10 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
     out += ", flash attention (turned on by context parallelism: flash_attention_with_cp)";
   else
     out += ", flash attention";
+  if (t.flash_in(s.context_parallel) && t.attention_backend == AttentionBackend::flash)
+    out += " (FlashAttention-2" + (sys.flash_attention_2_throughput != 1
+                                       ? ", " + fmt(sys.flash_attention_2_throughput, 2) + " of cuDNN's)"
+                                       : std::string(")"));
   if (r.sequence_parallel) out += ", SP";
   if (r.tp_comm_overlap)
     out += ", TP communication overlap";

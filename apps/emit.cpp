@@ -132,9 +132,12 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // Unfused kernels: each fusion Megatron-LM has a switch for, off (the stored-scores softmax's only without flash).
   if (!t.fused_kernels) add("--no-bias-gelu-fusion --no-bias-swiglu-fusion --no-bias-dropout-fusion --no-rope-fusion");
   if ((!t.masked_softmax_fusion || !t.fused_kernels) && !flash) add("--no-masked-softmax-fusion");
-  // Megatron-core's attention backend defaults to auto (Transformer Engine picks a flash or fused kernel): attention
-  // over stored s x s scores is its unfused backend. MindSpeed-LLM's flash attention is off unless asked for.
-  if (flash) add(mindspeed ? "--use-flash-attn" : "--attention-backend flash");
+  // Megatron-core's attention backend defaults to auto (Transformer Engine picks cuDNN's fused kernel on Hopper and
+  // later): said either way, fused or flash (FlashAttention-2); attention over stored s x s scores is its unfused
+  // backend. MindSpeed-LLM's flash attention is off unless asked for.
+  if (flash)
+    add(mindspeed ? std::string("--use-flash-attn")
+                  : std::string("--attention-backend ") + to_string(t.attention_backend));
   if (mindspeed && t.fused_norm && m.norm == Norm::rmsnorm) add("--use-fused-rmsnorm");  // MindSpeed's, opt-in
   // MindSpeed's fused SwiGLU and rotary kernels are opt-in too (its argument check takes them only with --swiglu
   // and --position-embedding-type rope), as MindSpeed-LLM's recipes pass them.
@@ -211,6 +214,11 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
         "attention over stored s x s scores, without flash attention (the recipes leave "
         "attention_backend to Transformer Engine, which picks a fused kernel; an AttnBackend, "
         "set it to unfused in the recipe)");
+  else if (t.attention_backend == AttentionBackend::flash)
+    e.unsaid.push_back(
+        "FlashAttention-2 as the flash kernel (the recipes leave attention_backend to Transformer Engine, which "
+        "picks cuDNN's fused kernel on Hopper and later; NVTE_FUSED_ATTN=0 in the executor's env_vars gives "
+        "FlashAttention, as NeMo's 2024 launcher had it)");
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");

@@ -435,6 +435,11 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
     const auto has = [&](const char* n) { return backend.find(n) != std::string::npos; };
     const bool chosen = has("flash") || (has("fused") && !has("unfused"));
     t.flash_attention = flag("use_flash_attn", false) || chosen || (mcore && te && (backend == "None" || has("auto")));
+    // Which flash kernel: FlashAttention-2 where the log names the flash backend or the legacy model's
+    // --use-flash-attn drives it; else cuDNN's fused kernel, which TE picks under auto on Hopper and later (an
+    // NVTE_FUSED_ATTN=0 in the launcher's environment is not in the log: dataset import --set attention_backend=flash).
+    t.attention_backend = has("flash") || (flag("use_flash_attn", false) && !(mcore && te)) ? AttentionBackend::flash
+                                                                                            : AttentionBackend::fused;
   }
   {
     // Dropout (Megatron's --hidden-dropout / --attention-dropout, 0.1 by default): any rate above zero is on.

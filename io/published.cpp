@@ -212,6 +212,16 @@ PublishedSet read_published(const std::string& dir) {
                 "'" + name + "' is not one of " + names_of<MoeDispatcher>(kNumMoeDispatchers));
       st.moe_token_dispatcher_type = *d;
     }
+    // Megatron-core's --attention-backend for the flash kernel: fused (cuDNN) or flash (FlashAttention-2); empty: the
+    // stack's (fused without one).
+    if (rd.has("attention_backend") && !rd.at(i, rd.col("attention_backend")).empty()) {
+      const std::string name = rd.text(i, "attention_backend");
+      const auto b = from_name<AttentionBackend>(name, kNumAttentionBackends);
+      if (!b)
+        rd.fail(i, "attention_backend",
+                "'" + name + "' is not one of " + names_of<AttentionBackend>(kNumAttentionBackends));
+      st.attention_backend = *b;
+    }
     // A contradiction is blamed on its setting: the table's own sizes on the data row, the rest on the reading.
     if (auto bad = settings_problem(st)) {
       if (bad->field == "global_batch_size" || bad->field == "seq_length")

@@ -641,6 +641,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.fused_attention = o.boolean_or("fused_attention", true);
   s.grouped_gemm_kernel = o.boolean_or("grouped_gemm_kernel", false);
   s.flash_softmax_stats_bytes = o.number_or("flash_softmax_stats_bytes", 0, 1024, 4);
+  s.flash_attention_2_throughput = o.number_or("flash_attention_2_throughput", 0.05, 4, 1);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -681,6 +682,7 @@ Json to_json(const System& s) {
   j["fused_attention"] = s.fused_attention;
   j["grouped_gemm_kernel"] = s.grouped_gemm_kernel;
   j["flash_softmax_stats_bytes"] = s.flash_softmax_stats_bytes;
+  j["flash_attention_2_throughput"] = s.flash_attention_2_throughput;
   return j;
 }
 
@@ -736,6 +738,9 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
                                                          {"allgather", MoeDispatcher::allgather},
                                                          {"flex", MoeDispatcher::flex}},
                                                         t.moe_token_dispatcher_type);
+  t.attention_backend = o.choice<AttentionBackend>(
+      "attention_backend", {{"fused", AttentionBackend::fused}, {"flash", AttentionBackend::flash}},
+      t.attention_backend);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
@@ -764,6 +769,7 @@ Json to_json(const TrainingSettings& t) {
   j["moe_load_imbalance"] = t.moe_load_imbalance;
   j["cp_comm_type"] = to_string(t.cp_comm_type);
   j["moe_token_dispatcher_type"] = to_string(t.moe_token_dispatcher_type);
+  j["attention_backend"] = to_string(t.attention_backend);
   if (t.ulysses_degree_in_cp > 0) j["ulysses_degree_in_cp"] = t.ulysses_degree_in_cp;
   if (t.microbatch_group_size_per_vp_stage > 0)
     j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;

@@ -100,14 +100,14 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << y.hbm_bandwidth_bytes_per_s << ' ' << y.intra_node.bandwidth_bytes_per_s << ' ' << y.intra_node.latency_s
       << ' ' << y.inter_node.bandwidth_bytes_per_s << ' ' << y.inter_node.latency_s << ' ' << y.gemm_layout_conversion
       << y.nvlink_sharp << y.fused_attention << y.grouped_gemm_kernel << ' ' << y.flash_softmax_stats_bytes << ' '
-      << y.intra_node_host_bandwidth_bytes_per_s << ' ' << y.sm_count << ' ';
+      << y.intra_node_host_bandwidth_bytes_per_s << ' ' << y.sm_count << ' ' << y.flash_attention_2_throughput << ' ';
     for (int l : y.intra_node_links) d << l << ',';
     d << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
       << static_cast<int>(t.precision) << ' ';
     for (const SettingFlag& f : kSettingFlags) d << t.*f.member;
     d << ' ' << int{t.recompute_modules} << ' ' << t.moe_load_imbalance << ' ' << to_string(t.cp_comm_type) << ' '
       << t.ulysses_degree_in_cp << ' ' << t.microbatch_group_size_per_vp_stage << ' '
-      << to_string(t.moe_token_dispatcher_type);
+      << to_string(t.moe_token_dispatcher_type) << ' ' << to_string(t.attention_backend);
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }

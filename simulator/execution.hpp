@@ -168,8 +168,10 @@ constexpr double kPipelineOverlapSplits = 4, kPipelineOverlapSms = 16;
 // The flash kernel's efficiency at sequence length L per call: an asymptote reached as L grows past the
 // half-length, the way the FlashAttention-3 paper's (Shah et al. 2024) throughput curves rise from 1K to 16K
 // tokens. Half-length 0: constant efficiency.
+// FlashAttention-2 (AttentionBackend::flash) at its measured fraction of that kernel's throughput.
 inline double flash_efficiency(const Ctx& c, double L) {
-  return c.p->flash_attention_efficiency * L / (L + c.p->flash_attention_half_seq);
+  const double backend = c.t.attention_backend == AttentionBackend::flash ? c.sys->flash_attention_2_throughput : 1.0;
+  return backend * c.p->flash_attention_efficiency * L / (L + c.p->flash_attention_half_seq);
 }
 // The attention core's seconds per FLOP at peak, averaged over its kernel calls (1 / efficiency). Without CP one
 // call sees the whole sequence. Transformer Engine's P2P context parallelism (causal, load-balanced: a rank holds

@@ -54,6 +54,14 @@ const char* to_string(MoeDispatcher d) {
   return "?";
 }
 
+const char* to_string(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::fused: return "fused";
+    case AttentionBackend::flash: return "flash";
+  }
+  return "?";
+}
+
 std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");

@@ -71,6 +71,16 @@ enum class MoeDispatcher : std::uint8_t { alltoall, allgather, flex };
 constexpr int kNumMoeDispatchers = 3;
 const char* to_string(MoeDispatcher d);
 
+// Which fused attention kernel runs flash attention (Megatron-core --attention-backend, Transformer Engine's
+// DotProductAttention backends). fused: cuDNN's fused attention, which TE prefers on Hopper and later (June 2024,
+// 43569381c) and which the fitted flash_attention_efficiency describes; flash: TE's FlashAttention backend, Dao's
+// FlashAttention-2 in the 2024 containers, also what NVTE_FUSED_ATTN=0 leaves TE (NeMo's launcher exported it from
+// February to August 2024) and what the legacy model's --use-flash-attn runs. Its throughput against the fused
+// kernel's is the device's (System::flash_attention_2_throughput).
+enum class AttentionBackend : std::uint8_t { fused, flash };
+constexpr int kNumAttentionBackends = 2;
+const char* to_string(AttentionBackend b);
+
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
 // messages. Readers of every format parse enum names through these, so a name is spelled in one place.
 template <class E>
@@ -148,6 +158,7 @@ struct TrainingSettings {
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
   // The published recipes' dispatcher; Megatron-core's own default is allgather (emitted flags always name it).
   MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::alltoall;
+  AttentionBackend attention_backend = AttentionBackend::fused;  // the flash kernel, where flash attention runs
   std::int64_t ulysses_degree_in_cp = 0;  // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
   // Interleaved schedule: the micro-batches a virtual stage runs in a row (Megatron-core
   // --microbatch-group-size-per-virtual-pipeline-stage, since November 2024); 0: pipeline_parallel, the default,

@@ -112,6 +112,11 @@ struct System {
   // (FlashAttention-2, cuDNN); Ascend's npu_fusion_attention keeps its softmax max and sum, each [b, n, s, 8]
   // fp32 (MindSpeed's ring-attention update reads them in that shape): 64.
   double flash_softmax_stats_bytes = 4;
+  // Dao's FlashAttention-2 (AttentionBackend::flash) as a fraction of the fused (cuDNN) kernel's throughput on this
+  // device, where measured; 1 where no source compares them. H100 SXM5, BF16, head dim 128, 1K-16K tokens
+  // (FlashAttention-3 paper, Shah et al. 2024, Figs. 5-6): FlashAttention-2 reaches 0.59-0.63 of cuDNN's forward
+  // throughput with and without the causal mask and 0.61-0.64 of its backward: 0.62.
+  double flash_attention_2_throughput = 1;
 
   double peak_flops(Precision p) const {
     switch (p) {

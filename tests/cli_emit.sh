@@ -78,7 +78,16 @@ x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set async_tensor_model_parallel_
 x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-nosp --set pipeline_scatter_gather=false --emit nemo --json)
 [[ "$(unsaid "$x")" != *"scatter"* ]] || fail "scatter/gather said when off: $x"
 # Attention over stored scores: Megatron-core's unfused backend; the recipes' overrides say they leave it.
-[[ "$m" == *"--attention-backend flash"* && "$m" != *"unfused"* ]] || fail "flash backend: $m"
+[[ "$m" == *"--attention-backend fused"* && "$m" != *"unfused"* ]] || fail "fused backend: $m"
+# FlashAttention-2 (NeMo's 2024 launcher: NVTE_FUSED_ATTN=0): Megatron's flash backend; the recipes say they leave it.
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set attention_backend=flash --emit megatron)
+[[ "$x" == *"--attention-backend flash"* ]] || fail "flash backend: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --set attention_backend=flash --emit nemo --json)
+[[ "$(unsaid "$x")" == *"FlashAttention-2 as the flash kernel"* ]] || fail "nemo flash backend not said: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --emit nemo --json)
+[[ "$(unsaid "$x")" != *"FlashAttention-2"* ]] || fail "fused backend said: $x"
+x=$(run --strategy dp8-tp8-pp8-cp2-RC-vpp8-sp --stack nemo-24.07)
+[[ "$x" == *", flash attention (FlashAttention-2, 0.62 of cuDNN's), SP"* ]] || fail "FA2 settings line: $x"
 x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --set flash_attention=false --emit megatron)
 [[ "$x" == *"--attention-backend unfused"* ]] || fail "unfused backend: $x"
 x=$(run --strategy dp8-tp8-pp8-cp1-RC-vpp8-sp --set flash_attention=false --emit megatron-bridge --json)

@@ -200,6 +200,40 @@ TEST(Fidelity, DropoutInsideFlashAttentionSlowsEachPassAsMeasured) {
   EXPECT_GT(simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s, without);
 }
 
+// FlashAttention-2 (attention_backend flash; NeMo's 2024 launcher ran it, NVTE_FUSED_ATTN=0) runs each pass of the
+// attention core at the device's measured fraction of the fused (cuDNN) kernel's throughput: 0.62 on H100 and H200
+// (FlashAttention-3 paper, Figs. 5-6). No other op changes; a device without a measured ratio runs both alike.
+TEST(Fidelity, FlashAttention2RunsAtItsMeasuredShareOfTheFusedKernel) {
+  const Model m = preset("Llama-3-8B");
+  auto us = [&](const System& sys, AttentionBackend b) {
+    TrainingSettings t = run_settings(16384, 64);
+    t.attention_backend = b;
+    PlatformParams p;
+    p.kernel_launch_us = 0;  // the kernels alone
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), sys, t, p)) out.emplace_back(g.name, g.predicted_us);
+    return out;
+  };
+  const System& h200 = io::presets().find_system("h200_sxm_141g")->system;
+  const System& b200 = io::presets().find_system("b200_sxm_180g")->system;
+  for (const System* sys : {&h100(), &h200}) {
+    ASSERT_DOUBLE_EQ(sys->flash_attention_2_throughput, 0.62) << sys->name;
+    const auto fused = us(*sys, AttentionBackend::fused), fa2 = us(*sys, AttentionBackend::flash);
+    ASSERT_EQ(fused.size(), fa2.size());
+    int cores = 0;
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      if (fused[i].first == "scores" || fused[i].first == "pv") {
+        ++cores;
+        EXPECT_NEAR(fa2[i].second / fused[i].second, 1 / 0.62, 1e-9) << sys->name << " " << fused[i].first;
+      } else {
+        EXPECT_DOUBLE_EQ(fa2[i].second, fused[i].second) << sys->name << " " << fused[i].first;
+      }
+    }
+    EXPECT_GE(cores, 2) << sys->name;
+  }
+  EXPECT_EQ(us(b200, AttentionBackend::flash), us(b200, AttentionBackend::fused));
+}
+
 // Hidden and attention dropout are set apart (Megatron's --hidden-dropout, --attention-dropout): each costs its own
 // work. Hidden: a 1-byte mask kept per element of each residual branch (2 s·h per layer, with or without flash);
 // attention: its own kernel's traffic over stored scores (what it keeps there is θ's attention_score_bytes, fitted
@@ -1126,6 +1160,9 @@ TEST(Published, EachStackIsWhatTheReadingsOfItsRunsSay) {
         if (varies(f.name) || f.member == &TrainingSettings::sequence_parallel) continue;
         if (f.member == &TrainingSettings::tp_comm_overlap && !sp) continue;
         EXPECT_EQ(r.settings.*f.member, st.settings.*f.member) << at << ": " << f.name;
+      }
+      if (!varies("attention_backend")) {
+        EXPECT_EQ(r.settings.attention_backend, st.settings.attention_backend) << at;
       }
     }
   }

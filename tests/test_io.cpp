@@ -1485,6 +1485,7 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
   // A Megatron-core model on Transformer Engine's layers picks a flash or cuDNN fused kernel unless told otherwise;
   // --use-flash-attn speaks for the legacy model only.
   std::string text = slurp(fs::path(LMSIM_TEST_FIXTURES) / "megatron" / "run_tp2_pp2.log");
+  const std::string legacy_flash = text;  // --use-flash-attn True, the legacy model
   const std::string flash = "  use_flash_attn .................................. True\n";
   ASSERT_NE(text.find(flash), std::string::npos);
   text.replace(text.find(flash), flash.size(), "  use_flash_attn .................................. False\n");
@@ -1504,6 +1505,20 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
   EXPECT_FALSE(
       read("  transformer_impl ................................ local\n"
            "  use_legacy_models ............................... False\n"));
+  // Which flash kernel: FlashAttention-2 where the flash backend is named or the legacy model's --use-flash-attn
+  // drives it; cuDNN's fused kernel under fused or auto (Transformer Engine's choice on Hopper and later).
+  auto backend = [&](const std::string& lines) {
+    return read_log_with(text, marker, lines).settings.attention_backend;
+  };
+  const std::string mcore = te + "  use_legacy_models ............................... False\n";
+  EXPECT_EQ(backend(mcore + "  attention_backend ............................... AttnBackend.flash\n"),
+            AttentionBackend::flash);
+  EXPECT_EQ(backend(mcore + "  attention_backend ............................... AttnBackend.fused\n"),
+            AttentionBackend::fused);
+  EXPECT_EQ(backend(mcore + "  attention_backend ............................... AttnBackend.auto\n"),
+            AttentionBackend::fused);
+  EXPECT_EQ(backend(mcore), AttentionBackend::fused);
+  EXPECT_EQ(read_log_with(legacy_flash, marker, "").settings.attention_backend, AttentionBackend::flash);
 }
 
 namespace {
