@@ -68,6 +68,7 @@ std::vector<std::vector<std::string>> merged_stage_rows(const std::vector<Record
 std::string settings_summary(const Strategy& s, const TrainingSettings& t, const System& sys) {
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
+  if (t.precision == Precision::fp8) out += std::string(" (") + to_string(t.fp8_recipe) + " scaling)";
   if (!t.flash_in(s.context_parallel))
     out += ", attention scores stored";
   else if (t.flash_only_through_cp(s.context_parallel))

@@ -123,6 +123,8 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
         "which Megatron-LM refuses since June 2026; without it the loss runs as Megatron's own chain of ops, as "
         "predict --set te_cross_entropy=false times it)");
   if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
+  if (t.precision == Precision::fp8 && t.fp8_recipe != Fp8Recipe::delayed)  // Megatron's default is delayed
+    add(std::string("--fp8-recipe ") + to_string(t.fp8_recipe));
   if (r.fp8_param_gather) add("--fp8-param-gather");
   if (t.precision == Precision::bf16) add("--bf16");
   if (t.precision == Precision::fp16) add("--fp16");
@@ -238,6 +240,8 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     if (t.te_cross_entropy)
       add("model.config.cross_entropy_loss_fusion=true model.config.cross_entropy_fusion_impl=te");
     if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");
+    if (t.precision == Precision::fp8 && t.fp8_recipe != Fp8Recipe::delayed)
+      add(std::string("trainer.plugins.fp8_recipe=") + to_string(t.fp8_recipe));
     add("data.micro_batch_size=" + n(r.micro_batch_size));
     add("data.global_batch_size=" + n(t.global_batch_size));
     add("data.seq_length=" + n(t.seq_length));
@@ -271,8 +275,15 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   // by name takes no nested overrides): where lmsim simulated otherwise, that is said.
   const bool fp16 = t.precision == Precision::fp16;
   const bool fp8 = t.precision == Precision::fp8;
-  const std::string mp = fp8 ? "bf16_with_fp8_delayed_scaling_mixed" : fp16 ? "fp16_mixed" : "bf16_mixed";
+  const char* const fp8_mp[kNumFp8Recipes] = {"bf16_with_fp8_delayed_scaling_mixed",
+                                              "bf16_with_fp8_current_scaling_mixed", "bf16_with_mxfp8_mixed"};
+  const std::string mp = fp8 ? fp8_mp[static_cast<int>(t.fp8_recipe)] : fp16 ? "fp16_mixed" : "bf16_mixed";
   add("mixed_precision=" + mp);
+  if (fp8 && t.fp8_recipe == Fp8Recipe::tensorwise)  // Bridge's performance scripts turn it off (precision.py)
+    e.unsaid.push_back(
+        "every layer in FP8 (" + mp +
+        " runs the first and last layers in BF16; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
+        "mixed_precision.first_last_layers_bf16=false, as Megatron-Bridge's performance scripts set it)");
   const bool recipe_fp32_reduce = !fp16;  // the FP8 recipe also gathers FP8 parameters in 8 bits
   if (t.fp32_gradients != recipe_fp32_reduce)
     e.unsaid.push_back(std::string(t.fp32_gradients ? "fp32" : "16-bit") + " gradient reduction (" + mp +

@@ -413,9 +413,15 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   if (get("microbatch_group_size_per_vp_stage", "None").first != "None")
     t.microbatch_group_size_per_vp_stage = integer("microbatch_group_size_per_vp_stage", nullptr, 1, 1 << 20);
   const std::string fp8 = get("fp8", "None").first;
-  if (fp8 != "None" && fp8 != "False")
+  if (fp8 != "None" && fp8 != "False") {
     t.precision = Precision::fp8;
-  else if (flag("bf16", false))
+    // Megatron-core's --fp8-recipe (delayed by default); blockwise, not modelled, is refused.
+    const auto [rv, rl] = get("fp8_recipe", "delayed");
+    const auto rec = from_name<Fp8Recipe>(rv, kNumFp8Recipes);
+    if (!rec)
+      throw InputError(path, rl, "fp8_recipe", "'" + rv + "' is not one of " + names_of<Fp8Recipe>(kNumFp8Recipes));
+    t.fp8_recipe = *rec;
+  } else if (flag("bf16", false))
     t.precision = Precision::bf16;
   else if (flag("fp16", false))
     t.precision = Precision::fp16;

@@ -222,6 +222,13 @@ PublishedSet read_published(const std::string& dir) {
                 "'" + name + "' is not one of " + names_of<AttentionBackend>(kNumAttentionBackends));
       st.attention_backend = *b;
     }
+    // Megatron-core's --fp8-recipe (delayed, tensorwise, mxfp8); empty: the stack's (delayed without one).
+    if (rd.has("fp8_recipe") && !rd.at(i, rd.col("fp8_recipe")).empty()) {
+      const std::string name = rd.text(i, "fp8_recipe");
+      const auto f = from_name<Fp8Recipe>(name, kNumFp8Recipes);
+      if (!f) rd.fail(i, "fp8_recipe", "'" + name + "' is not one of " + names_of<Fp8Recipe>(kNumFp8Recipes));
+      st.fp8_recipe = *f;
+    }
     // A contradiction is blamed on its setting: the table's own sizes on the data row, the rest on the reading.
     if (auto bad = settings_problem(st)) {
       if (bad->field == "global_batch_size" || bad->field == "seq_length")

@@ -741,6 +741,10 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.attention_backend = o.choice<AttentionBackend>(
       "attention_backend", {{"fused", AttentionBackend::fused}, {"flash", AttentionBackend::flash}},
       t.attention_backend);
+  t.fp8_recipe = o.choice<Fp8Recipe>(
+      "fp8_recipe",
+      {{"delayed", Fp8Recipe::delayed}, {"tensorwise", Fp8Recipe::tensorwise}, {"mxfp8", Fp8Recipe::mxfp8}},
+      t.fp8_recipe);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
@@ -770,6 +774,7 @@ Json to_json(const TrainingSettings& t) {
   j["cp_comm_type"] = to_string(t.cp_comm_type);
   j["moe_token_dispatcher_type"] = to_string(t.moe_token_dispatcher_type);
   j["attention_backend"] = to_string(t.attention_backend);
+  j["fp8_recipe"] = to_string(t.fp8_recipe);
   if (t.ulysses_degree_in_cp > 0) j["ulysses_degree_in_cp"] = t.ulysses_degree_in_cp;
   if (t.microbatch_group_size_per_vp_stage > 0)
     j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;

@@ -148,6 +148,9 @@ inline double position_table_rows(const Ctx& c) {
 // one quantize per split for current and MX scaling; only delayed scaling has a fused multi-tensor kernel): its
 // cast kernels are per launch.
 constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd = 1;
+// Current (tensorwise) scaling's cast (TE Float8CurrentScalingQuantizer): an amax kernel reads the 16-bit input
+// first (2 bytes per element) and a scale kernel turns it into the scale before the cast: three kernels a cast.
+constexpr double kFp8AmaxReadBytesPerElement = 2, kFp8CurrentScalingKernelsPerCast = 3;
 
 inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
 
@@ -286,9 +289,12 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
     // The weight's FP8 copy is cast on an iteration's first micro-batch and cached for the others (Megatron-core
     // sets TE's is_first_microbatch each iteration): amortised over the micro-batches.
     const double mbs = std::max<double>(1.0, static_cast<double>(c.r.num_micro_batches));
-    t.forward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * (g.m * g.k + g.k * g.n / mbs),
-                               kFp8KernelsFwd * g.launches);
-    t.backward += vector_time_s(c, kFp8CastBytesPerElement * g.batch * g.m * g.n, kFp8KernelsBwd * g.launches);
+    const bool current = c.t.fp8_recipe == Fp8Recipe::tensorwise;
+    const double bytes = kFp8CastBytesPerElement + (current ? kFp8AmaxReadBytesPerElement : 0);
+    const double kernels = current ? kFp8CurrentScalingKernelsPerCast : 1;
+    t.forward +=
+        vector_time_s(c, bytes * g.batch * (g.m * g.k + g.k * g.n / mbs), kernels * kFp8KernelsFwd * g.launches);
+    t.backward += vector_time_s(c, bytes * g.batch * g.m * g.n, kernels * kFp8KernelsBwd * g.launches);
   }
   return t;
 }
@@ -752,6 +758,11 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
         f(Collective{Prim::all_gather, Group::tp, act, 0, 1, none, uo ? out : none});
         f(Collective{Prim::all_gather, Group::tp, act, 0, 1, none, in});
         f(Collective{Prim::reduce_scatter, Group::tp, act, 0, 1, none, in});
+        // Current scaling also all-reduces the fp32 amax of a column-parallel linear's input (forward) and of a
+        // row-parallel one's output gradient (backward) over TP before the cast (TE linear.py). Not timed: the ring
+        // latency model, 2(n-1) steps of collective_latency_us, is made for bandwidth-bound buffers and would put a
+        // 4-byte all-reduce over 8 ranks near 120 µs, where NCCL's LL protocol takes about a tenth of that; timed so,
+        // the H100 fit drove collective_latency_us from 8.8 to 3.7 µs (leave-one-source-out 2.11 -> 3.17 %).
       } else {
         f(Collective{Prim::all_reduce, Group::tp, act, 1, 0, none, none});
         f(Collective{Prim::all_reduce, Group::tp, act, 0, 1, none, c.r.synchronous_tp_allreduce ? none : in});

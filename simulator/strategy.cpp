@@ -62,6 +62,15 @@ const char* to_string(AttentionBackend b) {
   return "?";
 }
 
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::delayed: return "delayed";
+    case Fp8Recipe::tensorwise: return "tensorwise";
+    case Fp8Recipe::mxfp8: return "mxfp8";
+  }
+  return "?";
+}
+
 std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");

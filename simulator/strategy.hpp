@@ -81,6 +81,17 @@ enum class AttentionBackend : std::uint8_t { fused, flash };
 constexpr int kNumAttentionBackends = 2;
 const char* to_string(AttentionBackend b);
 
+// How FP8 training scales its tensors (Megatron-core --fp8-recipe; Transformer Engine's recipes). delayed
+// (DelayedScaling, Megatron's default and NeMo 24.07's): each cast takes its scale from an amax history and records
+// the amax in the same kernel. tensorwise (Float8CurrentScaling; Megatron-Bridge's fp8_cs recipes): each cast first
+// reads its input for the amax, computes the scale, then casts, and the input of a column-parallel linear under SP
+// (the gradient of a row-parallel one in backward) all-reduces its amax over the TP group first (TE
+// linear.py's amax reduction groups; not timed, see visit_layer_collectives). mxfp8 (MXFP8BlockScaling, Blackwell):
+// per-32-element scales computed inside the cast kernel, as delayed costs.
+enum class Fp8Recipe : std::uint8_t { delayed, tensorwise, mxfp8 };
+constexpr int kNumFp8Recipes = 3;
+const char* to_string(Fp8Recipe r);
+
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
 // messages. Readers of every format parse enum names through these, so a name is spelled in one place.
 template <class E>
@@ -159,6 +170,7 @@ struct TrainingSettings {
   // The published recipes' dispatcher; Megatron-core's own default is allgather (emitted flags always name it).
   MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::alltoall;
   AttentionBackend attention_backend = AttentionBackend::fused;  // the flash kernel, where flash attention runs
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;                     // under precision fp8
   std::int64_t ulysses_degree_in_cp = 0;  // the Ulysses degree of a2a+p2p (MindSpeed's name); 0: unset
   // Interleaved schedule: the micro-batches a virtual stage runs in a row (Megatron-core
   // --microbatch-group-size-per-virtual-pipeline-stage, since November 2024); 0: pipeline_parallel, the default,

@@ -230,7 +230,7 @@ for f in "model.tensor_model_parallel_size=8" "model.pipeline_model_parallel_siz
          "ddp.use_distributed_optimizer=true optimizer.use_distributed_optimizer=true" \
          "comm_overlap.tp_comm_overlap=true" "comm_overlap.overlap_p2p_comm=true" \
          "comm_overlap.overlap_grad_reduce=true comm_overlap.overlap_param_gather=true" \
-         "mixed_precision=bf16_with_fp8_delayed_scaling_mixed" "train.micro_batch_size=1" \
+         "mixed_precision=bf16_with_fp8_current_scaling_mixed" "train.micro_batch_size=1" \
          "train.global_batch_size=512" "dataset.seq_length=8192"; do
   [[ "$mb" == *"$f"* ]] || fail "megatron-bridge overrides lack '$f': $mb"
 done
@@ -241,8 +241,19 @@ moew() { "$lmsim" --log-level warn predict --model Phi-3.5-MoE-instruct --system
 w=$(runw --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge 2>&1 >/dev/null)
 [[ "$w" == *"16-bit gradient reduction"*"mixed_precision.grad_reduce_in_fp32=false"* ]] || fail "unsaid warning: $w"
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge --json)
-python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert len(u)==1 and '16-bit gradient' in u[0], u" "$j" ||
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert len(u)==2 and 'first_last_layers_bf16=false' in u[0] and '16-bit gradient' in u[1], u" "$j" ||
   fail "json unsaid"
+# The FP8 recipe: Megatron's --fp8-recipe (delayed, its default, unsaid), NeMo 2's plugin, Bridge's precision recipe.
+x=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" == *"--bf16 --fp8-format hybrid --fp8-recipe tensorwise"* ]] || fail "megatron fp8 recipe: $x"
+x=$(run --stack nemo-24.07 --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" != *"--fp8-recipe"* ]] || fail "delayed recipe emitted: $x"
+x=$(run --stack megatron-bridge --set fp8_recipe=mxfp8 --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit nemo)
+[[ "$x" == *"trainer.plugins.fp8=hybrid trainer.plugins.fp8_recipe=mxfp8"* ]] || fail "nemo fp8 recipe: $x"
+x=$(run --stack megatron-bridge --set fp8_recipe=mxfp8 --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge)
+[[ "$x" == *"mixed_precision=bf16_with_mxfp8_mixed"* ]] || fail "bridge mxfp8 recipe: $x"
+x=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp)
+[[ "$x" == *"settings        fp8 (tensorwise scaling), flash attention, SP"* ]] || fail "fp8 recipe settings line: $x"
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --set fp8_param_gather=false --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP8 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
   fail "json unsaid fp8 gather"

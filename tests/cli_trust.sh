@@ -129,7 +129,7 @@ grep -q "training settings: lmsim's defaults (bf16, no SP, .*the shipped θ for 
 "$lmsim" predict --model Llama-3-8B --system h100_sxm_80g --stack gpu --strategy dp8-tp1-pp1-cp1-noRC 2> "$tmp/e" >/dev/null
 grep -q "fitted on runs of the megatron-bridge or nemo-24.07 stack, not gpu" "$tmp/e" ||
   fail "no other-stack note: $(cat "$tmp/e")"
-grep -q "^settings        fp8, flash attention (FlashAttention-2, 0.62 of cuDNN.s), distributed optimizer" "$tmp/o" || fail "nemo stack not FP8: $(cat "$tmp/o")"
+grep -q "^settings        fp8 (delayed scaling), flash attention (FlashAttention-2, 0.62 of cuDNN.s), distributed optimizer" "$tmp/o" || fail "nemo stack not FP8: $(cat "$tmp/o")"
 # θ records the stacks of the runs it was fitted on; a θ file given names them too.
 "$lmsim" --log-level warn calibrate --published "$LMSIM_DATA_DIR/public" --system a100_sxm_80g --out "$tmp/a100.json"
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['provenance']['stacks'] == ['megatron-lm-2021']" \

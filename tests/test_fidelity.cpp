@@ -200,6 +200,36 @@ TEST(Fidelity, DropoutInsideFlashAttentionSlowsEachPassAsMeasured) {
   EXPECT_GT(simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).iteration_time_s, without);
 }
 
+// FP8 current (tensorwise) scaling: each cast first reads its input for the amax and runs a scale kernel, three
+// kernels and 6 bytes an element where delayed scaling (and MXFP8's in-kernel block scales) take one and 4. With
+// HBM time taken away, a dense layer's forward (the input and weight casts of its four linear layers) grows by
+// 4 x 2 x 2 launches, its backward (the output-gradient casts) by 4 x 1 x 2; BF16 ignores the recipe.
+TEST(Fidelity, Fp8CurrentScalingCastsReadTheirInputForTheAmaxFirst) {
+  const Model m = preset("Llama-3-8B");
+  System fast = h100();
+  fast.hbm_bandwidth_bytes_per_s = 1e30;  // launches alone
+  PlatformParams p;
+  p.kernel_launch_us = 10;
+  auto layer = [&](Precision prec, Fp8Recipe r, const System& sys) {
+    TrainingSettings t = run_settings(8192, 64);
+    t.precision = prec;
+    t.fp8_recipe = r;
+    const Prediction q = simulate(m, strat(8, 1, 1), sys, t, p);
+    EXPECT_TRUE(q.ok());
+    return std::pair{q.layer.forward_s, q.layer.backward_s};
+  };
+  const auto delayed = layer(Precision::fp8, Fp8Recipe::delayed, fast);
+  const auto current = layer(Precision::fp8, Fp8Recipe::tensorwise, fast);
+  EXPECT_NEAR(current.first - delayed.first, 4 * 2 * 2 * 10e-6, 1e-12);
+  EXPECT_NEAR(current.second - delayed.second, 4 * 1 * 2 * 10e-6, 1e-12);
+  EXPECT_EQ(layer(Precision::fp8, Fp8Recipe::mxfp8, fast), delayed);
+  EXPECT_EQ(layer(Precision::bf16, Fp8Recipe::tensorwise, fast), layer(Precision::bf16, Fp8Recipe::delayed, fast));
+  // On the real HBM the amax read adds bytes too: more than the launches alone.
+  const auto d = layer(Precision::fp8, Fp8Recipe::delayed, h100()),
+             c = layer(Precision::fp8, Fp8Recipe::tensorwise, h100());
+  EXPECT_GT(c.first - d.first, 4 * 2 * 2 * 10e-6);
+}
+
 // FlashAttention-2 (attention_backend flash; NeMo's 2024 launcher ran it, NVTE_FUSED_ATTN=0) runs each pass of the
 // attention core at the device's measured fraction of the fused (cuDNN) kernel's throughput: 0.62 on H100 and H200
 // (FlashAttention-3 paper, Figs. 5-6). No other op changes; a device without a measured ratio runs both alike.

@@ -1519,6 +1519,14 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
             AttentionBackend::fused);
   EXPECT_EQ(backend(mcore), AttentionBackend::fused);
   EXPECT_EQ(read_log_with(legacy_flash, marker, "").settings.attention_backend, AttentionBackend::flash);
+  // The FP8 recipe: delayed where the log does not name one, tensorwise as named; blockwise is not modelled.
+  const std::string fp8 = "  fp8 ............................................. hybrid\n";
+  auto recipe = [&](const std::string& lines) { return read_log_with(text, marker, fp8 + lines).settings; };
+  EXPECT_EQ(recipe("").precision, Precision::fp8);
+  EXPECT_EQ(recipe("").fp8_recipe, Fp8Recipe::delayed);
+  EXPECT_EQ(recipe("  fp8_recipe ...................................... tensorwise\n").fp8_recipe,
+            Fp8Recipe::tensorwise);
+  EXPECT_THROW(recipe("  fp8_recipe ...................................... blockwise\n"), io::InputError);
 }
 
 namespace {
