@@ -27,6 +27,16 @@ const std::vector<std::string> kDataColumns = {"source",  "model", "layers", "hi
                                                "seq_len", "gpus",  "tp",     "pp",     "cp",    "ep",   "vp",
                                                "dp",      "mbs",   "gbs",    "metric", "value", "unit", "gpu_type"};
 
+// An enum setting's column, where the row has a value: one of the enum's names, else the row and column are named.
+template <class E>
+void choice(const CsvTable& t, std::size_t r, const char* col, int count, E& out) {
+  if (!t.has(col) || t.at(r, t.col(col)).empty()) return;
+  const std::string name = t.text(r, col);
+  const auto v = from_name<E>(name, count);
+  if (!v) t.fail(r, col, "'" + name + "' is not one of " + names_of<E>(count));
+  out = *v;
+}
+
 bool flag(const CsvTable& t, std::size_t r, const char* col) {
   const std::string& v = t.text(r, col);
   if (v == "true") return true;
@@ -203,32 +213,12 @@ PublishedSet read_published(const std::string& dir) {
         st.recompute_modules |= module_bit(*m);
       }
     }
-    // Megatron-core's --moe-token-dispatcher-type; empty: the stack's (all-to-all without one).
-    if (rd.has("moe_token_dispatcher_type") && !rd.at(i, rd.col("moe_token_dispatcher_type")).empty()) {
-      const std::string name = rd.text(i, "moe_token_dispatcher_type");
-      const auto d = from_name<MoeDispatcher>(name, kNumMoeDispatchers);
-      if (!d)
-        rd.fail(i, "moe_token_dispatcher_type",
-                "'" + name + "' is not one of " + names_of<MoeDispatcher>(kNumMoeDispatchers));
-      st.moe_token_dispatcher_type = *d;
-    }
-    // Megatron-core's --attention-backend for the flash kernel: fused (cuDNN) or flash (FlashAttention-2); empty: the
-    // stack's (fused without one).
-    if (rd.has("attention_backend") && !rd.at(i, rd.col("attention_backend")).empty()) {
-      const std::string name = rd.text(i, "attention_backend");
-      const auto b = from_name<AttentionBackend>(name, kNumAttentionBackends);
-      if (!b)
-        rd.fail(i, "attention_backend",
-                "'" + name + "' is not one of " + names_of<AttentionBackend>(kNumAttentionBackends));
-      st.attention_backend = *b;
-    }
-    // Megatron-core's --fp8-recipe (delayed, tensorwise, mxfp8); empty: the stack's (delayed without one).
-    if (rd.has("fp8_recipe") && !rd.at(i, rd.col("fp8_recipe")).empty()) {
-      const std::string name = rd.text(i, "fp8_recipe");
-      const auto f = from_name<Fp8Recipe>(name, kNumFp8Recipes);
-      if (!f) rd.fail(i, "fp8_recipe", "'" + name + "' is not one of " + names_of<Fp8Recipe>(kNumFp8Recipes));
-      st.fp8_recipe = *f;
-    }
+    // The enum settings by their Megatron-core names, each column optional; empty: the stack's (Megatron-core's or
+    // lmsim's default without one): --moe-token-dispatcher-type (all-to-all), --attention-backend for the flash
+    // kernel (fused: cuDNN; flash: FlashAttention-2), --fp8-recipe (delayed).
+    choice(rd, i, "moe_token_dispatcher_type", kNumMoeDispatchers, st.moe_token_dispatcher_type);
+    choice(rd, i, "attention_backend", kNumAttentionBackends, st.attention_backend);
+    choice(rd, i, "fp8_recipe", kNumFp8Recipes, st.fp8_recipe);
     // A contradiction is blamed on its setting: the table's own sizes on the data row, the rest on the reading.
     if (auto bad = settings_problem(st)) {
       if (bad->field == "global_batch_size" || bad->field == "seq_length")
