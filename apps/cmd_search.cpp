@@ -408,15 +408,15 @@ void run(SearchCli sc, std::ostream& out) {
       TrainingSettings settings = base.settings;
       std::string suffix;  // the scenario label's /KEY=VALUE parts
       if (!combo.empty()) {
-        // A precision this system has no units for is another system's scenario (--system a100,h100 --vary
-        // precision=bf16,fp8): left out here, said; every other conflict is the user's to resolve.
+        // A precision (or FP8 recipe) this system has no units for is another system's scenario (--system
+        // a100,h100 --vary precision=bf16,fp8): left out here, said; every other conflict is the user's to resolve.
         const io::Json asked = settings_of_set(combo, "--vary");
-        const Precision p = io::settings_from_json(asked, "--vary", "", base.settings, false).precision;
-        if (asked.contains("precision") && base.system.peak_flops(p) <= 0) {
-          if (rank == 0)
-            spdlog::warn("--vary: {} left out on {}: it has no {} units", join(combo), base.system.name, to_string(p));
-          continue;
-        }
+        const TrainingSettings v = io::settings_from_json(asked, "--vary", "", base.settings, false);
+        if (asked.contains("precision") || asked.contains("fp8_recipe"))
+          if (const std::string why = precision_unsupported(base.system, v); !why.empty()) {
+            if (rank == 0) spdlog::warn("--vary: {} left out on {}: it {}", join(combo), base.system.name, why);
+            continue;
+          }
         settings = resolve_varied_settings(ro, combo, base.system);
         for (const std::string& pair : combo) suffix += "/" + pair;
       }

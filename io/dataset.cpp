@@ -625,9 +625,10 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
     c.settings = settings_from_json(parse_json_file(ts.string()), ts.string(), "", c.settings);
     c.settings_recorded = true;
   }
-  if (!(presets().find_system(c.system)->system.peak_flops(c.settings.precision) > 0))
-    throw InputError((dir / "training_settings.json").string(), 0, "precision",
-                     std::string("system ") + c.system + " has no " + to_string(c.settings.precision) + " throughput");
+  if (const System& sys = presets().find_system(c.system)->system; !precision_unsupported(sys, c.settings).empty())
+    throw InputError((dir / "training_settings.json").string(), 0,
+                     sys.peak_flops(c.settings.precision) > 0 ? "fp8_recipe" : "precision",
+                     "system " + c.system + " " + precision_unsupported(sys, c.settings));
   read_views(c, dir);
   read_expert_tensor_parallel(c);
   infer_settings(c);

@@ -642,6 +642,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.grouped_gemm_kernel = o.boolean_or("grouped_gemm_kernel", false);
   s.flash_softmax_stats_bytes = o.number_or("flash_softmax_stats_bytes", 0, 1024, 4);
   s.flash_attention_2_throughput = o.number_or("flash_attention_2_throughput", 0.05, 4, 1);
+  s.mxfp8 = o.boolean_or("mxfp8", false);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -683,6 +684,7 @@ Json to_json(const System& s) {
   j["grouped_gemm_kernel"] = s.grouped_gemm_kernel;
   j["flash_softmax_stats_bytes"] = s.flash_softmax_stats_bytes;
   j["flash_attention_2_throughput"] = s.flash_attention_2_throughput;
+  j["mxfp8"] = s.mxfp8;
   return j;
 }
 

@@ -589,15 +589,29 @@ LayerActivation layer_activation(const Model& m, const Strategy& s, const Traini
   return layer_activation_from(c, layer_footprint(c, moe_layer));
 }
 
+namespace {
+bool precision_runs(const System& sys, const TrainingSettings& t) {
+  if (!(sys.peak_flops(t.precision) > 0)) return false;
+  if (t.precision != Precision::fp8) return true;
+  return (sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0) && (t.fp8_recipe != Fp8Recipe::mxfp8 || sys.mxfp8);
+}
+}  // namespace
+
+std::string precision_unsupported(const System& sys, const TrainingSettings& t) {
+  if (precision_runs(sys, t)) return {};
+  if (!(sys.peak_flops(t.precision) > 0))
+    return std::string("has no ") + to_string(t.precision) + " throughput; choose another precision";
+  if (!(sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0))
+    return "has no 16-bit throughput for the layers FP8 leaves out; choose another precision";
+  return "has no MXFP8 tensor cores (fp8_recipe mxfp8 needs Blackwell or later); choose fp8_recipe tensorwise or "
+         "delayed";
+}
+
 Prediction simulate(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
                     const PlatformParams& p, const SimOptions& o) {
   Prediction pr;
   pr.rejection = check(m, s, t, o.validity);
-  if (pr.rejection == Rejection::ok && !(sys.peak_flops(t.precision) > 0))
-    pr.rejection = Rejection::precision_unsupported;
-  if (pr.rejection == Rejection::ok && t.precision == Precision::fp8 &&
-      !(sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0))
-    pr.rejection = Rejection::precision_unsupported;
+  if (pr.rejection == Rejection::ok && !precision_runs(sys, t)) pr.rejection = Rejection::precision_unsupported;
   // DeepEP and HybridEP are CUDA kernels (NVSHMEM / NVLink): an NVIDIA GPU's system says its SMs.
   if (pr.rejection == Rejection::ok && m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex &&
       sys.sm_count <= 0)

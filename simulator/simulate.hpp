@@ -131,6 +131,12 @@ struct SimOptions {
 Prediction simulate(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,
                     const PlatformParams& p, const SimOptions& o = {});
 
+// Why the system cannot run the settings' arithmetic, as a predicate of the system ("has no ..."), empty when it
+// can: no dense throughput in the precision (an FP8 run also needs a 16-bit one for the layers it leaves out of
+// FP8), or MX block scaling (fp8_recipe mxfp8) on a device without MXFP8 tensor cores. simulate() rejects such a
+// pair with Rejection::precision_unsupported.
+std::string precision_unsupported(const System& sys, const TrainingSettings& t);
+
 // The figures practitioners compare: model TFLOP/s per device, MFU (against the training precision's dense
 // peak: FP8 runs against the FP8 peak) and tokens per second per device.
 struct Throughput {

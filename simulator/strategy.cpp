@@ -457,7 +457,8 @@ const char* describe(Rejection r) {
              "with microbatch_group_size_per_vp_stage N in [pipeline_parallel, micro-batches], their remainder "
              "mod N zero or at least pipeline_parallel)";
     case Rejection::tp_crosses_node: return "tensor-parallel group crosses a node boundary";
-    case Rejection::precision_unsupported: return "the system has no dense throughput in this precision";
+    case Rejection::precision_unsupported:
+      return "the system has no dense throughput in this precision, or no MXFP8 tensor cores for fp8_recipe mxfp8";
     case Rejection::cp_needs_flash_attention:
       return "context parallelism by ring or K/V all-gather (cp_comm_type p2p, allgather) needs flash attention; the "
              "settings store s x s scores";
@@ -648,7 +649,10 @@ std::string explain(Rejection why, const Model& m, const Strategy& s, const Trai
       d = "pp " + n(pp) + ", " + n(r.num_micro_batches) + " micro-batches, groups of " + n(r.vp_group);
       break;
     case Rejection::tp_crosses_node: d = "tp " + n(tp) + ", " + n(o.devices_per_node) + " devices per node"; break;
-    case Rejection::precision_unsupported: d = std::string("precision ") + to_string(t.precision); break;
+    case Rejection::precision_unsupported:
+      d = std::string("precision ") + to_string(t.precision) +
+          (t.precision == Precision::fp8 ? std::string(", fp8_recipe ") + to_string(t.fp8_recipe) : "");
+      break;
     case Rejection::degree_out_of_range:
       d = "dp " + n(s.data_parallel) + ", tp " + n(tp) + ", pp " + n(pp) + ", cp " + n(cp) + ", ep " + n(ep) +
           ", etp " + n(etp) + ", vpp " + n(vpp);

@@ -117,6 +117,10 @@ struct System {
   // (FlashAttention-3 paper, Shah et al. 2024, Figs. 5-6): FlashAttention-2 reaches 0.59-0.63 of cuDNN's forward
   // throughput with and without the causal mask and 0.61-0.64 of its backward: 0.62.
   double flash_attention_2_throughput = 1;
+  // The tensor cores run MXFP8 GEMMs (OCP microscaling: 8-bit values with one shared 8-bit exponent per block of
+  // 32): Blackwell (sm100) and later. Transformer Engine's MXFP8BlockScaling recipe (fp8_recipe mxfp8) refuses
+  // other devices; Hopper's FP8 tensor cores take only per-tensor scales.
+  bool mxfp8 = false;
 
   double peak_flops(Precision p) const {
     switch (p) {

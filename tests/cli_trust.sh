@@ -569,8 +569,17 @@ for f, col in ((sys.argv[1], 2), (sys.argv[2], 4)):  # time_s, or tokens_per_sec
     assert shown[1] == "%" and abs(float(shown[0]) - 100 * (v[other] / v[best] - 1)) < 0.15, (shown, v)
     assert "MFU %: against each row's own precision peak" in open(f).read()
 PY
-grep -q "precision=fp8, tp_comm_overlap=true, recompute_modules=\[\"mlp\"\] left out on a100_sxm_80g: it has no fp8 units" \
+grep -q "precision=fp8, tp_comm_overlap=true, recompute_modules=\[\"mlp\"\] left out on a100_sxm_80g: it has no fp8 throughput" \
   "$tmp/v.err" || fail "--vary: the A100's FP8 scenarios not said to be left out: $(cat "$tmp/v.err")"
+# MX block scaling is Blackwell's: varied over H100 and B200, the H100's MXFP8 scenario is left out and said.
+"$lmsim" search --model Qwen3-0.6B --system h100_sxm_80g,b200_sxm_180g --devices 8 --set precision=fp8 \
+  --vary fp8_recipe=tensorwise,mxfp8 --out "$tmp/mx.h5" > "$tmp/mx.txt" 2> "$tmp/mx.err" ||
+  fail "--vary fp8_recipe over H100 and B200: $(cat "$tmp/mx.err")"
+grep -q "fp8_recipe=mxfp8 left out on h100_sxm_80g: it has no MXFP8 tensor cores" "$tmp/mx.err" ||
+  fail "--vary: the H100's MXFP8 scenario not said to be left out: $(cat "$tmp/mx.err")"
+grep -q "^b200_sxm_180g/8dev/seq4096/gbs32/fp8_recipe=mxfp8 " "$tmp/mx.txt" &&
+  ! grep -q "^h100_sxm_80g/8dev/seq4096/gbs32/fp8_recipe=mxfp8 " "$tmp/mx.txt" ||
+  fail "--vary fp8_recipe: scenarios $(grep -c fp8_recipe= "$tmp/mx.txt")"
 "$lmsim" search --model Qwen3-0.6B --system ascend_910b3_64g --devices 8 --moe-dispatcher allgather 2> "$tmp/d.err" &&
   fail "--moe-dispatcher on a dense model accepted"
 grep -q "moe-dispatcher.*Qwen3-0.6B has no experts to dispatch to" "$tmp/d.err" ||

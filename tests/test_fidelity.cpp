@@ -208,6 +208,7 @@ TEST(Fidelity, Fp8CurrentScalingCastsReadTheirInputForTheAmaxFirst) {
   const Model m = preset("Llama-3-8B");
   System fast = h100();
   fast.hbm_bandwidth_bytes_per_s = 1e30;  // launches alone
+  fast.mxfp8 = true;                      // to compare the MX recipe on the same device
   PlatformParams p;
   p.kernel_launch_us = 10;
   auto layer = [&](Precision prec, Fp8Recipe r, const System& sys) {
@@ -228,6 +229,32 @@ TEST(Fidelity, Fp8CurrentScalingCastsReadTheirInputForTheAmaxFirst) {
   const auto d = layer(Precision::fp8, Fp8Recipe::delayed, h100()),
              c = layer(Precision::fp8, Fp8Recipe::tensorwise, h100());
   EXPECT_GT(c.first - d.first, 4 * 2 * 2 * 10e-6);
+}
+
+// MX block scaling (fp8_recipe mxfp8, Transformer Engine's MXFP8BlockScaling) needs MXFP8 tensor cores: the B200
+// and GB200 presets have them; on H100 the pair is rejected, and `precision_unsupported` says why, as it does for
+// a precision the device has no throughput in. Per-tensor FP8 recipes run on both.
+TEST(Fidelity, Mxfp8RunsOnlyWhereTheTensorCoresHaveMxFormats) {
+  const Model m = preset("Llama-3-8B");
+  TrainingSettings t = run_settings(8192, 64);
+  t.precision = Precision::fp8;
+  const System& b200 = io::presets().find_system("b200_sxm_180g")->system;
+  const System& gb200 = io::presets().find_system("gb200_nvl72")->system;
+  EXPECT_TRUE(b200.mxfp8);
+  EXPECT_TRUE(gb200.mxfp8);
+  for (const Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::tensorwise, Fp8Recipe::mxfp8}) {
+    t.fp8_recipe = r;
+    const bool mx = r == Fp8Recipe::mxfp8;
+    EXPECT_TRUE(simulate(m, strat(8, 1, 1), b200, t, PlatformParams{}).ok()) << to_string(r);
+    EXPECT_EQ(simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).rejection,
+              mx ? Rejection::precision_unsupported : Rejection::ok)
+        << to_string(r);
+    EXPECT_EQ(precision_unsupported(h100(), t).find("no MXFP8 tensor cores") != std::string::npos, mx);
+    EXPECT_EQ(precision_unsupported(b200, t), "");
+  }
+  EXPECT_EQ(precision_unsupported(a100(), t).find("has no fp8 throughput"), 0u);
+  t.precision = Precision::bf16;  // the recipe applies under FP8 only
+  EXPECT_TRUE(simulate(m, strat(8, 1, 1), h100(), t, PlatformParams{}).ok());
 }
 
 // FlashAttention-2 (attention_backend flash; NeMo's 2024 launcher ran it, NVTE_FUSED_ATTN=0) runs each pass of the
@@ -1389,6 +1416,11 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
                "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,bf16,true,true,true,true,false,true,"
                "false,true,true,x",
                "fp8_param_gather");
+  // A recipe the row's device cannot run: MX block scaling on H100 (no MXFP8 tensor cores).
+  expect_error("fp8_recipe,",
+               "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," +
+                   std::string("true,true,true,true,false,true,false,true,mxfp8,x"),
+               "fp8_recipe");
   // NeMo's model TFLOP/s converts for dense models only: an MoE model read against it is the data row's metric.
   std::ofstream(dir + "/readings.csv")
       << "file,line,use,model,system,recompute,sequence_parallel,micro_batch_size,virtual_pipeline,precision,"
