@@ -553,9 +553,9 @@ Resolved resolve(const RunOptions& o) {
   if (r.model.is_moe())
     spdlog::warn(
         "{} is a mixture of experts: the MoE layer's host-side work (router bookkeeping, the dropless dispatcher's "
-        "device-to-host synchronisation) is not modelled; seven of the eight published MoE runs are under-predicted, "
-        "by 11-57 % (data/public/NOTE.md); a θ fitted on dense runs widens its intervals for the expert count, and "
-        "its 90 % intervals held 5 of those 8 runs",
+        "device-to-host synchronisation) is not modelled; with the shipped θ seven of the eight published MoE runs "
+        "are under-predicted, by 16-56 % (README, validation rows; data/public/NOTE.md); a θ fitted on dense runs "
+        "widens its intervals for the expert count, and its 90 % intervals held 4 of those 8 runs",
         r.model.name);
   if (theta_file.empty()) {
     // No θ file: the system's uncalibrated defaults, which no run calibrated; their intervals are what the priors
