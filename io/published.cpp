@@ -1,8 +1,10 @@
 #include "io/published.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -55,10 +57,13 @@ bool is_integer_text(const std::string& s) {
   return true;
 }
 
-// The published value: the first number of the cell ("30624 (29521)" lists a variant in parentheses).
+// The published value: the first number of the cell ("30624 (29521)" lists a variant in parentheses), its digits
+// grouped in threes by commas as a page may print them ("1,671").
 double published_value(const CsvTable& t, std::size_t r) {
   std::string v = t.text(r, "value");
   v = v.substr(0, v.find(' '));
+  static const std::regex kGrouped(R"(\d{1,3}(,\d{3})+(\.\d*)?)");
+  if (std::regex_match(v, kGrouped)) v.erase(std::remove(v.begin(), v.end(), ','), v.end());
   double out = 0;
   if (!parse_number(v, out) || !(out > 0)) t.fail(r, "value", "'" + t.text(r, "value") + "' is not a positive number");
   return out;
@@ -154,9 +159,16 @@ PublishedSet read_published(const std::string& dir) {
     // The recipe's --expert-tensor-parallel-size where it differs from tp (MoE parallel folding); empty: tp.
     if (rd.has("expert_tensor_parallel") && !rd.at(i, rd.col("expert_tensor_parallel")).empty())
       s.set_expert_tensor(static_cast<int>(rd.integer(i, "expert_tensor_parallel", 1, 65536)));
-    const std::int64_t gpus = whole(t, r, "gpus", 1, 1 << 24);
-    if (s.devices() != gpus)
-      t.fail(r, "dp", "tp·pp·cp·dp = " + std::to_string(s.devices()) + " is not the GPU count " + std::to_string(gpus));
+    // The row's GPU count, or the reading's where the row's contradicts its own layout and batch (its note says
+    // why): then it must be the layout's product, and the time is derived per GPU with it.
+    const bool read_gpus = rd.has("gpus") && !rd.at(i, rd.col("gpus")).empty();
+    const std::int64_t gpus = read_gpus ? rd.integer(i, "gpus", 1, 1 << 24) : whole(t, r, "gpus", 1, 1 << 24);
+    if (s.devices() != gpus) {
+      const std::string why =
+          "tp·pp·cp·dp = " + std::to_string(s.devices()) + " is not the GPU count " + std::to_string(gpus);
+      if (read_gpus) rd.fail(i, "gpus", why);
+      t.fail(r, "dp", why);
+    }
     const std::string rc = rd.text(i, "recompute");
     const auto recompute = from_name<Recompute>(rc, kNumRecompute);
     if (!recompute) rd.fail(i, "recompute", "'" + rc + "' is not one of " + names_of<Recompute>(kNumRecompute));
@@ -253,6 +265,7 @@ PublishedSet read_published(const std::string& dir) {
                  "' gives no iteration time (use tokens_per_sec_per_GPU, achieved_TFLOPs_per_GPU, "
                  "model_TFLOPs_per_GPU or TFLOPs_per_GPU_with_CP)");
     }
+    if (read_gpus) run.derivation += ", the reading's GPU count " + std::to_string(gpus);
     out.runs.push_back(std::move(run));
   }
   if (out.runs.empty()) throw InputError(dir + "/readings.csv", 0, "use", "no row is used");

@@ -1281,28 +1281,37 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
   }
   EXPECT_TRUE(nemotron);
   EXPECT_EQ(remainders, 18u);  // the nine NeMo 24.07 runs and the nine long-sequence runs (NeMo 24.03, same optimizer)
-  // Every Megatron-Bridge performance run uses Transformer Engine's cross entropy; no other source says so.
+  // Every Megatron-Bridge performance run uses Transformer Engine's cross entropy, and so do NeMo 2's performance
+  // scripts behind the B200 long-sequence runs; no other source says so.
   for (const auto& r : ps.runs) {
-    EXPECT_EQ(r.settings.te_cross_entropy, r.source == "megatron_bridge_h100_b200") << r.label;
+    const bool nemo2 = r.source == "nemo_long_sequence" && r.system == "b200_sxm_180g";
+    EXPECT_EQ(r.settings.te_cross_entropy, r.source == "megatron_bridge_h100_b200" || nemo2) << r.label;
     // Every FP8 run there gathers FP8 parameters; the BF16 ones (GPT-OSS) have none to gather.
     EXPECT_EQ(r.settings.fp8_param_gather,
-              r.source == "megatron_bridge_h100_b200" && r.settings.precision == Precision::fp8)
+              (r.source == "megatron_bridge_h100_b200" || nemo2) && r.settings.precision == Precision::fp8)
         << r.label;
   }
-  // The NeMo long-sequence H100 runs (4K-1M tokens, CP up to 32) are validation rows: which attention count the
-  // page's TFLOP/s uses is not stated (data/public/NOTE.md). Their times follow from NeMo's full count.
+  // The NeMo long-sequence runs (H100: 4K-1M tokens, CP up to 32; B200: 8K-1M, CP up to 16) are validation rows:
+  // which attention count the page's TFLOP/s uses is not stated (data/public/NOTE.md). Their times follow from
+  // NeMo's full count, per GPU: the B200 rows with the reading's GPU count, their printed layout's product (a
+  // quarter of the page's "# of GPUs", printed as 1,024 for the 1M row; its "1,608" TFLOP/s read with the comma).
   std::size_t long_seq = 0;
   for (const auto& r : ps.runs) {
     if (r.source != "nemo_long_sequence") continue;
     ++long_seq;
     EXPECT_FALSE(r.fit) << r.label;
-    if (r.settings.seq_length == 1048576) {
-      const double f = io::nemo_model_flops_per_token(r.model, 1048576.0);
+    if (r.settings.seq_length != 1048576) continue;
+    const double f = io::nemo_model_flops_per_token(r.model, 1048576.0);
+    if (r.system == "h100_sxm_80g") {
       EXPECT_NEAR(r.time_s, 4.0 * 1048576 * f / (536e12 * 1024), 1e-9);
       EXPECT_EQ(r.strategy.context_parallel, 32);
+    } else {
+      EXPECT_EQ(r.strategy.devices(), 256);
+      EXPECT_NEAR(r.time_s, 4.0 * 1048576 * f / (1608e12 * 256), 1e-9);
+      EXPECT_NE(r.derivation.find("the reading's GPU count 256"), std::string::npos) << r.derivation;
     }
   }
-  EXPECT_EQ(long_seq, 9u);
+  EXPECT_EQ(long_seq, 17u);
   // Narayanan et al. 2021 Table 1, GPT 1.7B on 32 GPUs at 137 TFLOP/s: Eq. 3 gives 3.53 s.
   bool found = false;
   for (const auto& r : ps.runs)
@@ -1416,6 +1425,11 @@ TEST(Published, BadReadingsNameTheFileLineAndField) {
                "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,bf16,true,true,true,true,false,true,"
                "false,true,true,x",
                "fp8_param_gather");
+  // A GPU count of the reading's that is not its layout's product is the reading's fault.
+  expect_error("gpus,",
+               "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," +
+                   std::string("true,true,true,true,false,true,false,true,16,x"),
+               "gpus");
   // A recipe the row's device cannot run: MX block scaling on H100 (no MXFP8 tensor cores).
   expect_error("fp8_recipe,",
                "nemo2407_h100.csv,10,use,Llama-2-7B,h100_sxm_80g,none,false,1,1,fp8," +
