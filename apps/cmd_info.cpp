@@ -125,8 +125,9 @@ void register_models(CLI::App& app) {
     for (const auto& sp : p.systems) {
       const System& s = sp.system;
       rows.push_back({s.name, s.device, std::to_string(s.devices_per_node), fmt(s.peak_flops_fp16 / 1e12, 0),
-                      fmt(s.peak_flops_bf16 / 1e12, 0), fmt(s.peak_flops_fp8 / 1e12, 0), gib(s.hbm_capacity_bytes),
-                      fmt(s.hbm_bandwidth_bytes_per_s / 1e9, 0), fmt(s.intra_node.bandwidth_bytes_per_s / 1e9, 1),
+                      fmt(s.peak_flops_bf16 / 1e12, 0), fmt(s.peak_flops_fp8 / 1e12, 0) + (s.mxfp8 ? " MX" : ""),
+                      gib(s.hbm_capacity_bytes), fmt(s.hbm_bandwidth_bytes_per_s / 1e9, 0),
+                      fmt(s.intra_node.bandwidth_bytes_per_s / 1e9, 1),
                       s.intra_node_links.empty() ? "uniform" : "links",
                       fmt(s.inter_node.bandwidth_bytes_per_s / 1e9, 1), theta_shown(sp)});
     }

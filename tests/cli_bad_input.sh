@@ -163,8 +163,10 @@ systems={s['name']: s for s in json.load(sys.stdin)}
 v=systems['v100_sxm2_32g']
 assert v['theta']['kind'] == 'fitted' and systems['h200_sxm_141g']['theta']['kind'] == 'prior_from_fit', systems
 assert systems['h200_sxm_141g']['theta']['file'].endswith('params_h100_sxm_80g.json'), systems['h200_sxm_141g']
+assert systems['b200_sxm_180g']['mxfp8'] and not systems['h100_sxm_80g']['mxfp8'], 'mxfp8'
 v['intra_node']['links'][0][1]=2
 json.dump(v,open(sys.argv[1],'w'))" "$tmp/mesh.json"
+expect 0 "4500 MX" systems  # the table marks MXFP8 tensor cores beside the FP8 peak
 expect 2 "intra_node.links is not symmetric" predict --model Qwen3-0.6B --system "$tmp/mesh.json" --strategy dp4-tp2-pp1-cp1-noRC
 expect 2 "mesh.json" predict --model Qwen3-0.6B --system "$tmp/mesh.json" --strategy dp4-tp2-pp1-cp1-noRC
 expect 2 "not none|noRC" search --model Qwen3-0.6B --system v100_sxm2_32g --devices 8 --recompute sometimes
