@@ -625,10 +625,11 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
     c.settings = settings_from_json(parse_json_file(ts.string()), ts.string(), "", c.settings);
     c.settings_recorded = true;
   }
-  if (const System& sys = presets().find_system(c.system)->system; !precision_unsupported(sys, c.settings).empty())
+  const System& sys = presets().find_system(c.system)->system;
+  if (const std::string why = precision_unsupported(sys, c.settings); !why.empty())
     throw InputError((dir / "training_settings.json").string(), 0,
                      sys.peak_flops(c.settings.precision) > 0 ? "fp8_recipe" : "precision",
-                     "system " + c.system + " " + precision_unsupported(sys, c.settings));
+                     "system " + c.system + " " + why);
   read_views(c, dir);
   read_expert_tensor_parallel(c);
   infer_settings(c);
