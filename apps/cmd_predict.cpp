@@ -113,6 +113,9 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
     out +=
         ", batch-level EP overlap not in effect (needs EP > 1, all-to-all or flex dispatch, no full recompute or "
         "MoE replay, interleaving when pipelined)";
+  if (t.moe_expert_capacity_factor > 0)
+    out += fmt::format(", token dropping at capacity factor {:g}{}", t.moe_expert_capacity_factor,
+                       t.moe_pad_expert_input_to_capacity ? ", padded to capacity" : "");
   if (s.recompute == Recompute::selective) {
     std::string mods;
     for (const std::string& m : io::recompute_module_names(t)) mods += (mods.empty() ? "" : "+") + m;

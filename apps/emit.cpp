@@ -61,6 +61,9 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   // flex: lmsim models DeepEP's deduplicating kernels, Megatron-core's default backend (HybridEP, GB200's, sends
   // the same way).
   if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add("--moe-flex-dispatcher-backend deepep");
+  if (m.is_moe() && t.moe_expert_capacity_factor > 0)
+    add("--moe-expert-capacity-factor " + fmt::format("{:g}", t.moe_expert_capacity_factor) +
+        (t.moe_pad_expert_input_to_capacity ? " --moe-pad-expert-input-to-capacity" : ""));
   // lmsim times the experts as Transformer Engine's GroupedLinear; Megatron-core's default is one MLP per expert.
   if (m.is_moe()) add("--moe-grouped-gemm");
   if (s.virtual_pipeline > 1 && split && split->kind == SplitKind::even)
@@ -183,6 +186,9 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   if (s.expert_tensor_parallel > 0) add(par + "expert_tensor_parallel_size=" + n(s.expert_tensor_parallel));
   if (m.is_moe()) add(cfg + "moe_token_dispatcher_type=" + to_string(t.moe_token_dispatcher_type));
   if (m.is_moe() && t.moe_token_dispatcher_type == MoeDispatcher::flex) add(cfg + "moe_flex_dispatcher_backend=deepep");
+  if (m.is_moe() && t.moe_expert_capacity_factor > 0)
+    add(cfg + "moe_expert_capacity_factor=" + fmt::format("{:g}", t.moe_expert_capacity_factor) + " " + cfg +
+        "moe_pad_expert_input_to_capacity=" + b(t.moe_pad_expert_input_to_capacity));
   if (m.is_moe()) add(cfg + "moe_grouped_gemm=true");
   add(par + "sequence_parallel=" + b(r.sequence_parallel));
   if (split && split->kind == SplitKind::embedding_loss)

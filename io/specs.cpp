@@ -732,6 +732,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   for (const SettingFlag& f : kSettingFlags) t.*f.member = o.boolean_or(f.name, t.*f.member);
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);
   t.moe_load_imbalance = o.number_or("moe_load_imbalance", 1, 64, t.moe_load_imbalance);
+  t.moe_expert_capacity_factor = o.number_or("moe_expert_capacity_factor", 0, 64, t.moe_expert_capacity_factor);
   t.cp_comm_type = cp_comm_type_or(o, "cp_comm_type", t.cp_comm_type);
   // Megatron-core's names; MindSpeed-LLM's alltoall_seq is the all-to-all exchange on SP-sharded tokens.
   t.moe_token_dispatcher_type = o.choice<MoeDispatcher>("moe_token_dispatcher_type",
@@ -773,6 +774,7 @@ Json to_json(const TrainingSettings& t) {
   for (const SettingFlag& f : kSettingFlags) j[f.name] = t.*f.member;
   j["recompute_modules"] = recompute_module_names(t);
   j["moe_load_imbalance"] = t.moe_load_imbalance;
+  j["moe_expert_capacity_factor"] = t.moe_expert_capacity_factor;
   j["cp_comm_type"] = to_string(t.cp_comm_type);
   j["moe_token_dispatcher_type"] = to_string(t.moe_token_dispatcher_type);
   j["attention_backend"] = to_string(t.attention_backend);

@@ -352,6 +352,20 @@ inline double expert_bin_reach(const Model& m, double bin_experts) {
   return 1 - miss(experts, bin_experts, topk);
 }
 
+// The busiest expert's rows as a multiple of the mean routed to it: moe_load_imbalance dropless; capped at the
+// capacity factor with token dropping (Megatron-core --moe-expert-capacity-factor), exactly it when padded to
+// capacity (--moe-pad-expert-input-to-capacity).
+inline double moe_expert_share(const TrainingSettings& t) {
+  const double cf = t.moe_expert_capacity_factor;
+  if (cf <= 0) return t.moe_load_imbalance;
+  return t.moe_pad_expert_input_to_capacity ? cf : std::min(t.moe_load_imbalance, cf);
+}
+// The rows a rank permutes and sends, as a multiple of its routed tokens: c when padded to capacity (the padding
+// travels), else 1 (dropped tokens of a busy expert are a small share, not counted).
+inline double moe_sent_share(const TrainingSettings& t) {
+  return t.moe_expert_capacity_factor > 0 && t.moe_pad_expert_input_to_capacity ? t.moe_expert_capacity_factor : 1.0;
+}
+
 // DeepEP's (and HybridEP's) dispatch or combine over the expert-TP x EP group `gu` of a rank's `bytes` of tokens
 // (Megatron-core MoEFlexTokenDispatcher; DeepSeek-AI DeepEP, "normal" kernels). A token goes once to every rank
 // holding one of its experts (all etp ranks of a split expert), not once per expert as the all-to-all dispatcher
@@ -659,8 +673,11 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const bool gathered = c.t.moe_token_dispatcher_type == MoeDispatcher::allgather;
     const bool flex = c.t.moe_token_dispatcher_type == MoeDispatcher::flex;
     const double tokens = S / sp * (sp > 1 || gathered ? et : 1.0);
-    const double rows = tokens * topk * c.ep / experts * c.t.moe_load_imbalance;
-    const double routed = tokens * topk * c.t.moe_load_imbalance;  // expert rows this rank computes
+    // With token dropping (moe_expert_capacity_factor c) the busiest expert keeps at most c x the mean, padded ones
+    // exactly c x (Megatron-core router.py, the capacity per expert from each rank's routed tokens).
+    const double share = moe_expert_share(c.t);
+    const double rows = tokens * topk * c.ep / experts * share;
+    const double routed = tokens * topk * share;  // expert rows this rank computes
     // The router scores the rank's own tokens (SP-sharded with SP, all S duplicated over TP without).
     gemm(Gemm{"router", OpRole::router, 1, S / sp, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
     // Permutation, dispatch bookkeeping and router softmax / top-k; kept: the dispatched tokens (the experts' FC1
@@ -677,7 +694,9 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // per token and rank, `expert_bin_reach`) into rows per local expert (read and write) and un-permutes them,
     // summing each token's rows (read the rows, write the tokens).
     // A permutation's backward is the inverse permutation, the same bytes. Router softmax / top-k: 3·S·E fp32.
-    const double own_rows = S / sp * topk * h * 2, sorted_rows = tokens * topk * h * 2;
+    // Padded to capacity, every permuted row set is c x the routed one (the padding rows move too).
+    const double sent = moe_sent_share(c.t);
+    const double own_rows = S / sp * topk * h * 2 * sent, sorted_rows = tokens * topk * h * 2 * sent;
     const double received =  // flex: the tokens in, once per rank
         flex ? S / sp * c.etp * c.ep * expert_bin_reach(m, experts / c.ep) * h * 2 : 0.0;
     const double permutes = gathered ? 3 * sorted_rows + 2 * (S / sp * c.ep * et * h * 2)
@@ -821,13 +840,15 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
     f(Collective{Prim::fused_all_to_all, Group::tp_ep, act / c.sp_div, 2, 2});
     return;
   }
-  const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div;
+  const double routed = act * static_cast<double>(c.m->experts_per_token) / c.sp_div * moe_sent_share(c.t);
   // Before dispatching, the all-to-all dispatcher all-gathers every rank's per-expert token counts (one int64 per
   // expert) over its expert-TP x EP group, which size the uneven all-to-all (Megatron-core token_dispatcher.py,
-  // preprocess): latency-bound, forward only. Taken over EP, or over expert TP when EP is 1.
+  // preprocess): latency-bound, forward only. Taken over EP, or over expert TP when EP is 1. Padded to capacity,
+  // the splits are static and no counts are exchanged.
   const double counts = 8 * static_cast<double>(c.m->num_experts);
-  if (moe && c.ep > 1) f(Collective{Prim::all_gather, Group::ep, counts * c.ep, 1, 0});
-  if (moe && c.ep <= 1 && c.etp > 1) f(Collective{Prim::all_gather, Group::etp, counts * c.etp, 1, 0});
+  const bool padded = c.t.moe_pad_expert_input_to_capacity;
+  if (moe && !padded && c.ep > 1) f(Collective{Prim::all_gather, Group::ep, counts * c.ep, 1, 0});
+  if (moe && !padded && c.ep <= 1 && c.etp > 1) f(Collective{Prim::all_gather, Group::etp, counts * c.etp, 1, 0});
   if (moe && c.ep > 1) f(Collective{Prim::all_to_all, Group::ep, routed, 2, 2});
   // With SP the expert-TP ranks gather the dispatched tokens (full buffer: etp ranks' share) and reduce-scatter
   // the experts' output at combine; backward runs the pair the other way.

@@ -80,6 +80,15 @@ std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
     return bad("micro_batch_size", "micro_batch_size must be in [1, global_batch_size]");
   if (!(t.moe_load_imbalance >= 1.0 && t.moe_load_imbalance <= 64.0))
     return bad("moe_load_imbalance", "moe_load_imbalance must be in [1, 64]");
+  if (!(t.moe_expert_capacity_factor == 0 ||
+        (t.moe_expert_capacity_factor >= 0.01 && t.moe_expert_capacity_factor <= 64)))
+    return bad("moe_expert_capacity_factor", "moe_expert_capacity_factor must be 0 (dropless) or in [0.01, 64]");
+  if (t.moe_pad_expert_input_to_capacity && t.moe_expert_capacity_factor == 0)
+    return bad("moe_pad_expert_input_to_capacity",
+               "moe_pad_expert_input_to_capacity needs a moe_expert_capacity_factor (Megatron-core asserts it)");
+  if (t.moe_expert_capacity_factor > 0 && t.moe_token_dispatcher_type == MoeDispatcher::flex)
+    return bad("moe_expert_capacity_factor",
+               "token dropping is modelled for the alltoall and allgather dispatchers only, not flex");
   if (t.reuse_fp32_param && t.precision == Precision::fp16)
     return bad("reuse_fp32_param", "reuse_fp32_param needs bf16 parameters (precision bf16 or fp8)");
   if (t.reuse_fp32_param && t.bf16_optimizer_state)

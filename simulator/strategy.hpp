@@ -165,7 +165,12 @@ struct TrainingSettings {
   // Submodules selective recompute re-runs (bits of module_bit); Megatron's default is the attention core.
   std::uint8_t recompute_modules = module_bit(RecomputeModule::core_attn);
   bool recomputes(RecomputeModule m) const { return (recompute_modules & module_bit(m)) != 0; }
-  double moe_load_imbalance = 1.0;            // busiest expert's tokens / mean tokens per expert (>= 1)
+  double moe_load_imbalance = 1.0;  // busiest expert's tokens / mean tokens per expert (>= 1)
+  // Token dropping (Megatron-core --moe-expert-capacity-factor; 0: dropless, its default): an expert takes at most
+  // this many times the mean of the tokens routed to it from each rank, the rest dropped; with
+  // moe_pad_expert_input_to_capacity it takes exactly that many (padded), so every shape is static.
+  double moe_expert_capacity_factor = 0;
+  bool moe_pad_expert_input_to_capacity = false;
   CpCommType cp_comm_type = CpCommType::p2p;  // Megatron-core's default
   // The published recipes' dispatcher; Megatron-core's own default is allgather (emitted flags always name it).
   MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::alltoall;
@@ -259,6 +264,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"distribute_saved_activations", &TrainingSettings::distribute_saved_activations},
     {"nccl_ub", &TrainingSettings::nccl_ub},
     {"nccl_nvls_enable", &TrainingSettings::nccl_nvls_enable},
+    {"moe_pad_expert_input_to_capacity", &TrainingSettings::moe_pad_expert_input_to_capacity},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and

@@ -311,4 +311,14 @@ x=$(moe8 --strategy dp1-tp4-pp2-ep2-etp1)
 [[ "$x" == *", overlapped gradient reduction, overlapped parameter gather"* ]] || fail "expert DP settings line: $x"
 x=$(moe8 --strategy dp1-tp4-pp2-ep4-etp1 --emit megatron)
 [[ "$x" != *"--overlap-grad-reduce"* ]] || fail "overlap flags without any DP group: $x"
+# Token dropping: Megatron's capacity flags, the Bridge/NeMo config keys, and the settings line.
+cap=(--set moe_expert_capacity_factor=1.25 --set moe_pad_expert_input_to_capacity=true)
+x=$(moe8 --strategy dp2-tp4-ep8-etp1 "${cap[@]}" --emit megatron)
+[[ "$x" == *"--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity"* ]] || fail "capacity flags: $x"
+x=$(moe8 --strategy dp2-tp4-ep8-etp1 "${cap[@]}" --emit megatron-bridge)
+[[ "$x" == *"moe_expert_capacity_factor=1.25"*"moe_pad_expert_input_to_capacity=true"* ]] || fail "capacity config: $x"
+x=$(moe8 --strategy dp2-tp4-ep8-etp1 "${cap[@]}")
+[[ "$x" == *", token dropping at capacity factor 1.25, padded to capacity"* ]] || fail "capacity settings line: $x"
+x=$(moe8 --strategy dp2-tp4-ep8-etp1 --emit megatron)
+[[ "$x" != *"capacity"* ]] || fail "dropless emits a capacity: $x"
 echo "cli_emit: all checks passed"

@@ -231,6 +231,60 @@ TEST(Fidelity, Fp8CurrentScalingCastsReadTheirInputForTheAmaxFirst) {
   EXPECT_GT(c.first - d.first, 4 * 2 * 2 * 10e-6);
 }
 
+// Token dropping (Megatron-core --moe-expert-capacity-factor c): the busiest expert keeps at most c x the mean of
+// what is routed to it, so a capacity factor of 1 under a 1.5x imbalance runs as balanced dropless routing; padded
+// to capacity (--moe-pad-expert-input-to-capacity) every expert takes exactly c x the mean, the all-to-all carries
+// the padding, and the static splits need no exchange of per-expert counts.
+TEST(Fidelity, TokenDroppingCapsTheBusiestExpertAndPaddingFillsEvery) {
+  const Model m = preset("Qwen3-30B-A3B");
+  Strategy s = strat(8, 1, 1);
+  s.expert_parallel = 8;
+  PlatformParams p;
+  auto settings = [](double imbalance, double cf, bool pad) {
+    TrainingSettings t = run_settings(4096, 64);
+    t.moe_load_imbalance = imbalance;
+    t.moe_expert_capacity_factor = cf;
+    t.moe_pad_expert_input_to_capacity = pad;
+    EXPECT_EQ(validate(t), "");
+    return t;
+  };
+  const Prediction balanced = simulate(m, s, h100(), settings(1.0, 0, false), p);
+  const Prediction dropped = simulate(m, s, h100(), settings(1.5, 1.0, false), p);
+  const Prediction skewed = simulate(m, s, h100(), settings(1.5, 0, false), p);
+  ASSERT_TRUE(balanced.ok() && dropped.ok() && skewed.ok());
+  EXPECT_DOUBLE_EQ(dropped.iteration_time_s, balanced.iteration_time_s);
+  EXPECT_DOUBLE_EQ(dropped.max_peak_memory_bytes, balanced.max_peak_memory_bytes);
+  EXPECT_GT(skewed.iteration_time_s, balanced.iteration_time_s);
+  // Padded at 1.25: expert GEMM rows and all-to-all bytes 1.25x the balanced ones; no counts all-gather.
+  auto expert_rows = [&](const TrainingSettings& t) {
+    for (const auto& g : gemm_diagnostics(m, s, h100(), t, p))
+      if (g.name == "expert_fc1") return static_cast<double>(g.m);
+    return 0.0;
+  };
+  auto ep_bytes = [&](const TrainingSettings& t, const char* prim) {
+    double b = 0;
+    for (const auto& k : collective_diagnostics(m, s, h100(), t, p))
+      if (k.group == "ep" && k.primitive == prim) b += k.bytes;
+    return b;
+  };
+  const TrainingSettings plain = settings(1.0, 0, false), padded = settings(1.5, 1.25, true);
+  EXPECT_NEAR(expert_rows(padded), 1.25 * expert_rows(plain), 1.0);
+  EXPECT_NEAR(ep_bytes(padded, "all_to_all"), 1.25 * ep_bytes(plain, "all_to_all"), 1.0);
+  EXPECT_GT(ep_bytes(plain, "all_gather"), 0.0);
+  EXPECT_EQ(ep_bytes(padded, "all_gather"), 0.0);
+  EXPECT_GT(simulate(m, s, h100(), padded, p).iteration_time_s, balanced.iteration_time_s);
+  // Padding needs a capacity; the flex dispatcher's token dropping is not modelled.
+  TrainingSettings t = settings(1.0, 0, false);
+  t.moe_pad_expert_input_to_capacity = true;
+  EXPECT_NE(validate(t).find("needs a moe_expert_capacity_factor"), std::string::npos);
+  t = settings(1.0, 1.0, false);
+  t.moe_token_dispatcher_type = MoeDispatcher::flex;
+  EXPECT_NE(validate(t).find("not flex"), std::string::npos);
+  t.moe_token_dispatcher_type = MoeDispatcher::alltoall;
+  t.moe_expert_capacity_factor = -1;
+  EXPECT_NE(validate(t), "");
+}
+
 // MX block scaling (fp8_recipe mxfp8, Transformer Engine's MXFP8BlockScaling) needs MXFP8 tensor cores: the B200
 // and GB200 presets have them; on H100 the pair is rejected, and `precision_unsupported` says why, as it does for
 // a precision the device has no throughput in. Per-tensor FP8 recipes run on both.
