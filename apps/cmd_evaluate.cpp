@@ -460,9 +460,8 @@ ProposalResult propose_from(const io::Collection& src, const ShortCli& sc,
                                    ? sc.settings_file
                                    : "the " + (stack_name.empty() ? sc.to : stack_name) + " settings";
   if (auto why = validate(t); !why.empty()) throw io::InputError(given_by, 0, "", why);
-  if (const std::string why = precision_unsupported(sys, t); !why.empty())
-    throw io::InputError(given_by, 0, sys.peak_flops(t.precision) > 0 ? "fp8_recipe" : "precision",
-                         out.system + " " + why);
+  if (const auto problem = precision_problem(sys, t))
+    throw io::InputError(given_by, 0, problem->field, out.system + " " + problem->why);
   if (!theta_file.empty()) {
     const io::Json theta = io::parse_json_file(theta_file);
     say_fitted_stacks(theta, it != given.end() ? "θ " + theta_file : "the shipped θ for " + out.system, stack_name,

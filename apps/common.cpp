@@ -485,9 +485,9 @@ TrainingSettings resolve_settings(const RunOptions& o, const System& sys) {
   if (o.global_batch) t.global_batch_size = o.global_batch;
   if (o.micro_batch) t.micro_batch_size = o.micro_batch;
   if (auto why = validate(t); !why.empty()) throw io::InputError("command line", 0, "", why);
-  if (const std::string why = precision_unsupported(sys, t); !why.empty())
-    throw io::InputError(o.system, 0, sys.peak_flops(t.precision) > 0 ? "fp8_recipe" : "peak_tflops",
-                         "system " + why + " in --settings or --set");
+  if (const auto problem = precision_problem(sys, t))  // a missing precision is the system file's peak_tflops
+    throw io::InputError(o.system, 0, problem->field == "precision" ? "peak_tflops" : problem->field,
+                         "system " + problem->why + " in --settings or --set");
   return t;
 }
 

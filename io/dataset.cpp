@@ -626,10 +626,9 @@ Collection open_collection(const std::string& root, const ManifestRow& mr) {
     c.settings_recorded = true;
   }
   const System& sys = presets().find_system(c.system)->system;
-  if (const std::string why = precision_unsupported(sys, c.settings); !why.empty())
-    throw InputError((dir / "training_settings.json").string(), 0,
-                     sys.peak_flops(c.settings.precision) > 0 ? "fp8_recipe" : "precision",
-                     "system " + c.system + " " + why);
+  if (const auto problem = precision_problem(sys, c.settings))
+    throw InputError((dir / "training_settings.json").string(), 0, problem->field,
+                     "system " + c.system + " " + problem->why);
   read_views(c, dir);
   read_expert_tensor_parallel(c);
   infer_settings(c);

@@ -238,8 +238,7 @@ PublishedSet read_published(const std::string& dir) {
       rd.fail(i, rd.has(bad->field) ? bad->field : "precision", bad->why);
     }
     const System& sys = presets().find_system(run.system)->system;
-    if (const std::string why = precision_unsupported(sys, st); !why.empty())
-      rd.fail(i, sys.peak_flops(st.precision) > 0 ? "fp8_recipe" : "precision", run.system + " " + why);
+    if (const auto problem = precision_problem(sys, st)) rd.fail(i, problem->field, run.system + " " + problem->why);
 
     const std::string metric = t.text(r, "metric");
     const double v = published_value(t, r);

@@ -352,19 +352,21 @@ inline double expert_bin_reach(const Model& m, double bin_experts) {
   return 1 - miss(experts, bin_experts, topk);
 }
 
+// Padded to capacity (--moe-pad-expert-input-to-capacity, which needs a capacity factor): static shapes.
+inline bool moe_padded(const TrainingSettings& t) {
+  return t.moe_expert_capacity_factor > 0 && t.moe_pad_expert_input_to_capacity;
+}
 // The busiest expert's rows as a multiple of the mean routed to it: moe_load_imbalance dropless; capped at the
 // capacity factor with token dropping (Megatron-core --moe-expert-capacity-factor), exactly it when padded to
 // capacity (--moe-pad-expert-input-to-capacity).
 inline double moe_expert_share(const TrainingSettings& t) {
   const double cf = t.moe_expert_capacity_factor;
   if (cf <= 0) return t.moe_load_imbalance;
-  return t.moe_pad_expert_input_to_capacity ? cf : std::min(t.moe_load_imbalance, cf);
+  return moe_padded(t) ? cf : std::min(t.moe_load_imbalance, cf);
 }
 // The rows a rank permutes and sends, as a multiple of its routed tokens: c when padded to capacity (the padding
 // travels), else 1 (dropped tokens of a busy expert are a small share, not counted).
-inline double moe_sent_share(const TrainingSettings& t) {
-  return t.moe_expert_capacity_factor > 0 && t.moe_pad_expert_input_to_capacity ? t.moe_expert_capacity_factor : 1.0;
-}
+inline double moe_sent_share(const TrainingSettings& t) { return moe_padded(t) ? t.moe_expert_capacity_factor : 1.0; }
 
 // DeepEP's (and HybridEP's) dispatch or combine over the expert-TP x EP group `gu` of a rank's `bytes` of tokens
 // (Megatron-core MoEFlexTokenDispatcher; DeepSeek-AI DeepEP, "normal" kernels). A token goes once to every rank
@@ -846,7 +848,7 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
   // preprocess): latency-bound, forward only. Taken over EP, or over expert TP when EP is 1. Padded to capacity,
   // the splits are static and no counts are exchanged.
   const double counts = 8 * static_cast<double>(c.m->num_experts);
-  const bool padded = c.t.moe_pad_expert_input_to_capacity;
+  const bool padded = moe_padded(c.t);
   if (moe && !padded && c.ep > 1) f(Collective{Prim::all_gather, Group::ep, counts * c.ep, 1, 0});
   if (moe && !padded && c.ep <= 1 && c.etp > 1) f(Collective{Prim::all_gather, Group::etp, counts * c.etp, 1, 0});
   if (moe && c.ep > 1) f(Collective{Prim::all_to_all, Group::ep, routed, 2, 2});

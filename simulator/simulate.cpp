@@ -597,14 +597,23 @@ bool precision_runs(const System& sys, const TrainingSettings& t) {
 }
 }  // namespace
 
-std::string precision_unsupported(const System& sys, const TrainingSettings& t) {
-  if (precision_runs(sys, t)) return {};
+std::optional<SettingsProblem> precision_problem(const System& sys, const TrainingSettings& t) {
+  if (precision_runs(sys, t)) return std::nullopt;
   if (!(sys.peak_flops(t.precision) > 0))
-    return std::string("has no ") + to_string(t.precision) + " throughput; choose another precision";
+    return SettingsProblem{"precision",
+                           std::string("has no ") + to_string(t.precision) + " throughput; choose another precision"};
   if (!(sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0))
-    return "has no 16-bit throughput for the layers FP8 leaves out; choose another precision";
-  return "has no MXFP8 tensor cores (fp8_recipe mxfp8 needs Blackwell or later); choose fp8_recipe tensorwise or "
-         "delayed";
+    return SettingsProblem{"precision",
+                           "has no 16-bit throughput for the layers FP8 leaves out; choose another "
+                           "precision"};
+  return SettingsProblem{"fp8_recipe",
+                         "has no MXFP8 tensor cores (fp8_recipe mxfp8 needs Blackwell or later); choose fp8_recipe "
+                         "tensorwise or delayed"};
+}
+
+std::string precision_unsupported(const System& sys, const TrainingSettings& t) {
+  const auto problem = precision_problem(sys, t);
+  return problem ? problem->why : std::string();
 }
 
 Prediction simulate(const Model& m, const Strategy& s, const System& sys, const TrainingSettings& t,

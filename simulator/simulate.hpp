@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
 // can: no dense throughput in the precision (an FP8 run also needs a 16-bit one for the layers it leaves out of
 // FP8), or MX block scaling (fp8_recipe mxfp8) on a device without MXFP8 tensor cores. simulate() rejects such a
 // pair with Rejection::precision_unsupported.
+// The same with the setting it blames: "precision", or "fp8_recipe" for MX scaling on a device without it.
+std::optional<SettingsProblem> precision_problem(const System& sys, const TrainingSettings& t);
 std::string precision_unsupported(const System& sys, const TrainingSettings& t);
 
 // The figures practitioners compare: model TFLOP/s per device, MFU (against the training precision's dense
