@@ -30,8 +30,10 @@ enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv,
 // expert-data-parallel group (tp·cp·dp / (ep·etp)) that reduces the expert weights' gradients.
 // `cp` is the context-parallel group, or under a2a+p2p its inner Ulysses part, and `cp_ring` the ring over those
 // parts (size 1 otherwise). `tp_ep` is the expert-TP x EP group the all-gather MoE dispatcher gathers over (size 1
-// under the all-to-all one; the flex dispatcher's group too).
-enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, count_ };
+// under the all-to-all one; the flex dispatcher's group too). `pp` is a pair of neighbouring stages, `embedding`
+// the first and last stage, which both hold the word embedding when it is tied to the output layer or an MTP
+// module needs it (Megatron-core's embedding group).
+enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, embedding, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);
 const char* prim_name(Prim p);
@@ -80,7 +82,6 @@ struct Ctx {
   double hbm_bw;
   LinkUse intra, inter;
   std::array<GroupUse, kNumGroups> groups;
-  GroupUse embedding_pair;  // first and last stage: the tied embedding's gradient all-reduce
   const GroupUse& group(Group g) const { return groups[static_cast<std::size_t>(g)]; }
 };
 
@@ -982,6 +983,17 @@ inline double ep_contention_share(const Ctx& c) {
   if (c.t.moe_token_dispatcher_type == MoeDispatcher::flex && c.sys->sm_count > 0)
     return std::min(1.0, kFlexDispatcherSms / c.sys->sm_count);
   return nccl_contention_share(c);
+}
+
+// Word-embedding copies (Megatron-core GPTModel): with a pipeline the last stage keeps its own copy of the
+// embedding when it is tied to the output layer, or when that stage's MTP modules embed their shifted input tokens
+// (pre_process or mtp_process builds one). finalize_model_grads all-reduces the copies' gradients over the
+// embedding group once per iteration, after the backward and its DP reduction: exposed.
+inline bool keeps_embedding_copy(const Ctx& c) { return c.pp > 1 && (c.m->tied_embeddings || c.m->mtp_layers > 0); }
+template <class F>
+void visit_embedding_collectives(const Ctx& c, bool is_first, bool is_last, F&& f) {
+  if (keeps_embedding_copy(c) && (is_first || is_last))
+    f(DpCollective{Prim::all_reduce, Group::embedding, grad_bytes_per_param(c.t) * c.vocab_padded * c.h / c.tp, true});
 }
 
 template <class F>

@@ -41,6 +41,7 @@ const char* group_name(Group g) {
     case Group::dp: return "dp";
     case Group::edp: return "edp";
     case Group::pp: return "pp";
+    case Group::embedding: return "embedding";
     case Group::count_: break;
   }
   return "?";
@@ -134,7 +135,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   const double pp_pair = links.ring_bandwidth_share(2, stride_of(stage), true);
   c.groups[static_cast<std::size_t>(Group::pp)] = GroupUse{2, 1, crosses, pp_pair, pp_pair};
   const double edge_pair = links.ring_bandwidth_share(2, stride_of(stage * (c.pp - 1)));
-  c.embedding_pair = GroupUse{2, 1, crosses, edge_pair, edge_pair};
+  c.groups[static_cast<std::size_t>(Group::embedding)] = GroupUse{2, 1, crosses, edge_pair, edge_pair};
   return c;
 }
 
@@ -551,6 +552,8 @@ StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const Sta
   if (is_first) dense += head + position_table_rows(c) * c.h;
   const double final_norm = norm_weights(m) * c.h;
   if (is_last) dense += final_norm + ((!m.tied_embeddings || c.pp > 1) ? head : 0.0);
+  // An untied model's MTP stage keeps an embedding copy beside its output layer (keeps_embedding_copy).
+  if (is_last && !m.tied_embeddings && sl.mtp > 0 && keeps_embedding_copy(c)) dense += head;
   return {dense, expert};
 }
 
@@ -659,8 +662,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const double grad_bytes = grad_bytes_per_param(t);
   const double weight_bytes = weight_bytes_per_param(t, c.r);
   const double capacity = sys.hbm_capacity_bytes - o.memory_margin_bytes;
-  // A multi-token-prediction module's extra pass through the LM head and loss (its compute; only MTP models).
-  const EdgeTime head_only = m.mtp_layers > 0 ? edge_time(c, false, true) : EdgeTime{};
+  // A multi-token-prediction module's own passes through the embedding (its shifted input tokens) and through the
+  // LM head and loss, with their TP collectives (Megatron-core MultiTokenPredictionLayer; only MTP models).
+  const EdgeTime mtp_edges = m.mtp_layers > 0 ? edge_time(c, true, true) : EdgeTime{};
 
   // What a stage costs per micro-batch and what it keeps follow from its layers and whether it holds the model's
   // ends (StageWork); where it sits in the schedule (its warm-up depth, in-flight micro-batches and the idle time
@@ -719,12 +723,13 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.num_layers = static_cast<int>(sl.layers);
     st.mtp_layers = sl.mtp;
     const EdgeTime e = edge_time(c, is_first, is_last);
-    st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * head_only.fwd;
+    st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * mtp_edges.fwd;
     w.model_flops = ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0);
-    st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * head_only.bwd;
+    st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * mtp_edges.bwd;
     st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
-    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + e.tp_fwd + e.tp_bwd +
-                   n.stored_layers * checkpoint_gather;
+    const double edge_tp_fwd = e.tp_fwd + sl.mtp * mtp_edges.tp_fwd, edge_tp_bwd = e.tp_bwd + sl.mtp * mtp_edges.tp_bwd;
+    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + edge_tp_fwd +
+                   edge_tp_bwd + n.stored_layers * checkpoint_gather;
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
@@ -751,8 +756,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       grad_share = grad_time > 0 ? grad_share / grad_time : 0.0;  // time-weighted over the stage's collectives
       param_share = param_time > 0 ? param_share / param_time : 0.0;
     }
-    const double edge_off_fwd = dp_overlaps && !tp_shared ? e.tp_fwd : 0.0,
-                 edge_off_bwd = dp_overlaps && !tp_shared ? e.tp_bwd : 0.0;
+    const double edge_off_fwd = dp_overlaps && !tp_shared ? edge_tp_fwd : 0.0,
+                 edge_off_bwd = dp_overlaps && !tp_shared ? edge_tp_bwd : 0.0;
     w.fwd = PassWindow{std::max(0.0, st.forward_compute_s - ld * dense_load.on_fwd - lm * moe_load.on_fwd),
                        ld * dense_load.off_fwd + lm * moe_load.off_fwd + edge_off_fwd};
     w.bwd = PassWindow{
@@ -857,9 +862,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double grad_hidden = grad.hidden_s, param_hidden = param.hidden_s;
     grad_exposed[static_cast<std::size_t>(i)] = grad.exposed_s;
     param_exposed[static_cast<std::size_t>(i)] = param.exposed_s;
-    if (pp > 1 && m.tied_embeddings && (is_first || is_last))  // embedding gradients shared by first and last stage
-      grad_exposed[static_cast<std::size_t>(i)] +=
-          collective_time_s(c, Prim::all_reduce, c.embedding_pair, grad_bytes * c.vocab_padded * c.h / c.tp);
+    visit_embedding_collectives(c, is_first, is_last, [&](const DpCollective& k) {
+      grad_exposed[static_cast<std::size_t>(i)] += collective_time_s(c, k.prim, k.group, k.bytes);
+    });
     st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)] +
                            static_cast<double>(mb) * w.fsdp_exposed;
     st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * w.fsdp_hidden;
@@ -1134,6 +1139,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * n.stored_layers * (k.fwd + k.bwd)); });
     visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1,
                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * (k.fwd + k.bwd)); });
+    visit_edge_collectives(c, true, true,  // each MTP module's embedding and head (mtp_edges)
+                           [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * sl.mtp * (k.fwd + k.bwd)); });
     visit_pipeline_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
     const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, i == 0, i == s.pipeline_parallel - 1);
@@ -1141,6 +1148,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
       add(k.prim, k.group, k.bytes, c.r.fsdp ? mb * (k.grad ? 1 : 2) : 1);
     });
+    visit_embedding_collectives(c, i == 0, i == s.pipeline_parallel - 1,
+                                [&](const DpCollective& k) { add(k.prim, k.group, k.bytes, 1); });
   }
   return out;
 }

@@ -180,7 +180,7 @@ struct GemmRecord {
 };
 struct CollectiveRecord {
   std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, fused_all_to_all
-  std::string group;      // tp, cp, ep, dp, edp, pp
+  std::string group;      // tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, embedding
   int stage;
   int group_size;
   int nodes;          // nodes the group spans (1: inside the NVLink domain)

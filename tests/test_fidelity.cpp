@@ -2296,3 +2296,139 @@ TEST(Fidelity, DataParallelTrafficSharesLinksNotCompute) {
   // (That compute hiding a ring on the DP group's links cannot hide DP traffic too is what keeps a faster
   // attention from slowing an iteration: Invariants.AFasterPlatformParameterNeverSlowsAnIteration.)
 }
+
+// With a pipeline the last stage keeps its own copy of the word embedding when it is tied to the output layer or an
+// MTP module embeds its input there (Megatron-core GPTModel); finalize_model_grads all-reduces the copies'
+// gradients over the first and last stage once per iteration, after the backward. The diagnostics list that
+// all-reduce as simulate() times it; untied, unpipelined or MTP-free-and-untied runs have none.
+TEST(Fidelity, TheFirstAndLastStageAllReduceTheirEmbeddingCopiesGradients) {
+  Model untied = preset("Llama-3-8B"), tied = untied, mtp = untied;
+  tied.tied_embeddings = true;
+  mtp.mtp_layers = 1;
+  TrainingSettings t = run_settings(4096, 8);
+  t.fp32_gradients = true;
+  auto embedding_records = [&](const Model& m, int pp) {
+    std::vector<CollectiveRecord> out;
+    for (const auto& c : collective_diagnostics(m, strat(1, 2, pp), h100(), t, PlatformParams{}))
+      if (c.group == "embedding") out.push_back(c);
+    return out;
+  };
+  EXPECT_TRUE(embedding_records(untied, 2).empty());
+  EXPECT_TRUE(embedding_records(tied, 1).empty());
+  for (const Model* m : {&tied, &mtp}) {
+    const auto records = embedding_records(*m, 2);
+    ASSERT_EQ(records.size(), 2u) << m->name;
+    for (int stage : {0, 1}) {
+      const CollectiveRecord& r = records[static_cast<std::size_t>(stage)];
+      EXPECT_EQ(r.stage, stage);
+      EXPECT_EQ(r.primitive, "all_reduce");
+      EXPECT_EQ(r.group_size, 2);
+      EXPECT_DOUBLE_EQ(r.count, 1);
+      EXPECT_DOUBLE_EQ(r.bytes, 4.0 * 128256 * 4096 / 2);  // fp32 gradients of the vocab-padded table over tp 2
+    }
+  }
+  // Tied or not, a pipelined stage pair holds the same parameters (the last stage its output layer): with no DP
+  // traffic the all-reduce is all that tying adds to the iteration.
+  const double gap = simulate(tied, strat(1, 2, 2), h100(), t, PlatformParams{}).iteration_time_s -
+                     simulate(untied, strat(1, 2, 2), h100(), t, PlatformParams{}).iteration_time_s;
+  EXPECT_NEAR(gap, embedding_records(tied, 2)[0].predicted_ms * 1e-3, 1e-12);
+}
+
+// The MTP stage's own embedding is a third vocabulary-sized table beside the first stage's embedding and its output
+// layer: one more vocab x h / t of weights there, and none in a single stage, where one embedding serves both.
+TEST(Fidelity, AnMtpStageKeepsItsOwnEmbeddingCopy) {
+  const TrainingSettings t = run_settings(4096, 8);
+  auto last_stage_bytes_per_vocab_row = [&](int mtp_layers, int pp) {
+    auto weights = [&](std::int64_t vocab) {
+      Model m = preset("Llama-3-8B");
+      m.mtp_layers = mtp_layers;
+      m.vocab_size = vocab;
+      const Prediction p = simulate(m, strat(1, 2, pp), h100(), t, PlatformParams{});
+      EXPECT_TRUE(p.ok());
+      return p.stages[static_cast<std::size_t>(pp - 1)].weight_bytes;
+    };
+    return (weights(128256 + 256) - weights(128256)) / 256;  // whole multiples of the padding (128 x tp)
+  };
+  const double row = 2.0 * 4096 / 2;                                // one 16-bit row of a table split over tp 2
+  EXPECT_DOUBLE_EQ(last_stage_bytes_per_vocab_row(0, 2), row);      // the output layer
+  EXPECT_DOUBLE_EQ(last_stage_bytes_per_vocab_row(1, 2), 2 * row);  // and the MTP embedding copy
+  EXPECT_DOUBLE_EQ(last_stage_bytes_per_vocab_row(1, 1), 2 * row);  // one stage: embedding and output layer
+}
+
+// Flash attention's backward recomputes the scores: five matrix products against the forward's two, 2.5 times the
+// forward's FLOPs at the same throughput (Dao 2023).
+TEST(Fidelity, FlashAttentionBackwardDoesTwoAndAHalfTimesTheForwardsWork) {
+  PlatformParams p;
+  p.kernel_launch_us = 0;  // the kernels alone
+  std::vector<double> us;
+  for (const auto& g : gemm_diagnostics(preset("Llama-3-8B"), strat(8, 1, 1), h100(), run_settings(8192, 64), p))
+    if (g.name == "scores") us.push_back(g.predicted_us);
+  ASSERT_EQ(us.size(), 2u);  // the forward call and the fused backward
+  EXPECT_NEAR(us[1] / us[0], 2.5, 1e-12);
+}
+
+// Where only launches cost time, a layer's backward takes twice its forward: each GEMM's input- and weight-gradient
+// kernels, and twice the forward's memory-bound kernels.
+TEST(Fidelity, ABackwardLaunchesTwiceTheForwardsKernels) {
+  System fast = h100();
+  fast.peak_flops_fp16 *= 1e9;
+  fast.peak_flops_bf16 *= 1e9;
+  fast.hbm_bandwidth_bytes_per_s *= 1e9;
+  TrainingSettings t = run_settings(4096, 8);
+  t.flash_attention = false;  // the scores through their own GEMMs and softmax kernels
+  const Prediction p = simulate(preset("Llama-3-8B"), strat(8, 1, 1), fast, t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  ASSERT_GT(p.layer.forward_s, 0);
+  EXPECT_NEAR(p.layer.backward_s / p.layer.forward_s, 2.0, 1e-6);
+}
+
+// Matrix units that need their own tiled layout (Ascend's Cube) convert each GEMM's 16-bit operands and output
+// with one more kernel that reads and writes them: 4 bytes per element of A, B and C.
+TEST(Fidelity, ALayoutConversionReadsAndWritesEachOperandAndTheOutput) {
+  const Model m = preset("Llama-3-8B");
+  System tiled = h100();
+  tiled.gemm_layout_conversion = true;
+  PlatformParams p;
+  p.kernel_launch_us = 0;
+  auto fc1 = [&](const System& sys) {
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), sys, run_settings(4096, 64), p))
+      if (g.name == "fc1") return g;
+    ADD_FAILURE() << "no fc1 GEMM";
+    return GemmRecord{};
+  };
+  const GemmRecord plain = fc1(h100()), converted = fc1(tiled);
+  const double elements =
+      static_cast<double>(plain.batch) * static_cast<double>(plain.m * plain.k + plain.k * plain.n + plain.m * plain.n);
+  EXPECT_NEAR(converted.predicted_us - plain.predicted_us,
+              4 * elements / (h100().hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency) * 1e6, 1e-6);
+}
+
+// An MTP module embeds its shifted input tokens and runs the LM head and loss once more, each with the TP collectives
+// the first and last stage run (Megatron-core MultiTokenPredictionLayer). Without SP and with the backward
+// all-reduce synchronous every TP collective is exposed, so the diagnostics' TP calls on a stage add up to its
+// exposed TP time; the MTP stage makes six more hidden-size all-reduces a micro-batch: its layer's four, its
+// embedding's forward one and its head's backward one.
+TEST(Fidelity, AnMtpModuleEmbedsItsInputAndRunsTheHeadAgainWithTheirCollectives) {
+  TrainingSettings t = run_settings(4096, 8);
+  t.async_tensor_model_parallel_allreduce = false;
+  t.pipeline_scatter_gather = false;  // no TP gather of received slices (pipeline traffic)
+  Model m = preset("Llama-3-8B");
+  const double act = 4096.0 * 4096 * 2;
+  auto calls_of_act = [&](const Model& model) {
+    double calls = 0;
+    for (const auto& c : collective_diagnostics(model, strat(1, 2, 2), h100(), t, PlatformParams{}))
+      if (c.group == "tp" && c.stage == 1 && c.primitive == "all_reduce" && c.bytes == act) calls += c.count;
+    return calls;
+  };
+  const double without = calls_of_act(m);
+  m.mtp_layers = 1;
+  EXPECT_DOUBLE_EQ(calls_of_act(m) - without, 8 * 6.0);  // 8 micro-batches
+  const Prediction p = simulate(m, strat(1, 2, 2), h100(), t, PlatformParams{});
+  ASSERT_TRUE(p.ok());
+  for (int stage : {0, 1}) {
+    double listed_s = 0;
+    for (const auto& c : collective_diagnostics(m, strat(1, 2, 2), h100(), t, PlatformParams{}))
+      if (c.group == "tp" && c.stage == stage) listed_s += c.count * c.predicted_ms * 1e-3;
+    EXPECT_NEAR(listed_s, 8 * p.stages[static_cast<std::size_t>(stage)].tp_comm_s, 1e-9) << "stage " << stage;
+  }
+}
