@@ -54,6 +54,27 @@ TEST(Calibration, RecoversKnownParametersFromSimulatedData) {
   EXPECT_NEAR(r.params.matmul_efficiency, 0.55, 0.15);
 }
 
+// A fit that wants a parameter past its bound (runs twenty times faster than the device's peaks allow) stops on it
+// and says so, upper bound or lower: `calibrate` warns of each with the effect it may be absorbing.
+TEST(Calibration, AParameterPushedPastItsBoundIsReportedOnIt) {
+  const io::Dataset d = io::read_dataset(io::data_dir() + "/lmsimbench");
+  calib::Problem pb = calib::make_problem(d, "gpu");
+  for (auto& s : pb.samples) s.time_s /= 20;
+  const calib::FitResult r = calib::fit(pb, calib::all_indices(pb), calib::FitOptions{});
+  auto on_bound = [&](const char* name) {
+    return std::find(r.on_bounds.begin(), r.on_bounds.end(), name) != r.on_bounds.end();
+  };
+  EXPECT_TRUE(on_bound("vector_bandwidth_efficiency")) << r.params.vector_bandwidth_efficiency;  // upper: 1
+  EXPECT_NEAR(r.params.vector_bandwidth_efficiency, 1.0, 1e-3);
+  EXPECT_TRUE(on_bound("kernel_launch_us")) << r.params.kernel_launch_us;  // lower: 0
+  for (const auto& name : r.on_bounds)
+    for (const auto& info : param_table())
+      if (name == info.name) {
+        const double v = r.params.*(info.field), span = info.upper - info.lower;
+        EXPECT_TRUE(v - info.lower < 1e-3 * span || info.upper - v < 1e-3 * span) << name << " = " << v;
+      }
+}
+
 // The time term is pseudo-Huber at the assumed per-run error (the prior weight): a small error counts as its
 // square, a run off by a factor e counts about 2·sqrt(prior) per unit of log error, not 1; no prior, plain squares.
 TEST(Calibration, TimeErrorsBeyondTheAssumedRunErrorCountLinearly) {
@@ -228,6 +249,18 @@ TEST(Uncertainty, IntervalsContainThePredictionAndWidenWithLessData) {
   }
   EXPECT_GT(u.time_log_sd, 0);
   EXPECT_GT(u.memory_log_sd, 0);
+  // The residual scales are the unbiased ones: squared log errors over the degrees of freedom they report.
+  double st = 0, sm = 0;
+  for (auto i : all) {
+    const calib::Sample& r = pb.samples[i];
+    const Prediction p = simulate(r.model, r.strategy, pb.system, r.settings, fr.params, calib::sim_options(pb));
+    ASSERT_TRUE(p.ok());
+    st += std::pow(std::log(p.iteration_time_s / r.time_s), 2);
+    sm += std::pow(std::log(p.max_peak_memory_bytes / r.mem_max_bytes), 2);
+  }
+  EXPECT_NEAR(u.time_log_sd * u.time_log_sd * u.time_dof, st, 1e-9 * st);
+  EXPECT_NEAR(u.memory_log_sd * u.memory_log_sd * u.memory_dof, sm, 1e-9 * sm);
+  EXPECT_LT(u.time_dof, static_cast<double>(all.size()));  // the free parameters take their share
   const calib::Sample& s = pb.samples[0];
   const auto iv = calib::intervals(s.model, s.strategy, pb.system, s.settings, fr.params, u, calib::sim_options(pb));
   ASSERT_TRUE(iv);

@@ -32,6 +32,9 @@ TEST(Metrics, KendallTauBTieCorrected) {
   EXPECT_DOUBLE_EQ(kendall_tau_b({1, 2, 3}, {3, 2, 1}), -1.0);
   // a = 1,2,3,4; b = 1,2,2,3: pairs 6, concordant 5, discordant 0, ties in b only 1
   EXPECT_NEAR(kendall_tau_b({1, 2, 3, 4}, {1, 2, 2, 3}), 5 / std::sqrt(6.0 * 5.0), 1e-12);
+  // a = 1,1,2,3; b = 1,2,2,3: concordant 4, a tie in a only and one in b only: each factor of the denominator
+  // counts its own side's ties, 4 / sqrt((4 + 1) (4 + 1))
+  EXPECT_NEAR(kendall_tau_b({1, 1, 2, 3}, {1, 2, 2, 3}), 0.8, 1e-12);
   EXPECT_TRUE(std::isnan(kendall_tau_b({2, 2}, {1, 2})));
 }
 
