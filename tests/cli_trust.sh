@@ -345,6 +345,20 @@ for c in r:
 edge = [c for c in r if c["max_peak_memory_bytes"] > 0.98 * 32 * 2**30]
 assert all(c["p_fits"] < 0.9 for c in edge), edge
 PY
+# A ranked candidate's interval and P(fits) are the ones predict gives the same configuration.
+for i in 0 2; do
+  cfg=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['ranking'][$i]['config_name'])" "$tmp/s.json")
+  "$lmsim" --log-level warn predict --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --seq 4096 \
+    --global-batch 32 --strategy "$cfg" --json > "$tmp/p.json"
+  python3 - "$tmp/s.json" "$tmp/p.json" "$i" <<'PY' || fail "search and predict disagree on $cfg"
+import json, sys
+c = json.load(open(sys.argv[1]))["ranking"][int(sys.argv[3])]
+p = json.load(open(sys.argv[2]))
+for key in ("iteration_time_s", "iteration_time_s_p90", "max_peak_memory_bytes"):
+    assert abs(c[key] / p[key] - 1) < 1e-12, (key, c[key], p[key])
+assert abs(c["p_fits"] - p["p_fits"]) < 1e-9, (c["p_fits"], p["p_fits"])
+PY
+done
 # The text table shows each candidate's p90 time; the objective's column only when it is not the time itself.
 mpirun -np 1 "$lmsim" --log-level warn search --model Qwen3-1.7B --system v100_sxm2_32g --stack gpu --devices 8 \
   --seq 4096 --global-batch 32 --top 3 > "$tmp/t.txt"

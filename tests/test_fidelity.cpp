@@ -2454,3 +2454,47 @@ TEST(Fidelity, AnMtpModuleEmbedsItsInputAndRunsTheHeadAgainWithTheirCollectives)
     EXPECT_NEAR(listed_s, 8 * p.stages[static_cast<std::size_t>(stage)].tp_comm_s, 1e-9) << "stage " << stage;
   }
 }
+
+// Where only HBM traffic costs time (GEMMs at no cost, no launches): a memory-bound op's backward reads its input
+// and its output's gradient and writes its input's gradient, 1.5 times its forward's bytes. QK-norm normalises q
+// and k (a + g heads of head_dim each, read and written).
+TEST(Fidelity, AMemoryBoundOpsBackwardMovesOneAndAHalfTimesItsForwardsBytes) {
+  System fast = h100();
+  fast.peak_flops_bf16 *= 1e9;
+  fast.peak_flops_fp16 *= 1e9;
+  PlatformParams p;
+  p.kernel_launch_us = 0;
+  const TrainingSettings t = run_settings(4096, 8);
+  auto layer = [&](bool qk_norm) {
+    Model m = preset("Llama-3-8B");
+    m.qk_norm = qk_norm;
+    return simulate(m, strat(8, 1, 1), fast, t, p).layer;
+  };
+  const auto with = layer(true), without = layer(false);
+  const double fwd = with.forward_s - without.forward_s, bwd = with.backward_s - without.backward_s;
+  const double qk_bytes = 4096.0 * (32 + 8) * 128 * 2;  // q and k, 16-bit
+  EXPECT_NEAR(fwd, 2 * qk_bytes / (fast.hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency), 1e-12);
+  EXPECT_NEAR(bwd / fwd, 1.5, 1e-9);
+}
+
+// Stored-score (unfused) attention repeats a GQA model's K and V to every head before the batched products: per
+// layer forward it reads g and writes a heads of each, 2(a + g) heads, as many as the rotary embedding's read and
+// write of q and k. Four KV heads fewer take 8 heads' traffic from each (GEMMs at no cost, no launches).
+TEST(Fidelity, UnfusedGqaAttentionRepeatsKeysAndValuesToEveryHead) {
+  System fast = h100();
+  fast.peak_flops_bf16 *= 1e9;
+  fast.peak_flops_fp16 *= 1e9;
+  PlatformParams p;
+  p.kernel_launch_us = 0;
+  TrainingSettings t = run_settings(4096, 8);
+  t.flash_attention = false;
+  auto forward = [&](std::int64_t kv_heads) {
+    Model m = preset("Llama-3-8B");
+    m.num_kv_heads = kv_heads;
+    return simulate(m, strat(8, 1, 1), fast, t, p).layer.forward_s;
+  };
+  const double head_bytes = 4096.0 * 128 * 2;  // one head's q, k or v over the sequence, 16-bit
+  const double rotary = 2 * 4 * head_bytes, expand = 2 * 4 * head_bytes;
+  EXPECT_NEAR(forward(8) - forward(4),
+              (rotary + expand) / (fast.hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency), 1e-12);
+}
