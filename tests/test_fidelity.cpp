@@ -2498,3 +2498,25 @@ TEST(Fidelity, UnfusedGqaAttentionRepeatsKeysAndValuesToEveryHead) {
   EXPECT_NEAR(forward(8) - forward(4),
               (rotary + expand) / (fast.hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency), 1e-12);
 }
+
+// Where only launches cost time, a layer's forward counts its kernels: one per GEMM call (a grouped expert GEMM one
+// per local expert on TE's GroupedLinear), and besides them 12 a layer (fused kernels), 16 more in an MoE layer
+// (router top-k and softmax, permutations, the dispatcher's bookkeeping).
+TEST(Fidelity, ALayerLaunchesItsGemmsAndAFixedCountOfOtherKernels) {
+  System fast = h100();
+  fast.peak_flops_bf16 *= 1e9;
+  fast.peak_flops_fp16 *= 1e9;
+  fast.hbm_bandwidth_bytes_per_s *= 1e9;
+  PlatformParams p;
+  p.kernel_launch_us = 1;
+  const TrainingSettings t = run_settings(4096, 8);
+  auto launches = [&](const char* model) {
+    return simulate(preset(model), strat(8, 1, 1), fast, t, p).layer.forward_s * 1e6;
+  };
+  EXPECT_NEAR(launches("Llama-3-8B"), 12 + 6, 1e-3);  // qkv, scores, pv, out, fc1, fc2
+  // qkv, scores, pv, out, the router and the 128 experts' FC1 and FC2 (one rank holds all: EP 1)
+  EXPECT_NEAR(launches("Qwen3-30B-A3B"), 12 + 16 + 5 + 2 * 128, 1e-3);
+  // The optimizer step's multi-tensor kernels: six, and two more per layer the stage holds.
+  const Prediction dense = simulate(preset("Llama-3-8B"), strat(8, 1, 1), fast, t, p);
+  EXPECT_NEAR(dense.stages[0].optimizer_s * 1e6, 6 + 2 * 32, 1e-3);
+}
