@@ -671,6 +671,14 @@ TEST(Fidelity, TensorParallelCommOverlapSplitsTheOverlappedGemmsAlongTheRows) {
   for (const auto& g : gemm_diagnostics(m, s, sys, t, flat))
     if (g.stage == 0 && (g.name == "out" || g.name == "fc2")) row_parallel_s += g.predicted_us * 1e-6;
   EXPECT_NEAR(margin, layers * row_parallel_s * (132.0 / 116 - 1), 1e-9);
+  // FP8's ring-exchange reduce-scatter runs its reduction kernel on one SM: 132/131.
+  t.precision = Precision::fp8;
+  const double fp8_margin = compute(true, flat).first - compute(false, flat).first;
+  double fp8_row_parallel_s = 0;
+  for (const auto& g : gemm_diagnostics(m, s, sys, t, flat))
+    if (g.stage == 0 && (g.name == "out" || g.name == "fc2")) fp8_row_parallel_s += g.predicted_us * 1e-6;
+  EXPECT_NEAR(fp8_margin, layers * fp8_row_parallel_s * (132.0 / 131 - 1), 1e-9);
+  t.precision = Precision::bf16;
 
   // Thinner GEMMs run at a lower efficiency: the split forward is slower, by less at twice the rows.
   PlatformParams sized;
@@ -2519,4 +2527,103 @@ TEST(Fidelity, ALayerLaunchesItsGemmsAndAFixedCountOfOtherKernels) {
   // The optimizer step's multi-tensor kernels: six, and two more per layer the stage holds.
   const Prediction dense = simulate(preset("Llama-3-8B"), strat(8, 1, 1), fast, t, p);
   EXPECT_NEAR(dense.stages[0].optimizer_s * 1e6, 6 + 2 * 32, 1e-3);
+}
+
+namespace {
+// Simulations where only HBM traffic costs time: GEMMs at no cost, no launches (what a memory-bound op moves, in
+// seconds at the θ's share of the H100's bandwidth).
+System gemms_free() {
+  System fast = h100();
+  fast.peak_flops_bf16 *= 1e9;
+  fast.peak_flops_fp16 *= 1e9;
+  return fast;
+}
+PlatformParams no_launch() {
+  PlatformParams p;
+  p.kernel_launch_us = 0;
+  return p;
+}
+double hbm_s(double bytes) {
+  return bytes / (h100().hbm_bandwidth_bytes_per_s * no_launch().vector_bandwidth_efficiency);
+}
+}  // namespace
+
+// Hidden dropout at the two residual adds of a layer: fused into the bias-dropout-add it reads and writes half a
+// tensor more (the 1-byte mask beside 2 reads and 1 write); unfused it is its own kernel, 2.5 tensors more.
+TEST(Fidelity, HiddenDropoutAddsItsPassToEachResidual) {
+  const double act = 4096.0 * 4096 * 2;
+  for (const bool fused : {true, false}) {
+    auto forward = [&](bool dropout) {
+      TrainingSettings t = run_settings(4096, 8);
+      t.fused_kernels = fused;
+      t.hidden_dropout = dropout;
+      return simulate(preset("Llama-3-8B"), strat(8, 1, 1), gemms_free(), t, no_launch()).layer.forward_s;
+    };
+    EXPECT_NEAR(forward(true) - forward(false), hbm_s(2 * (fused ? 0.5 : 2.5) * act), 1e-12) << fused;
+  }
+}
+
+// A gated MLP's activation reads gate and up and writes their product (3 tensors of the FFN width), unfused as SiLU
+// then a multiply (5); an ungated one reads and writes one (2).
+TEST(Fidelity, AGatedActivationMovesThreeTensorsFusedAndFiveUnfused) {
+  for (const bool fused : {true, false}) {
+    TrainingSettings t = run_settings(4096, 8);
+    t.fused_kernels = fused;
+    auto forward = [&](Activation a) {
+      Model m = preset("Llama-3-8B");
+      m.activation = a;
+      return simulate(m, strat(8, 1, 1), gemms_free(), t, no_launch()).layer.forward_s;
+    };
+    const double ffn_tensor = 4096.0 * 14336 * 2;
+    EXPECT_NEAR(forward(Activation::swiglu) - forward(Activation::gelu), hbm_s(((fused ? 3.0 : 5.0) - 2) * ffn_tensor),
+                1e-12)
+        << fused;
+  }
+}
+
+// The first stage looks the tokens up in its embedding (read a row, write the activation) and scatters their
+// gradient back: 2 hidden-size tensors each way beside what a middle stage of as many layers does.
+TEST(Fidelity, TheEmbeddingLookupAndItsGradientMoveTwoActivationsEachWay) {
+  const Prediction p = simulate(preset("Llama-3-8B"), strat(2, 1, 4), gemms_free(), run_settings(4096, 8), no_launch());
+  ASSERT_TRUE(p.ok());
+  const double act = 4096.0 * 4096 * 2;
+  EXPECT_NEAR(p.stages[0].forward_compute_s - p.stages[1].forward_compute_s, hbm_s(2 * act), 1e-12);
+  EXPECT_NEAR(p.stages[0].backward_compute_s - p.stages[1].backward_compute_s, hbm_s(2 * act), 1e-12);
+}
+
+// Megatron's vocab-parallel cross entropy all-reduces three fp32 values a token over TP (the logits' maximum, the
+// sum of exponentials and the target logit), every micro-batch on the last stage.
+TEST(Fidelity, VocabParallelCrossEntropyAllReducesThreeValuesAToken) {
+  const TrainingSettings t = run_settings(4096, 8);
+  double calls = 0;
+  for (const auto& c : collective_diagnostics(preset("Llama-3-8B"), strat(1, 2, 2), h100(), t, PlatformParams{}))
+    if (c.group == "tp" && c.primitive == "all_reduce" && c.bytes == 4096.0 * 4) {
+      EXPECT_EQ(c.stage, 1);
+      calls += c.count;
+    }
+  EXPECT_DOUBLE_EQ(calls, 3 * 8.0);  // 8 micro-batches
+}
+
+// An all-to-all over a group spanning nodes (Qwen3-30B-A3B's EP 16 over two 8-GPU nodes) sends (k - 1)/n of the
+// buffer over NVLink and (n - k)/n over the rails, with k - 1 NVLink steps and one step per other node.
+TEST(Fidelity, AnAllToAllAcrossNodesSplitsItsBytesBetweenNvlinkAndTheRails) {
+  const PlatformParams p;
+  const System& sys = h100();
+  for (const auto& c :
+       collective_diagnostics(preset("Qwen3-30B-A3B"), *parse_config_name("dp16-tp1-pp1-cp1-ep16-noRC").strategy, sys,
+                              run_settings(4096, 64), p))
+    if (c.primitive == "all_to_all") {
+      ASSERT_EQ(c.group, "ep");
+      ASSERT_EQ(c.nodes, 2);
+      const double n = 16, k = 8;
+      const double intra_bw = sys.intra_node.bandwidth_bytes_per_s * p.intra_node_bandwidth_efficiency,
+                   inter_bw = sys.inter_node.bandwidth_bytes_per_s * p.inter_node_bandwidth_efficiency;
+      const double intra_lat = sys.intra_node.latency_s + p.collective_latency_us * 1e-6,
+                   inter_lat = sys.inter_node.latency_s + p.collective_latency_us * 1e-6;
+      const double expected = (k - 1) / n * c.bytes / intra_bw + (n - k) / n * c.bytes / inter_bw +
+                              (k - 1) * intra_lat + 1 * inter_lat + p.kernel_launch_us * 1e-6;
+      EXPECT_NEAR(c.predicted_ms * 1e-3, expected, 1e-12);
+      return;
+    }
+  ADD_FAILURE() << "no all-to-all";
 }
