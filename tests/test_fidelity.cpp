@@ -2627,3 +2627,38 @@ TEST(Fidelity, AnAllToAllAcrossNodesSplitsItsBytesBetweenNvlinkAndTheRails) {
     }
   ADD_FAILURE() << "no all-to-all";
 }
+
+// The router's softmax and top-k over every expert move 3 fp32 values a token and expert forward, half as much
+// again backward: what halving the experts (same top-k) takes away where only HBM traffic costs time.
+TEST(Fidelity, TheRoutersSoftmaxMovesThreeValuesATokenAndExpert) {
+  auto layer = [&](std::int64_t experts) {
+    Model m = preset("Qwen3-30B-A3B");
+    m.num_experts = experts;
+    return simulate(m, strat(8, 1, 1), gemms_free(), run_settings(4096, 8), no_launch()).layer;
+  };
+  const auto all = layer(128), half = layer(64);
+  const double fwd = all.forward_s - half.forward_s, bwd = all.backward_s - half.backward_s;
+  EXPECT_NEAR(fwd, hbm_s(3 * 4096.0 * 64 * 4), 1e-12);
+  EXPECT_NEAR(bwd / fwd, 1.5, 1e-6);  // (the router GEMM's residual cost)
+}
+
+// An all-reduce over one rank per node (DP 4 across four 8-GPU nodes, TP 8 inside each) goes over the rails as a
+// tree: 2·log2(n) latency steps where a ring takes 2(n - 1), the ring's 2(n - 1)/n of the buffer in bytes.
+TEST(Fidelity, AnAllReduceOverOneRankPerNodeTakesTheTreesLatencySteps) {
+  const PlatformParams p;
+  const System& sys = h100();
+  TrainingSettings t = run_settings(4096, 64);
+  t.distributed_optimizer = false;
+  for (const auto& c : collective_diagnostics(preset("Llama-3-8B"), strat(4, 8, 1), sys, t, p))
+    if (c.group == "dp") {
+      ASSERT_EQ(c.primitive, "all_reduce");
+      ASSERT_EQ(c.nodes, 4);
+      const double n = 4, inter_bw = sys.inter_node.bandwidth_bytes_per_s * p.inter_node_bandwidth_efficiency;
+      const double inter_lat = sys.inter_node.latency_s + p.collective_latency_us * 1e-6;
+      EXPECT_NEAR(c.predicted_ms * 1e-3,
+                  2 * (n - 1) / n * c.bytes / inter_bw + 2 * std::log2(n) * inter_lat + p.kernel_launch_us * 1e-6,
+                  1e-12);
+      return;
+    }
+  ADD_FAILURE() << "no DP all-reduce";
+}
