@@ -19,6 +19,19 @@ import sys
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def run(cmd):
+    """The command's exit code. Interrupted, the command (a build in flight) is killed and waited for first, so it
+    cannot write an object of the mutant after the file is restored."""
+    child = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        return child.wait()
+    except BaseException:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="the CMake build directory (with LMSIM_BUILD_TESTS=ON)")
@@ -42,20 +55,18 @@ def main():
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(original.replace(m["from"], m["to"]))
-            build = subprocess.run(["cmake", "--build", args.build, "-j2", "--target", "unit_tests"], cwd=root,
-                                   capture_output=True, text=True)
-            if build.returncode != 0:
+            if run(["cmake", "--build", args.build, "-j2", "--target", "unit_tests"]) != 0:
                 verdict = "NO BUILD"
                 bad += 1
             else:
-                run = subprocess.run([tests, "--gtest_brief=1"], cwd=root, capture_output=True, text=True)
-                verdict = "caught" if run.returncode != 0 else "SURVIVED"
-                bad += run.returncode == 0
+                passed = run([tests, "--gtest_brief=1"]) == 0
+                verdict = "SURVIVED" if passed else "caught"
+                bad += passed
         finally:
-            with open(path, "w", encoding="utf-8") as f:
+            with open(path, "w", encoding="utf-8") as f:  # a fresh mtime: the next build recompiles it
                 f.write(original)
         print(f"{i:3d} {verdict:9s} {m['file']}: {m['from'][:90]}", flush=True)
-    subprocess.run(["cmake", "--build", args.build, "-j2", "--target", "unit_tests"], cwd=root, capture_output=True)
+    run(["cmake", "--build", args.build, "-j2", "--target", "unit_tests"])
     print(f"mutation_check: {len(chosen)} mutants, {bad} survived, stale or unbuildable")
     return 1 if bad else 0
 

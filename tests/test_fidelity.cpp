@@ -66,6 +66,23 @@ double bytes_of(const std::vector<CollectiveRecord>& v, const char* prim, const 
   return 0;
 }
 
+// Simulations where only HBM traffic costs time: GEMMs at no cost, no launches (what a memory-bound op moves, in
+// seconds at the θ's share of the H100's bandwidth).
+System gemms_free() {
+  System fast = h100();
+  fast.peak_flops_bf16 *= 1e9;
+  fast.peak_flops_fp16 *= 1e9;
+  return fast;
+}
+PlatformParams no_launch() {
+  PlatformParams p;
+  p.kernel_launch_us = 0;
+  return p;
+}
+double hbm_s(double bytes) {
+  return bytes / (h100().hbm_bandwidth_bytes_per_s * no_launch().vector_bandwidth_efficiency);
+}
+
 }  // namespace
 
 TEST(Fidelity, SequenceParallelSavesOnlyTheWorkOutsideTheTensorParallelRegion) {
@@ -663,21 +680,17 @@ TEST(Fidelity, TensorParallelCommOverlapSplitsTheOverlappedGemmsAlongTheRows) {
   EXPECT_NEAR(fp8_fwd, 4 * (tp - 1), 1e-6);
   EXPECT_NEAR(fp8_bwd, 2 * (tp - 1), 1e-6);
 
-  // BF16's pipelined reduce-scatter leaves its GEMMs 132 - 16 of H100's SMs: proj and fc2 forward 132/116 as long.
-  t.precision = Precision::bf16;
+  // BF16's pipelined reduce-scatter leaves its GEMMs 132 - 16 of H100's SMs: proj and fc2 forward 132/116 as long;
+  // FP8's ring exchange runs its reduction kernel on one SM: 132/131.
   sys.sm_count = 132;
-  const double margin = compute(true, flat).first - compute(false, flat).first;
-  double row_parallel_s = 0;
-  for (const auto& g : gemm_diagnostics(m, s, sys, t, flat))
-    if (g.stage == 0 && (g.name == "out" || g.name == "fc2")) row_parallel_s += g.predicted_us * 1e-6;
-  EXPECT_NEAR(margin, layers * row_parallel_s * (132.0 / 116 - 1), 1e-9);
-  // FP8's ring-exchange reduce-scatter runs its reduction kernel on one SM: 132/131.
-  t.precision = Precision::fp8;
-  const double fp8_margin = compute(true, flat).first - compute(false, flat).first;
-  double fp8_row_parallel_s = 0;
-  for (const auto& g : gemm_diagnostics(m, s, sys, t, flat))
-    if (g.stage == 0 && (g.name == "out" || g.name == "fc2")) fp8_row_parallel_s += g.predicted_us * 1e-6;
-  EXPECT_NEAR(fp8_margin, layers * fp8_row_parallel_s * (132.0 / 131 - 1), 1e-9);
+  for (const auto& [precision, sms_left] : {std::pair{Precision::bf16, 116.0}, std::pair{Precision::fp8, 131.0}}) {
+    t.precision = precision;
+    const double margin = compute(true, flat).first - compute(false, flat).first;
+    double row_parallel_s = 0;
+    for (const auto& g : gemm_diagnostics(m, s, sys, t, flat))
+      if (g.stage == 0 && (g.name == "out" || g.name == "fc2")) row_parallel_s += g.predicted_us * 1e-6;
+    EXPECT_NEAR(margin, layers * row_parallel_s * (132.0 / sms_left - 1), 1e-9) << to_string(precision);
+  }
   t.precision = Precision::bf16;
 
   // Thinner GEMMs run at a lower efficiency: the split forward is slower, by less at twice the rows.
@@ -2467,21 +2480,16 @@ TEST(Fidelity, AnMtpModuleEmbedsItsInputAndRunsTheHeadAgainWithTheirCollectives)
 // and its output's gradient and writes its input's gradient, 1.5 times its forward's bytes. QK-norm normalises q
 // and k (a + g heads of head_dim each, read and written).
 TEST(Fidelity, AMemoryBoundOpsBackwardMovesOneAndAHalfTimesItsForwardsBytes) {
-  System fast = h100();
-  fast.peak_flops_bf16 *= 1e9;
-  fast.peak_flops_fp16 *= 1e9;
-  PlatformParams p;
-  p.kernel_launch_us = 0;
   const TrainingSettings t = run_settings(4096, 8);
   auto layer = [&](bool qk_norm) {
     Model m = preset("Llama-3-8B");
     m.qk_norm = qk_norm;
-    return simulate(m, strat(8, 1, 1), fast, t, p).layer;
+    return simulate(m, strat(8, 1, 1), gemms_free(), t, no_launch()).layer;
   };
   const auto with = layer(true), without = layer(false);
   const double fwd = with.forward_s - without.forward_s, bwd = with.backward_s - without.backward_s;
   const double qk_bytes = 4096.0 * (32 + 8) * 128 * 2;  // q and k, 16-bit
-  EXPECT_NEAR(fwd, 2 * qk_bytes / (fast.hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency), 1e-12);
+  EXPECT_NEAR(fwd, hbm_s(2 * qk_bytes), 1e-12);
   EXPECT_NEAR(bwd / fwd, 1.5, 1e-9);
 }
 
@@ -2489,22 +2497,16 @@ TEST(Fidelity, AMemoryBoundOpsBackwardMovesOneAndAHalfTimesItsForwardsBytes) {
 // layer forward it reads g and writes a heads of each, 2(a + g) heads, as many as the rotary embedding's read and
 // write of q and k. Four KV heads fewer take 8 heads' traffic from each (GEMMs at no cost, no launches).
 TEST(Fidelity, UnfusedGqaAttentionRepeatsKeysAndValuesToEveryHead) {
-  System fast = h100();
-  fast.peak_flops_bf16 *= 1e9;
-  fast.peak_flops_fp16 *= 1e9;
-  PlatformParams p;
-  p.kernel_launch_us = 0;
   TrainingSettings t = run_settings(4096, 8);
   t.flash_attention = false;
   auto forward = [&](std::int64_t kv_heads) {
     Model m = preset("Llama-3-8B");
     m.num_kv_heads = kv_heads;
-    return simulate(m, strat(8, 1, 1), fast, t, p).layer.forward_s;
+    return simulate(m, strat(8, 1, 1), gemms_free(), t, no_launch()).layer.forward_s;
   };
   const double head_bytes = 4096.0 * 128 * 2;  // one head's q, k or v over the sequence, 16-bit
   const double rotary = 2 * 4 * head_bytes, expand = 2 * 4 * head_bytes;
-  EXPECT_NEAR(forward(8) - forward(4),
-              (rotary + expand) / (fast.hbm_bandwidth_bytes_per_s * p.vector_bandwidth_efficiency), 1e-12);
+  EXPECT_NEAR(forward(8) - forward(4), hbm_s(rotary + expand), 1e-12);
 }
 
 // Where only launches cost time, a layer's forward counts its kernels: one per GEMM call (a grouped expert GEMM one
@@ -2528,25 +2530,6 @@ TEST(Fidelity, ALayerLaunchesItsGemmsAndAFixedCountOfOtherKernels) {
   const Prediction dense = simulate(preset("Llama-3-8B"), strat(8, 1, 1), fast, t, p);
   EXPECT_NEAR(dense.stages[0].optimizer_s * 1e6, 6 + 2 * 32, 1e-3);
 }
-
-namespace {
-// Simulations where only HBM traffic costs time: GEMMs at no cost, no launches (what a memory-bound op moves, in
-// seconds at the θ's share of the H100's bandwidth).
-System gemms_free() {
-  System fast = h100();
-  fast.peak_flops_bf16 *= 1e9;
-  fast.peak_flops_fp16 *= 1e9;
-  return fast;
-}
-PlatformParams no_launch() {
-  PlatformParams p;
-  p.kernel_launch_us = 0;
-  return p;
-}
-double hbm_s(double bytes) {
-  return bytes / (h100().hbm_bandwidth_bytes_per_s * no_launch().vector_bandwidth_efficiency);
-}
-}  // namespace
 
 // Hidden dropout at the two residual adds of a layer: fused into the bias-dropout-add it reads and writes half a
 // tensor more (the 1-byte mask beside 2 reads and 1 write); unfused it is its own kernel, 2.5 tensors more.
