@@ -3,8 +3,8 @@
 
 Each entry of tests/mutations.json names a file, an exact snippet found once in it and a mutant. For each, the
 script writes the mutant, rebuilds `unit_tests`, runs it and restores the file (from memory, whatever happens).
-A mutant the tests pass is SURVIVED: a formula nothing pins. Not part of ctest (15-80 s a mutant on 2 cores, as
-many objects as the file reaches are rebuilt; about an hour for the list):
+A mutant the tests pass is SURVIVED: a formula nothing pins. Not part of ctest (10-20 s a mutant on 2 cores, as
+many objects as the file reaches are rebuilt; about 15 minutes for the list):
 
     python3 tests/mutation_check.py [--build build] [--only 3,7]
 
