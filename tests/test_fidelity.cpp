@@ -79,6 +79,12 @@ PlatformParams no_launch() {
   p.kernel_launch_us = 0;
   return p;
 }
+// Where only launches cost time: GEMMs and HBM traffic at no cost.
+System launch_bound() {
+  System fast = gemms_free();
+  fast.hbm_bandwidth_bytes_per_s *= 1e9;
+  return fast;
+}
 double hbm_s(double bytes) {
   return bytes / (h100().hbm_bandwidth_bytes_per_s * no_launch().vector_bandwidth_efficiency);
 }
@@ -2413,13 +2419,9 @@ TEST(Fidelity, FlashAttentionBackwardDoesTwoAndAHalfTimesTheForwardsWork) {
 // Where only launches cost time, a layer's backward takes twice its forward: each GEMM's input- and weight-gradient
 // kernels, and twice the forward's memory-bound kernels.
 TEST(Fidelity, ABackwardLaunchesTwiceTheForwardsKernels) {
-  System fast = h100();
-  fast.peak_flops_fp16 *= 1e9;
-  fast.peak_flops_bf16 *= 1e9;
-  fast.hbm_bandwidth_bytes_per_s *= 1e9;
   TrainingSettings t = run_settings(4096, 8);
   t.flash_attention = false;  // the scores through their own GEMMs and softmax kernels
-  const Prediction p = simulate(preset("Llama-3-8B"), strat(8, 1, 1), fast, t, PlatformParams{});
+  const Prediction p = simulate(preset("Llama-3-8B"), strat(8, 1, 1), launch_bound(), t, PlatformParams{});
   ASSERT_TRUE(p.ok());
   ASSERT_GT(p.layer.forward_s, 0);
   EXPECT_NEAR(p.layer.backward_s / p.layer.forward_s, 2.0, 1e-6);
@@ -2468,12 +2470,11 @@ TEST(Fidelity, AnMtpModuleEmbedsItsInputAndRunsTheHeadAgainWithTheirCollectives)
   EXPECT_DOUBLE_EQ(calls_of_act(m) - without, 8 * 6.0);  // 8 micro-batches
   const Prediction p = simulate(m, strat(1, 2, 2), h100(), t, PlatformParams{});
   ASSERT_TRUE(p.ok());
-  for (int stage : {0, 1}) {
-    double listed_s = 0;
-    for (const auto& c : collective_diagnostics(m, strat(1, 2, 2), h100(), t, PlatformParams{}))
-      if (c.group == "tp" && c.stage == stage) listed_s += c.count * c.predicted_ms * 1e-3;
-    EXPECT_NEAR(listed_s, 8 * p.stages[static_cast<std::size_t>(stage)].tp_comm_s, 1e-9) << "stage " << stage;
-  }
+  double listed_s[2] = {0, 0};
+  for (const auto& c : collective_diagnostics(m, strat(1, 2, 2), h100(), t, PlatformParams{}))
+    if (c.group == "tp") listed_s[c.stage] += c.count * c.predicted_ms * 1e-3;
+  for (int stage : {0, 1})
+    EXPECT_NEAR(listed_s[stage], 8 * p.stages[static_cast<std::size_t>(stage)].tp_comm_s, 1e-9) << "stage " << stage;
 }
 
 // Where only HBM traffic costs time (GEMMs at no cost, no launches): a memory-bound op's backward reads its input
@@ -2513,10 +2514,7 @@ TEST(Fidelity, UnfusedGqaAttentionRepeatsKeysAndValuesToEveryHead) {
 // per local expert on TE's GroupedLinear), and besides them 12 a layer (fused kernels), 16 more in an MoE layer
 // (router top-k and softmax, permutations, the dispatcher's bookkeeping).
 TEST(Fidelity, ALayerLaunchesItsGemmsAndAFixedCountOfOtherKernels) {
-  System fast = h100();
-  fast.peak_flops_bf16 *= 1e9;
-  fast.peak_flops_fp16 *= 1e9;
-  fast.hbm_bandwidth_bytes_per_s *= 1e9;
+  const System fast = launch_bound();
   PlatformParams p;
   p.kernel_launch_us = 1;
   const TrainingSettings t = run_settings(4096, 8);
