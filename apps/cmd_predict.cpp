@@ -360,9 +360,12 @@ void run(PredictCli o, std::ostream& os) {
                                           fmt(x.link_share, 3),
                                           fmt(x.bytes / 1048576.0, 2),
                                           fmt(x.count, 0),
-                                          fmt(x.predicted_ms, 3)};
+                                          fmt(x.predicted_ms, 3),
+                                          x.protocol};
         });
-    os << "\n" << table({"collective", "group", "stage", "size", "nodes", "link_share", "MiB", "calls", "ms/call"}, c);
+    os << "\n"
+       << table({"collective", "group", "stage", "size", "nodes", "link_share", "MiB", "calls", "ms/call", "protocol"},
+                c);
     if (!res.elasticities.empty()) {  // what bounds the time, parameter by parameter
       std::vector<std::vector<std::string>> el;
       for (const auto& e : res.elasticities)

@@ -246,7 +246,8 @@ io::Json PredictResult::json() const {
                      {"link_share", c.link_share},
                      {"bytes", c.bytes},
                      {"count", c.count},
-                     {"predicted_ms", c.predicted_ms}});
+                     {"predicted_ms", c.predicted_ms},
+                     {"protocol", c.protocol}});
   j["collectives"] = colls;
   return j;
 }

@@ -637,6 +637,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.inter_node = link_from(o.sub("inter_node"));
   s.gemm_layout_conversion = o.boolean_or("gemm_layout_conversion", false);
   s.nvlink_sharp = o.boolean_or("nvlink_sharp", false);
+  s.nccl_protocols = o.boolean_or("nccl_protocols", true);
   s.sm_count = static_cast<int>(o.integer_or("sm_count", 0, 100000, 0));
   s.fused_attention = o.boolean_or("fused_attention", true);
   s.grouped_gemm_kernel = o.boolean_or("grouped_gemm_kernel", false);
@@ -679,6 +680,7 @@ Json to_json(const System& s) {
   j["inter_node"] = link_json(s.inter_node);
   j["gemm_layout_conversion"] = s.gemm_layout_conversion;
   j["nvlink_sharp"] = s.nvlink_sharp;
+  j["nccl_protocols"] = s.nccl_protocols;
   if (s.sm_count > 0) j["sm_count"] = s.sm_count;
   j["fused_attention"] = s.fused_attention;
   j["grouped_gemm_kernel"] = s.grouped_gemm_kernel;

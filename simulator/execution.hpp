@@ -300,11 +300,43 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
   return t;
 }
 
-// Ring steps over n ranks moving `bytes` (the full buffer per rank) over one link (Thakur et al. 2005; NCCL's
-// bus-bandwidth model). Across nodes (`tree`) all-reduce switches to NCCL's double binary tree when that has
-// fewer latency steps (2·log2 n against 2(n-1)); its bandwidth term is the ring's.
-inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double bytes, bool tree = false) {
-  if (n <= 1) return 0;
+// NCCL's protocols as its tuning model states them (NCCL src/graph/tuning.cc, ncclTopoTuneModel, ring): the share
+// of the bus bandwidth that carries data (LL128 120 of each 128 bytes, 0.92; LL 4 of each 8, a flag beside each
+// word) and the latency of a step over NVLink and over the network (hwLat, µs). A protocol's step takes the
+// platform's own (fitted) step latency scaled by its hwLat over Simple's. NCCL runs, per call, the protocol its
+// model times fastest: Simple for large buffers, LL128 and LL for smaller ones. Taken here as the fastest under
+// lmsim's timing; picking by NCCL's own constants instead (base latencies 8.4 / 14 / 6.6 µs) put the V100 fit's
+// leave-one-model-out at 3.05 % (2.48 % so). Point-to-point sends (the pipeline's activations, the all-to-all's
+// per-peer chunks) use LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) and Simple above.
+struct Protocol {
+  const char* name;
+  double bandwidth_share, nvlink_step_us, net_step_us;
+};
+constexpr Protocol kSimple{"simple", 1.0, 3.4, 14.0}, kLl128{"ll128", 0.92, 1.9, 4.0}, kLl{"ll", 0.5, 0.6, 2.7};
+constexpr double kP2pLlThresholdBytes = 16384;
+
+// A collective under Simple, split into what a protocol changes: the transfer at link bandwidth, and its latency
+// steps inside the node and across it.
+struct CollectiveCost {
+  double transfer_s = 0, intra_steps = 0, inter_steps = 0;
+  // The time it takes under `p` with per-step latencies `intra_s` and `inter_s` (Simple's).
+  double under(const Protocol& p, double intra_s, double inter_s) const {
+    return transfer_s / p.bandwidth_share + intra_steps * intra_s * (p.nvlink_step_us / kSimple.nvlink_step_us) +
+           inter_steps * inter_s * (p.net_step_us / kSimple.net_step_us);
+  }
+  CollectiveCost& operator+=(const CollectiveCost& o) {
+    transfer_s += o.transfer_s;
+    intra_steps += o.intra_steps;
+    inter_steps += o.inter_steps;
+    return *this;
+  }
+};
+
+// Ring steps over n ranks moving `bytes` (the full buffer per rank) at `bandwidth` (Thakur et al. 2005; NCCL's
+// bus-bandwidth model), `inter` on the network. Across nodes (`tree`) all-reduce switches to NCCL's double binary
+// tree when that has fewer latency steps (2·log2 n against 2(n-1)); its bandwidth term is the ring's.
+inline CollectiveCost ring_cost(Prim prim, double bandwidth, double n, double bytes, bool inter, bool tree = false) {
+  if (n <= 1) return {};
   double steps = 0, volume = 0;
   switch (prim) {
     case Prim::all_reduce:
@@ -323,7 +355,7 @@ inline double flat_collective_s(Prim prim, const LinkUse& l, double n, double by
       volume = bytes;
       break;
   }
-  return volume / l.bandwidth_bytes_per_s + steps * l.latency_s;
+  return {volume / bandwidth, inter ? 0.0 : steps, inter ? steps : 0.0};
 }
 
 // The share of bins holding `bin_experts` experts each (the ranks or the nodes of a dispatch group) that one
@@ -392,32 +424,62 @@ inline double fused_all_to_all_s(const Ctx& c, const GroupUse& gu, double bytes)
   return legs + latency + c.p->kernel_launch_us * 1e-6;
 }
 
-// A collective over a placed group, one kernel launch. Inside one NVLink domain: a ring on NVLink. Across nodes
-// with one rank per node: a ring (or tree) over the rails. Otherwise NCCL's hierarchical algorithm: reduce-scatter
-// inside the node, the inter-node step on 1/per_node of the buffer with every rank on its own rail, all-gather
-// inside the node; all-to-all sends (per_node - 1)/n of the buffer over NVLink and the rest over the rails.
-inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
-  const double launch = c.p->kernel_launch_us * 1e-6;
-  const LinkUse intra{c.intra.bandwidth_bytes_per_s * link_share(gu, prim), c.intra.latency_s};
-  if (prim == Prim::send_recv) return flat_collective_s(prim, gu.nodes > 1 ? c.inter : intra, 2, bytes) + launch;
-  if (prim == Prim::fused_all_to_all) return fused_all_to_all_s(c, gu, bytes);
-  if (gu.size <= 1) return 0;
-  // NVLS all-reduce inside one NVSwitch domain: one send and one receive of the buffer, two switch round trips.
-  const bool nvls_on = c.sys->nvlink_sharp && c.t.nccl_nvls_enable;
-  const bool nvls = nvls_on && prim == Prim::all_reduce && gu.size > 2;
-  if (gu.nodes <= 1 && nvls) return bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s + launch;
-  if (gu.nodes <= 1) return flat_collective_s(prim, intra, gu.size, bytes) + launch;
-  if (gu.per_node <= 1) return flat_collective_s(prim, c.inter, gu.size, bytes, true) + launch;
+// A collective over a placed group under Simple, without its launch. Inside one NVLink domain: a ring on NVLink.
+// Across nodes with one rank per node: a ring (or tree) over the rails. Otherwise NCCL's hierarchical algorithm:
+// reduce-scatter inside the node, the inter-node step on 1/per_node of the buffer with every rank on its own rail,
+// all-gather inside the node; all-to-all sends (per_node - 1)/n of the buffer over NVLink and the rest over the rails.
+inline CollectiveCost collective_cost(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
+  const double intra = c.intra.bandwidth_bytes_per_s * link_share(gu, prim), net = c.inter.bandwidth_bytes_per_s;
+  if (prim == Prim::send_recv)
+    return gu.nodes > 1 ? ring_cost(prim, net, 2, bytes, true) : ring_cost(prim, intra, 2, bytes, false);
+  if (gu.nodes <= 1) return ring_cost(prim, intra, gu.size, bytes, false);
+  if (gu.per_node <= 1) return ring_cost(prim, net, gu.size, bytes, true, true);
   const double k = gu.per_node, n = gu.size;
-  if (prim == Prim::all_to_all)
-    return (k - 1) / n * bytes / intra.bandwidth_bytes_per_s + (n - k) / n * bytes / c.inter.bandwidth_bytes_per_s +
-           (k - 1) * intra.latency_s + (gu.nodes - 1) * c.inter.latency_s + launch;
-  const double inter = flat_collective_s(prim, c.inter, gu.nodes, bytes / k, true);
-  // Hierarchical: intra-node reduce-scatter + all-gather around the inter-node step (NVLS: in the switch).
-  const double intra_s = prim != Prim::all_reduce ? flat_collective_s(prim, intra, k, bytes)
-                         : (nvls_on && k > 2)     ? bytes / intra.bandwidth_bytes_per_s + 2 * intra.latency_s
-                                                  : 2 * flat_collective_s(Prim::reduce_scatter, intra, k, bytes);
-  return intra_s + inter + launch;
+  if (prim == Prim::all_to_all) return {(k - 1) / n * bytes / intra + (n - k) / n * bytes / net, k - 1, gu.nodes - 1};
+  // Hierarchical: intra-node reduce-scatter + all-gather around the inter-node step.
+  CollectiveCost cost = ring_cost(prim, net, gu.nodes, bytes / k, true, true);
+  const CollectiveCost in_node =
+      ring_cost(prim == Prim::all_reduce ? Prim::reduce_scatter : prim, intra, k, bytes, false);
+  cost += in_node;
+  if (prim == Prim::all_reduce) cost += in_node;
+  return cost;
+}
+
+// A collective over a placed group, one kernel launch: the fastest protocol NCCL offers for it (Simple alone where
+// the system's library has no others), or NVLS's in-switch all-reduce where that is faster; `protocol` names it.
+struct CollectiveTiming {
+  double s;
+  const char* protocol;
+};
+inline CollectiveTiming collective_timing(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
+  if (prim == Prim::fused_all_to_all) return {fused_all_to_all_s(c, gu, bytes), "fused"};
+  if (prim != Prim::send_recv && gu.size <= 1) return {0.0, "none"};
+  const double launch = c.p->kernel_launch_us * 1e-6;
+  const CollectiveCost cost = collective_cost(c, prim, gu, bytes);
+  const double intra_s = c.intra.latency_s, inter_s = c.inter.latency_s;
+  const Protocol* pick = &kSimple;
+  double s = cost.under(kSimple, intra_s, inter_s);
+  if (c.sys->nccl_protocols && (prim == Prim::send_recv || prim == Prim::all_to_all)) {
+    const double per_peer = prim == Prim::send_recv ? bytes : bytes / gu.size;
+    if (per_peer <= kP2pLlThresholdBytes) pick = &kLl, s = cost.under(kLl, intra_s, inter_s);
+  } else if (c.sys->nccl_protocols) {
+    for (const Protocol* p : {&kLl128, &kLl})
+      if (const double t = cost.under(*p, intra_s, inter_s); t < s) pick = p, s = t;
+  }
+  CollectiveTiming best{s + launch, pick->name};
+  // NVLS (NVLink SHARP, Simple only): the all-reduce inside the node in the switch, one send and one receive of
+  // the buffer and two switch round trips, around the ring's inter-node step on 1/per_node of it.
+  if (c.sys->nvlink_sharp && c.t.nccl_nvls_enable && prim == Prim::all_reduce && gu.per_node > 2) {
+    const double in_switch = bytes / (c.intra.bandwidth_bytes_per_s * gu.intra_share) + 2 * c.intra.latency_s;
+    const CollectiveCost inter =
+        ring_cost(prim, c.inter.bandwidth_bytes_per_s, gu.nodes, bytes / gu.per_node, true, true);
+    const double nvls = in_switch + inter.under(kSimple, intra_s, inter_s) + launch;
+    if (nvls < best.s) best = {nvls, "nvls"};
+  }
+  return best;
+}
+inline double collective_time_s(const Ctx& c, Prim prim, const GroupUse& gu, double bytes) {
+  return collective_timing(c, prim, gu, bytes).s;
 }
 inline double collective_time_s(const Ctx& c, Prim prim, Group g, double bytes) {
   return collective_time_s(c, prim, c.group(g), bytes);
@@ -780,11 +842,14 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
         f(Collective{Prim::all_gather, Group::tp, act, 0, 1, none, uo ? out : none});
         f(Collective{Prim::all_gather, Group::tp, act, 0, 1, none, in});
         f(Collective{Prim::reduce_scatter, Group::tp, act, 0, 1, none, in});
-        // Current scaling also all-reduces the fp32 amax of a column-parallel linear's input (forward) and of a
-        // row-parallel one's output gradient (backward) over TP before the cast (TE linear.py). Not timed: the ring
-        // latency model, 2(n-1) steps of collective_latency_us, is made for bandwidth-bound buffers and would put a
-        // 4-byte all-reduce over 8 ranks near 120 µs, where NCCL's LL protocol takes about a tenth of that; timed so,
-        // the H100 fit drove collective_latency_us from 8.8 to 3.7 µs (leave-one-source-out 2.11 -> 3.17 %).
+        // FP8 current scaling also all-reduces the fp32 amax of a column-parallel linear's sequence-parallel input
+        // (forward) and of a row-parallel one's output gradient (backward) over TP before the cast, so that every
+        // rank casts with one scale (Transformer Engine's Linear / LayerNormLinear / LayerNormMLP quantizers,
+        // amax_reduction_group = tp_group). Latency-bound: NCCL's LL protocol. Nothing overlaps them.
+        if (c.fp8 && c.t.fp8_recipe == Fp8Recipe::tensorwise) {
+          f(Collective{Prim::all_reduce, Group::tp, 4, 1, 0, none, none});
+          f(Collective{Prim::all_reduce, Group::tp, 4, 0, 1, none, none});
+        }
       } else {
         f(Collective{Prim::all_reduce, Group::tp, act, 1, 0, none, none});
         f(Collective{Prim::all_reduce, Group::tp, act, 0, 1, none, c.r.synchronous_tp_allreduce ? none : in});

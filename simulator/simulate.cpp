@@ -1124,8 +1124,9 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
     auto add = [&](Prim prim, Group g, double bytes, double count) {
       if (count <= 0) return;
       const GroupUse& gu = c.group(g);
+      const CollectiveTiming timed = collective_timing(c, prim, gu, bytes);
       out.push_back({prim_name(prim), group_name(g), i, static_cast<int>(gu.size), static_cast<int>(gu.nodes),
-                     link_share(gu, prim), bytes, count, collective_time_s(c, prim, gu, bytes) * 1e3});
+                     link_share(gu, prim), bytes, count, timed.s * 1e3, timed.protocol});
     };
     // A full-recompute replay re-runs the layer's forward collectives.
     auto layer = [&](double layers, double replayed) {

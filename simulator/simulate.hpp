@@ -188,7 +188,9 @@ struct CollectiveRecord {
                       // links
   double bytes;       // per call
   double count;       // calls per iteration
-  double predicted_ms;  // per call, as simulate() times it
+  double predicted_ms;   // per call, as simulate() times it
+  std::string protocol;  // what runs it: NCCL's simple, ll128 or ll protocol, nvls (in the switch), fused (the flex
+                         // dispatcher's own kernel)
 };
 std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,
                                          const TrainingSettings& t, const PlatformParams& p);

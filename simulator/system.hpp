@@ -96,6 +96,9 @@ struct System {
   // NVLink SHARP (NVSwitch gen3+: H100/H200, B200, GB200): NCCL's NVLS all-reduce reduces in the switch, so each
   // GPU sends and receives its buffer once instead of a ring's 2(n-1)/n times.
   bool nvlink_sharp = false;
+  // The collective library offers NCCL's low-latency protocols (LL, LL128) beside Simple and picks the fastest per
+  // call (every NVIDIA system). false: one bandwidth-oriented protocol (the Ascend preset: HCCL).
+  bool nccl_protocols = true;
   // Streaming multiprocessors per GPU (datasheets; 0 where unstated): the share of the GPU that NCCL's kernels take
   // from compute they overlap, where that is published by SM count (`nccl_ub`).
   int sm_count = 0;

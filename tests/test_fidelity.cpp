@@ -1710,6 +1710,87 @@ TEST(Fidelity, NvlsOffRunsEveryAllReduceAsOnASystemWithoutSharp) {
   }
 }
 
+// NCCL's protocols (tuning.cc): LL moves half the bus bandwidth at 0.6 / 3.4 of Simple's NVLink step latency, LL128
+// 0.92 of it at 1.9 / 3.4; each call runs the fastest. FP8 current scaling's 4-byte amax all-reduces over TP8 run
+// LL, the DP gradient reduce-scatter Simple; a library without those protocols (the Ascend preset's HCCL) runs
+// every call as Simple.
+TEST(Fidelity, NcclRunsSmallCollectivesUnderItsLowLatencyProtocols) {
+  const Model m = preset("Llama-3-8B");
+  const PlatformParams p = io::presets().find_system("h100_sxm_80g")->default_params;
+  TrainingSettings t = run_settings(8192, 64, Precision::fp8);
+  t.fp8_recipe = Fp8Recipe::tensorwise;
+  t.nccl_nvls_enable = false;  // rings only (NVLS is Simple's alone)
+  Strategy s = strat(8, 8, 1);
+  s.sequence_parallel = true;
+  const auto find = [](const std::vector<CollectiveRecord>& v, const char* prim, const char* group, double bytes) {
+    for (const auto& c : v)
+      if (c.primitive == prim && c.group == group && (bytes == 0 || c.bytes == bytes)) return c;
+    ADD_FAILURE() << prim << " over " << group << " not listed";
+    return CollectiveRecord{};
+  };
+  const double step_s = h100().intra_node.latency_s + p.collective_latency_us * 1e-6;
+  const double bw = h100().intra_node.bandwidth_bytes_per_s * p.intra_node_bandwidth_efficiency;
+  const double launch_ms = p.kernel_launch_us * 1e-3, moved = 2.0 * 7 / 8 * 4;  // a ring all-reduce of 4 bytes
+  const auto nccl = collective_diagnostics(m, s, h100(), t, p);
+  const CollectiveRecord amax = find(nccl, "all_reduce", "tp", 4);
+  EXPECT_EQ(amax.protocol, "ll");
+  EXPECT_NEAR(amax.predicted_ms, launch_ms + (14 * step_s * 0.6 / 3.4 + moved / (0.5 * bw)) * 1e3, 1e-9);
+  EXPECT_EQ(find(nccl, "reduce_scatter", "dp", 0).protocol, "simple");
+  System hccl = h100();
+  hccl.nccl_protocols = false;
+  hccl.nvlink_sharp = false;
+  const auto simple = collective_diagnostics(m, s, hccl, t, p);
+  const CollectiveRecord plain = find(simple, "all_reduce", "tp", 4);
+  EXPECT_EQ(plain.protocol, "simple");
+  EXPECT_NEAR(plain.predicted_ms, launch_ms + (14 * step_s + moved / bw) * 1e3, 1e-9);
+  for (const auto& c : simple) EXPECT_EQ(c.protocol, "simple") << c.primitive << " over " << c.group;
+  EXPECT_FALSE(io::presets().find_system("ascend_910b3_64g")->system.nccl_protocols);
+  EXPECT_TRUE(a100().nccl_protocols);
+}
+
+// Point-to-point sends use LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) and Simple above (NCCL enqueue.cc): a pipeline
+// activation of 8 KiB runs LL, one of 32 KiB Simple.
+TEST(Fidelity, PointToPointSendsUseLlUpTo16KiB) {
+  Model m = gpt22b();
+  m.hidden_size = 64;
+  m.num_attention_heads = m.num_kv_heads = 1;
+  m.head_dim = 64;
+  m.ffn_hidden_size = 256;
+  const PlatformParams p = io::presets().find_system("h100_sxm_80g")->default_params;
+  for (const auto& [seq, protocol] : {std::pair{64, "ll"}, std::pair{256, "simple"}}) {
+    TrainingSettings t = run_settings(seq, 8);
+    const auto v = collective_diagnostics(m, strat(1, 1, 2), h100(), t, p);
+    const auto it = std::find_if(v.begin(), v.end(), [](const auto& c) { return c.primitive == "send_recv"; });
+    ASSERT_NE(it, v.end());
+    EXPECT_EQ(it->bytes, seq * 64 * 2);
+    EXPECT_EQ(it->protocol, protocol) << it->bytes << " bytes";
+  }
+}
+
+// FP8 current scaling all-reduces each sequence-parallel input's amax over TP before a column-parallel linear's
+// cast (QKV, FC1: forward) and each row-parallel linear's output-gradient amax (proj, FC2: backward), so that the
+// TP ranks cast with one scale (Transformer Engine's quantizers, amax_reduction_group = tp_group). Delayed scaling,
+// BF16 and TP 1 have none.
+TEST(Fidelity, Fp8CurrentScalingAllReducesTheAmaxOverTensorParallelRanks) {
+  const Model m = preset("Llama-3-8B");
+  const PlatformParams p;
+  const auto amax_calls = [&](Precision prec, Fp8Recipe r, int tp) {
+    TrainingSettings t = run_settings(8192, 16, prec);
+    t.fp8_recipe = r;
+    Strategy s = strat(8 / tp, tp, 1);
+    s.sequence_parallel = tp > 1;
+    double calls = 0;
+    for (const auto& c : collective_diagnostics(m, s, h100(), t, p))
+      if (c.primitive == "all_reduce" && c.group == "tp" && c.bytes == 4) calls += c.count;
+    return calls;
+  };
+  const double micro_batches = 16.0 / 2, layers = 32;
+  EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::tensorwise, 4), micro_batches * layers * 4);
+  EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::delayed, 4), 0);
+  EXPECT_EQ(amax_calls(Precision::bf16, Fp8Recipe::tensorwise, 4), 0);
+  EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::tensorwise, 1), 0);
+}
+
 TEST(Fidelity, RecomputeModulesFreeTheirActivationsAndReplayTheirForward) {
   // Megatron-core --recompute-modules: each selected submodule keeps only its input (or drops its output) and
   // re-runs its forward in backward.
