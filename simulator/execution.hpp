@@ -310,7 +310,13 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
 // per-peer chunks) use LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) and Simple above.
 struct Protocol {
   const char* name;
-  double bandwidth_share, nvlink_step_us, net_step_us;
+  // Per byte against Simple (1 / the bandwidth share), per NVLink step and per network step against Simple's.
+  double transfer_factor, nvlink_step_factor, net_step_factor;
+  constexpr Protocol(const char* n, double bandwidth_share, double nvlink_step_us, double net_step_us)
+      : name(n),
+        transfer_factor(1 / bandwidth_share),
+        nvlink_step_factor(nvlink_step_us / 3.4),
+        net_step_factor(net_step_us / 14.0) {}
 };
 constexpr Protocol kSimple{"simple", 1.0, 3.4, 14.0}, kLl128{"ll128", 0.92, 1.9, 4.0}, kLl{"ll", 0.5, 0.6, 2.7};
 constexpr double kP2pLlThresholdBytes = 16384;
@@ -321,8 +327,8 @@ struct CollectiveCost {
   double transfer_s = 0, intra_steps = 0, inter_steps = 0;
   // The time it takes under `p` with per-step latencies `intra_s` and `inter_s` (Simple's).
   double under(const Protocol& p, double intra_s, double inter_s) const {
-    return transfer_s / p.bandwidth_share + intra_steps * intra_s * (p.nvlink_step_us / kSimple.nvlink_step_us) +
-           inter_steps * inter_s * (p.net_step_us / kSimple.net_step_us);
+    return transfer_s * p.transfer_factor + intra_steps * intra_s * p.nvlink_step_factor +
+           inter_steps * inter_s * p.net_step_factor;
   }
   CollectiveCost& operator+=(const CollectiveCost& o) {
     transfer_s += o.transfer_s;
