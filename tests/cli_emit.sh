@@ -195,6 +195,23 @@ j=json.loads(sys.argv[1])
 tp=[c for c in j['collectives'] if c['group']=='tp']
 assert tp and all(abs(c['link_share']-1/6)<1e-9 for c in tp), tp
 " "$d" || fail "link_share of a DGX-1 TP pair"
+# ... and the protocol that runs it: NCCL's Simple, LL128 or LL on NVIDIA systems, Simple alone under HCCL.
+python3 -c "
+import json,sys
+j=json.loads(sys.argv[1])
+assert all(c['protocol'] in ('simple','ll128','ll','nvls') for c in j['collectives']), j['collectives']
+assert {c['protocol'] for c in j['collectives']} > {'simple'}, j['collectives']
+" "$d" || fail "protocols of NCCL's collectives"
+n=$("$lmsim" --log-level error predict --model Qwen3-0.6B --system ascend_910b3_64g --strategy dp4-tp2-pp1-cp1-noRC \
+  --diagnostics --json)
+python3 -c "
+import json,sys
+j=json.loads(sys.argv[1])
+assert j['collectives'] and all(c['protocol']=='simple' for c in j['collectives']), j['collectives']
+" "$n" || fail "HCCL runs every collective as Simple"
+t=$("$lmsim" --log-level error predict --model Qwen3-0.6B --system v100_sxm2_32g --strategy dp4-tp2-pp1-cp1-noRC \
+  --diagnostics)
+grep -q "ms/call  protocol" <<<"$t" || fail "diagnostics table's protocol column: $t"
 # Partial full recompute: the name's method token into each framework's method and layer-count flags.
 b=$(run --strategy dp8-tp8-pp8-cp2-RC-block3-vpp8-sp --emit megatron)
 [[ "$b" == *"--recompute-granularity full --recompute-method block --recompute-num-layers 3"* ]] || fail "block: $b"
