@@ -1744,13 +1744,33 @@ TEST(Fidelity, NcclRunsSmallCollectivesUnderItsLowLatencyProtocols) {
   EXPECT_EQ(plain.protocol, "simple");
   EXPECT_NEAR(plain.predicted_ms, launch_ms + (14 * step_s + moved / bw) * 1e3, 1e-9);
   for (const auto& c : simple) EXPECT_EQ(c.protocol, "simple") << c.primitive << " over " << c.group;
+  // A mid-size all-gather runs LL128: 0.92 of the bandwidth, 1.9 / 3.4 of Simple's step latency.
+  int ll128 = 0;
+  for (const auto& c : nccl)
+    if (c.protocol == "ll128" && c.primitive == "all_gather" && c.group == "tp") {
+      ++ll128;
+      EXPECT_NEAR(c.predicted_ms, launch_ms + (7 * step_s * 1.9 / 3.4 + 7.0 / 8 * c.bytes / (0.92 * bw)) * 1e3, 1e-9);
+    }
+  EXPECT_GT(ll128, 0);
+  // Across nodes (four GPUs a node: TP 8 on two), the amax all-reduce's network steps take LL's 2.7 / 14 of
+  // Simple's: two steps over the rails on a quarter of the buffer, twice three inside the node around them.
+  System quads = h100();
+  quads.devices_per_node = 4;
+  const CollectiveRecord split = find(collective_diagnostics(m, s, quads, t, p), "all_reduce", "tp", 4);
+  const double net_step_s = h100().inter_node.latency_s + p.collective_latency_us * 1e-6;
+  const double net_bw = h100().inter_node.bandwidth_bytes_per_s * p.inter_node_bandwidth_efficiency;
+  EXPECT_EQ(split.protocol, "ll");
+  EXPECT_EQ(split.nodes, 2);
+  EXPECT_NEAR(split.predicted_ms,
+              launch_ms + (6 * step_s * 0.6 / 3.4 + 2 * net_step_s * 2.7 / 14 + (6 / bw + 1 / net_bw) / 0.5) * 1e3,
+              1e-9);
   EXPECT_FALSE(io::presets().find_system("ascend_910b3_64g")->system.nccl_protocols);
   EXPECT_TRUE(a100().nccl_protocols);
 }
 
-// Point-to-point sends use LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) and Simple above (NCCL enqueue.cc): a pipeline
-// activation of 8 KiB runs LL, one of 32 KiB Simple.
-TEST(Fidelity, PointToPointSendsUseLlUpTo16KiB) {
+// Point-to-point sends (and an all-to-all's per-peer chunks) use LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) and Simple
+// above (NCCL enqueue.cc): a pipeline activation of 8 KiB runs LL, one of 32 KiB Simple.
+TEST(Fidelity, PointToPointSendsAndAllToAllChunksUseLlUpTo16KiB) {
   Model m = gpt22b();
   m.hidden_size = 64;
   m.num_attention_heads = m.num_kv_heads = 1;
@@ -1765,6 +1785,16 @@ TEST(Fidelity, PointToPointSendsUseLlUpTo16KiB) {
     EXPECT_EQ(it->bytes, seq * 64 * 2);
     EXPECT_EQ(it->protocol, protocol) << it->bytes << " bytes";
   }
+  // An all-to-all sends each peer its share: Ulysses' 32 KiB query all-to-all over CP 2 is 16 KiB a peer, LL.
+  m.num_attention_heads = m.num_kv_heads = 2;
+  m.head_dim = 32;
+  TrainingSettings t = run_settings(512, 8);
+  t.cp_comm_type = CpCommType::a2a;
+  const auto v = collective_diagnostics(m, strat(1, 1, 1, 2), h100(), t, p);
+  const auto a2a = std::find_if(v.begin(), v.end(), [](const auto& c) { return c.primitive == "all_to_all"; });
+  ASSERT_NE(a2a, v.end());
+  EXPECT_EQ(a2a->bytes, 256 * 2 * 2 * 32);
+  EXPECT_EQ(a2a->protocol, "ll");
 }
 
 // FP8 current scaling all-reduces each sequence-parallel input's amax over TP before a column-parallel linear's
