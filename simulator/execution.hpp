@@ -308,6 +308,7 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
 // lmsim's timing; picking by NCCL's own constants instead (base latencies 8.4 / 14 / 6.6 µs) put the V100 fit's
 // leave-one-model-out at 3.05 % (2.48 % so). Point-to-point sends (the pipeline's activations, the all-to-all's
 // per-peer chunks) use LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) and Simple above.
+constexpr double kSimpleNvlinkStepUs = 3.4, kSimpleNetStepUs = 14.0;  // hwLat, ring, Simple
 struct Protocol {
   const char* name;
   // Per byte against Simple (1 / the bandwidth share), per NVLink step and per network step against Simple's.
@@ -315,10 +316,11 @@ struct Protocol {
   constexpr Protocol(const char* n, double bandwidth_share, double nvlink_step_us, double net_step_us)
       : name(n),
         transfer_factor(1 / bandwidth_share),
-        nvlink_step_factor(nvlink_step_us / 3.4),
-        net_step_factor(net_step_us / 14.0) {}
+        nvlink_step_factor(nvlink_step_us / kSimpleNvlinkStepUs),
+        net_step_factor(net_step_us / kSimpleNetStepUs) {}
 };
-constexpr Protocol kSimple{"simple", 1.0, 3.4, 14.0}, kLl128{"ll128", 0.92, 1.9, 4.0}, kLl{"ll", 0.5, 0.6, 2.7};
+constexpr Protocol kSimple{"simple", 1.0, kSimpleNvlinkStepUs, kSimpleNetStepUs}, kLl128{"ll128", 0.92, 1.9, 4.0},
+    kLl{"ll", 0.5, 0.6, 2.7};
 constexpr double kP2pLlThresholdBytes = 16384;
 
 // A collective under Simple, split into what a protocol changes: the transfer at link bandwidth, and its latency
