@@ -33,7 +33,7 @@ enum class Prim { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv,
 // under the all-to-all one; the flex dispatcher's group too). `pp` is a pair of neighbouring stages, `embedding`
 // the first and last stage, which both hold the word embedding when it is tied to the output layer or an MTP
 // module needs it (Megatron-core's embedding group).
-enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, embedding, count_ };
+enum class Group { tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, embedding, amax, count_ };
 constexpr std::size_t kNumGroups = static_cast<std::size_t>(Group::count_);
 const char* group_name(Group g);
 const char* prim_name(Prim p);
@@ -962,6 +962,27 @@ void visit_pipeline_collectives(const Ctx& c, F&& f) {
   const bool sliced = c.r.sequence_parallel || c.t.pipeline_scatter_gather;
   f(Collective{Prim::send_recv, Group::pp, sliced ? act / c.tp : act, 1, 1});
   if (sliced && !c.r.sequence_parallel && c.tp > 1) f(Collective{Prim::all_gather, Group::tp, act, 1, 1});
+}
+
+// Delayed FP8 scaling's amax reduction, per micro-batch and model chunk (Transformer Engine DelayedScaling with
+// reduce_amax, FP8GlobalStateManager.reduce_and_update_fp8_tensors). Under this recipe Megatron-core enters one
+// fp8_autocast around a chunk's whole layer loop (TransformerBlock with get_fp8_context(config); current and MX
+// scaling enter one per layer and reduce nothing there), its fp8_group the amax reduction group: the stage's
+// tp·cp·dp ranks (get_amax_reduction_group(with_context_parallel=True)). At the autocast's exit the forward's
+// amaxes (input, weight and output of each FP8 GEMM) are concatenated and all-reduced with max, blocking the
+// compute stream; the first FP8 module of the chunk's forward does the same for the backward's (input and output
+// gradient) when its backward ends. 4-byte amaxes: latency-bound. `fp8_gemms`: the chunk's FP8 GEMMs (one per
+// expert of a grouped linear, each with its own scaling meta).
+constexpr double kAmaxBytes = 4, kDelayedAmaxesFwd = 3, kDelayedAmaxesBwd = 2;
+// Each reduction also launches the concatenation and the fused amax-history / scale update kernel
+// (tex.fused_amax_and_scale_update_after_reduction), whatever the group's size.
+constexpr double kDelayedAmaxKernels = 2;
+inline bool reduces_delayed_amax(const Ctx& c) { return c.fp8 && c.t.fp8_recipe == Fp8Recipe::delayed; }
+template <class F>
+void visit_chunk_collectives(const Ctx& c, double fp8_gemms, F&& f) {
+  if (!reduces_delayed_amax(c) || fp8_gemms <= 0) return;
+  f(Collective{Prim::all_reduce, Group::amax, kAmaxBytes * kDelayedAmaxesFwd * fp8_gemms, 1, 0});
+  f(Collective{Prim::all_reduce, Group::amax, kAmaxBytes * kDelayedAmaxesBwd * fp8_gemms, 0, 1});
 }
 
 // Collectives of one full-recompute checkpoint per micro-batch: with --distribute-saved-activations each TP rank

@@ -42,6 +42,7 @@ const char* group_name(Group g) {
     case Group::edp: return "edp";
     case Group::pp: return "pp";
     case Group::embedding: return "embedding";
+    case Group::amax: return "amax";
     case Group::count_: break;
   }
   return "?";
@@ -129,6 +130,8 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   if (m.is_moe() && t.moe_token_dispatcher_type != MoeDispatcher::alltoall) set(Group::tp_ep, c.etp * c.ep, 1);
   set(Group::dp, c.dp * c.cp, c.tp);
   set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
+  // Delayed FP8 scaling's amax reduction group: a stage's tp·cp·dp ranks, contiguous (visit_chunk_collectives).
+  if (reduces_delayed_amax(c)) set(Group::amax, c.tp * c.cp * c.dp, 1);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
   const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
@@ -197,6 +200,7 @@ LayerActivation layer_activation_from(const Ctx& c, const LayerFootprint& a) {
 struct LayerTime {
   double fwd_compute, bwd_compute, recompute, attn_fwd;
   double model_flops;  // 3x the forward GEMM FLOPs of the layer (model FLOPs, no recompute)
+  double fp8_gemms;    // GEMMs run in FP8 per pass (one per expert of a grouped linear)
   double tp_fwd, tp_bwd, cp_fwd, cp_bwd, cp_hidden, ep_fwd, ep_bwd;
   double ep_alone;  // exposed EP all-to-all of a pass that has no other micro-batch to overlap with
   // Seconds each group's hidden traffic keeps its links busy under the forward / backward compute (TP's is all of
@@ -236,6 +240,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks.
     const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
     lt.model_flops += 3 * 2 * g.batch * g.m * g.n * g.k * causal;
+    if (runs_fp8(c, g)) lt.fp8_gemms += g.batch;
     call[role_index(g.role)] += gt.call;
     input_grad[role_index(g.role)] += gt.input_grad;
     if (has_weight(g.role)) {
@@ -731,6 +736,15 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + edge_tp_fwd +
                    edge_tp_bwd + n.stored_layers * checkpoint_gather;
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
+    if (reduces_delayed_amax(c)) {
+      // Delayed FP8 scaling: each chunk's forward and backward end with an amax all-reduce and its kernels.
+      const double chunk_gemms = (ld * dense_t.fp8_gemms + lm * moe_t.fp8_gemms) / vpp;
+      visit_chunk_collectives(c, chunk_gemms, [&](const Collective& k) {
+        st.tp_comm_s += vpp * (k.fwd + k.bwd) * collective_time_s(c, k.prim, k.group, k.bytes);
+        const double kernels = vpp * vector_time_s(c, 2 * k.bytes, kDelayedAmaxKernels);
+        (k.fwd > 0 ? st.forward_compute_s : st.backward_compute_s) += kernels;
+      });
+    }
     st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
     st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
     // With overlap_p2p_comm (Megatron-LM's default) the interleaved schedule posts each chunk's transfers before
@@ -996,7 +1010,8 @@ const std::array<TermInfo<Breakdown>, kNumBreakdownTerms>& breakdown_terms() {
   static const std::array<TermInfo<B>, kNumBreakdownTerms> t = {{
       {"compute_s", &B::compute_s, TermKind::compute, "forward + backward compute of all micro-batches"},
       {"recompute_s", &B::recompute_s, TermKind::compute, "activation recomputation"},
-      {"tp_comm_s", &B::tp_comm_s, TermKind::exposed, "tensor-parallel collectives on the critical path"},
+      {"tp_comm_s", &B::tp_comm_s, TermKind::exposed,
+       "tensor-parallel collectives (and delayed FP8 scaling's amax all-reduces) on the critical path"},
       {"tp_comm_overlapped_s", &B::tp_comm_overlapped_s, TermKind::hidden,
        "tensor-parallel collectives hidden under GEMMs"},
       {"cp_comm_exposed_s", &B::cp_comm_exposed_s, TermKind::exposed,
@@ -1118,6 +1133,10 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   const StageParams moe_params = m.is_moe() ? layer_footprint(c, true).params : dense_params;
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;
+  // The FP8 GEMMs of a layer of each kind, for delayed scaling's per-chunk amax reductions.
+  const bool amax = reduces_delayed_amax(c);
+  const double dense_fp8 = amax && m.has_dense_layers() ? layer_time(c, false).fp8_gemms : 0.0;
+  const double moe_fp8 = amax && m.is_moe() ? layer_time(c, true).fp8_gemms : 0.0;
   for (int i = 0; i < s.pipeline_parallel; ++i) {
     const StageLayers sl = stage_layers(m, split, s, i);
     const StageCounts n = stage_counts(m, s, sl);
@@ -1144,6 +1163,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * sl.mtp * (k.fwd + k.bwd)); });
     visit_pipeline_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
+    visit_chunk_collectives(c, (n.dense * dense_fp8 + n.moe * moe_fp8) / s.virtual_pipeline,
+                            [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline); });
     const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, i == 0, i == s.pipeline_parallel - 1);
     // Once per iteration; with FSDP per micro-batch, the gather twice (forward and backward).
     visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {

@@ -28,7 +28,7 @@ struct StageResult {
   double forward_compute_s;
   double backward_compute_s;
   double recompute_s;
-  double tp_comm_s;             // tensor-parallel collectives, exposed
+  double tp_comm_s;             // tensor-parallel collectives (and delayed FP8 amax reductions), exposed
   double tp_comm_overlapped_s;  // backward TP traffic hidden under the linear layers' backward GEMMs
   double cp_comm_exposed_s;     // context-parallel exchange (ring, all-to-all, K/V gather) not hidden by attention
   double cp_comm_overlapped_s;
@@ -180,7 +180,7 @@ struct GemmRecord {
 };
 struct CollectiveRecord {
   std::string primitive;  // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, fused_all_to_all
-  std::string group;      // tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, embedding
+  std::string group;      // tp, cp, cp_ring, ep, etp, tp_ep, dp, edp, pp, embedding, amax
   int stage;
   int group_size;
   int nodes;          // nodes the group spans (1: inside the NVLink domain)

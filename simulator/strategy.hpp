@@ -83,11 +83,13 @@ const char* to_string(AttentionBackend b);
 
 // How FP8 training scales its tensors (Megatron-core --fp8-recipe; Transformer Engine's recipes). delayed
 // (DelayedScaling, Megatron's default and NeMo 24.07's): each cast takes its scale from an amax history and records
-// the amax in the same kernel. tensorwise (Float8CurrentScaling; Megatron-Bridge's fp8_cs recipes): each cast first
-// reads its input for the amax, computes the scale, then casts, and the input of a column-parallel linear under SP
-// (the gradient of a row-parallel one in backward) all-reduces its amax over the TP group first (TE linear.py's
-// amax reduction groups; timed under NCCL's LL, see visit_layer_collectives). mxfp8 (MXFP8BlockScaling,
-// Blackwell): per-32-element scales computed inside the cast kernel, as delayed costs.
+// the amax in the same kernel; each model chunk's forward and backward end by all-reducing those amaxes over the
+// stage's tp·cp·dp ranks (visit_chunk_collectives). tensorwise (Float8CurrentScaling; Megatron-Bridge's fp8_cs
+// recipes): each cast first reads its input for the amax, computes the scale, then casts, and the input of a
+// column-parallel linear under SP (the gradient of a row-parallel one in backward) all-reduces its amax over the TP
+// group first (TE linear.py's amax reduction groups; timed under NCCL's LL, see visit_layer_collectives). mxfp8
+// (MXFP8BlockScaling, Blackwell): per-32-element scales computed inside the cast kernel: delayed's cast costs, no amax
+// reduction.
 enum class Fp8Recipe : std::uint8_t { delayed, tensorwise, mxfp8 };
 constexpr int kNumFp8Recipes = 3;
 const char* to_string(Fp8Recipe r);

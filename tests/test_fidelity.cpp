@@ -1821,6 +1821,48 @@ TEST(Fidelity, Fp8CurrentScalingAllReducesTheAmaxOverTensorParallelRanks) {
   EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::tensorwise, 1), 0);
 }
 
+TEST(Fidelity, DelayedFp8ScalingAllReducesEachChunksAmaxesOverTheStagesRanks) {
+  // One fp8_autocast per model chunk, its amaxes all-reduced over the stage's tp·cp·dp ranks at the forward's end
+  // and after the backward: 3 amaxes per FP8 GEMM forward, 2 backward (4 bytes each), 4 GEMMs a dense layer.
+  const Model m = preset("Llama-3-8B");
+  const PlatformParams p;
+  const auto amax = [&](Precision prec, Fp8Recipe r, int pp, int vpp) {
+    TrainingSettings t = run_settings(8192, 16, prec);
+    t.fp8_recipe = r;
+    Strategy s = strat(8 / pp, 1, pp);
+    s.virtual_pipeline = vpp;
+    return collective_diagnostics(m, s, h100(), t, p);
+  };
+  const auto records = amax(Precision::fp8, Fp8Recipe::delayed, 2, 2);
+  const double micro_batches = 16.0 / 4, chunk_gemms = 4.0 * 32 / (2 * 2);
+  double fwd = 0, bwd = 0;
+  for (const auto& c : records) {
+    if (c.group != "amax") continue;
+    EXPECT_EQ(c.primitive, "all_reduce");
+    EXPECT_EQ(c.group_size, 4);
+    EXPECT_EQ(c.count, micro_batches * 2);
+    EXPECT_TRUE(c.bytes == 12 * chunk_gemms || c.bytes == 8 * chunk_gemms) << c.bytes;
+    (c.bytes == 12 * chunk_gemms ? fwd : bwd) += c.count;
+  }
+  EXPECT_EQ(fwd, 2 * micro_batches * 2);  // two stages, two chunks each
+  EXPECT_EQ(bwd, 2 * micro_batches * 2);
+  for (const auto& other :
+       {amax(Precision::fp8, Fp8Recipe::tensorwise, 2, 2), amax(Precision::bf16, Fp8Recipe::delayed, 2, 2)})
+    for (const auto& c : other) EXPECT_NE(c.group, "amax");
+  // Without pipelining and TP the reductions are the whole exposed tp_comm_s term, as the records time them.
+  TrainingSettings t = run_settings(8192, 16, Precision::fp8);
+  const Prediction delayed = simulate(m, strat(8, 1, 1), h100(), t, p);
+  t.fp8_recipe = Fp8Recipe::tensorwise;
+  const Prediction current = simulate(m, strat(8, 1, 1), h100(), t, p);
+  ASSERT_TRUE(delayed.ok() && current.ok());
+  double timed_s = 0;
+  for (const auto& c : amax(Precision::fp8, Fp8Recipe::delayed, 1, 1))
+    if (c.group == "amax") timed_s += c.count * c.predicted_ms * 1e-3;
+  EXPECT_GT(timed_s, 0);
+  EXPECT_NEAR(delayed.breakdown.tp_comm_s, timed_s, 1e-9 * timed_s);
+  EXPECT_EQ(current.breakdown.tp_comm_s, 0);
+}
+
 TEST(Fidelity, RecomputeModulesFreeTheirActivationsAndReplayTheirForward) {
   // Megatron-core --recompute-modules: each selected submodule keeps only its input (or drops its output) and
   // re-runs its forward in backward.
@@ -2198,7 +2240,8 @@ TEST(Fidelity, Fp8ParametersKeepTwoBytesAndGatherInEightBits) {
 TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {
   // The slope of the iteration time in the per-kernel launch cost counts kernels. FP8 adds, per layer and
   // micro-batch, kFp8KernelsFwd + kFp8KernelsBwd = 3 cast kernels for each launch of a linear GEMM: QKV and the
-  // out-projection once each, each expert's FC1 and FC2 split once per local expert (128 on one rank).
+  // out-projection once each, each expert's FC1 and FC2 split once per local expert (128 on one rank); and, under
+  // delayed scaling, the concatenation and scale-update kernels of the chunk's two amax reductions.
   const Model& m = preset("Qwen3-30B-A3B");
   TrainingSettings t = run_settings(4096, 1);
   const Strategy s = *parse_config_name("dp1-tp1-pp1-cp1-noRC").strategy;
@@ -2210,7 +2253,7 @@ TEST(Fidelity, Fp8ExpertGemmsCastEachExpertSplitWithItsOwnKernels) {
   };
   const double kernels = (slope(Precision::fp8) - slope(Precision::bf16)) * 1e6;
   const double launches = 1 + 1 + 2.0 * static_cast<double>(m.num_experts);
-  EXPECT_NEAR(kernels, static_cast<double>(m.num_layers) * 3 * launches, 1e-3);
+  EXPECT_NEAR(kernels, static_cast<double>(m.num_layers) * 3 * launches + 2 * 2, 1e-3);
 }
 
 TEST(Fidelity, MoePermutationsMoveEachRoutedRowInAndOut) {
