@@ -1846,11 +1846,30 @@ TEST(Fidelity, DelayedFp8ScalingAllReducesEachChunksAmaxesOverTheStagesRanks) {
   }
   EXPECT_EQ(fwd, 2 * micro_batches * 2);  // two stages, two chunks each
   EXPECT_EQ(bwd, 2 * micro_batches * 2);
+  // A grouped expert linear keeps one scaling meta per local expert: 2 + 2·16 FP8 GEMMs a Qwen3-30B-A3B layer on
+  // EP 8 (its router stays 16-bit).
+  const Model& moe = preset("Qwen3-30B-A3B");
+  const Strategy ep8 = *parse_config_name("dp8-tp1-pp1-cp1-ep8-noRC").strategy;
+  System grouped = h100();  // one kernel launch for all the experts: still one meta per expert
+  grouped.grouped_gemm_kernel = true;
+  double moe_fwd_bytes = 0;
+  for (const auto& c : collective_diagnostics(moe, ep8, grouped, run_settings(4096, 8, Precision::fp8), p))
+    if (c.group == "amax" && moe_fwd_bytes == 0) moe_fwd_bytes = c.bytes;
+  EXPECT_EQ(moe_fwd_bytes, 12.0 * (2 + 2 * 16) * static_cast<double>(moe.num_layers));
   for (const auto& other :
        {amax(Precision::fp8, Fp8Recipe::tensorwise, 2, 2), amax(Precision::bf16, Fp8Recipe::delayed, 2, 2)})
     for (const auto& c : other) EXPECT_NE(c.group, "amax");
-  // Without pipelining and TP the reductions are the whole exposed tp_comm_s term, as the records time them.
+  // Without TP the reductions are a stage's whole exposed tp_comm_s, as the records time them: per micro-batch,
+  // each chunk's pair.
   TrainingSettings t = run_settings(8192, 16, Precision::fp8);
+  Strategy piped = strat(4, 1, 2);
+  piped.virtual_pipeline = 2;
+  const Prediction staged = simulate(m, piped, h100(), t, p);
+  ASSERT_TRUE(staged.ok());
+  double stage0_s = 0;
+  for (const auto& c : records)
+    if (c.group == "amax" && c.stage == 0) stage0_s += c.count * c.predicted_ms * 1e-3 / micro_batches;
+  EXPECT_NEAR(staged.stages[0].tp_comm_s, stage0_s, 1e-9 * stage0_s);
   const Prediction delayed = simulate(m, strat(8, 1, 1), h100(), t, p);
   t.fp8_recipe = Fp8Recipe::tensorwise;
   const Prediction current = simulate(m, strat(8, 1, 1), h100(), t, p);
