@@ -526,6 +526,7 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   t.overlap_p2p_comm = flag("overlap_p2p_comm", false);
   t.distribute_saved_activations = flag("distribute_saved_activations", false);
   t.fp8_param_gather = t.precision == Precision::fp8 && flag("fp8_param_gather", false);
+  t.tp_only_amax_red = flag("tp_only_amax_red", false);
   t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);
   t.nccl_ub = flag("nccl_ub", false);
   {

@@ -968,10 +968,10 @@ void visit_pipeline_collectives(const Ctx& c, F&& f) {
 // reduce_amax, FP8GlobalStateManager.reduce_and_update_fp8_tensors). Under this recipe Megatron-core enters one
 // fp8_autocast around a chunk's whole layer loop (TransformerBlock with get_fp8_context(config); current and MX
 // scaling enter one per layer and reduce nothing there), its fp8_group the amax reduction group: the stage's
-// tp·cp·dp ranks (get_amax_reduction_group(with_context_parallel=True)). At the autocast's exit the forward's
-// amaxes (input, weight and output of each FP8 GEMM) are concatenated and all-reduced with max, blocking the
-// compute stream; the first FP8 module of the chunk's forward does the same for the backward's (input and output
-// gradient) when its backward ends. 4-byte amaxes: latency-bound. `fp8_gemms`: the chunk's FP8 GEMMs (one per
+// tp·cp·dp ranks (get_amax_reduction_group(with_context_parallel=True); tp·cp with tp_only_amax_red). At the autocast's
+// exit the forward's amaxes (input, weight and output of each FP8 GEMM) are concatenated and all-reduced with max,
+// blocking the compute stream; the first FP8 module of the chunk's forward does the same for the backward's (input and
+// output gradient) when its backward ends. 4-byte amaxes: latency-bound. `fp8_gemms`: the chunk's FP8 GEMMs (one per
 // expert of a grouped linear, each with its own scaling meta).
 constexpr double kAmaxBytes = 4, kDelayedAmaxesFwd = 3, kDelayedAmaxesBwd = 2;
 // Each reduction also launches the concatenation and the fused amax-history / scale update kernel

@@ -130,8 +130,9 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   if (m.is_moe() && t.moe_token_dispatcher_type != MoeDispatcher::alltoall) set(Group::tp_ep, c.etp * c.ep, 1);
   set(Group::dp, c.dp * c.cp, c.tp);
   set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
-  // Delayed FP8 scaling's amax reduction group: a stage's tp·cp·dp ranks, contiguous (visit_chunk_collectives).
-  if (reduces_delayed_amax(c)) set(Group::amax, c.tp * c.cp * c.dp, 1);
+  // Delayed FP8 scaling's amax reduction group: a stage's tp·cp·dp ranks, contiguous (visit_chunk_collectives);
+  // with --tp-only-amax-red its tp·cp ranks.
+  if (reduces_delayed_amax(c)) set(Group::amax, c.tp * c.cp * (t.tp_only_amax_red ? 1 : c.dp), 1);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
   const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
@@ -1134,7 +1135,8 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   const double mb = static_cast<double>(c.r.num_micro_batches);
   const double rc = s.recompute == Recompute::full ? 1 : 0;
   // The FP8 GEMMs of a layer of each kind, for delayed scaling's per-chunk amax reductions.
-  const bool amax = reduces_delayed_amax(c);
+  // (A one-rank group reduces nothing: its concatenation and scale-update kernels still run, in simulate().)
+  const bool amax = reduces_delayed_amax(c) && c.group(Group::amax).size > 1;
   const double dense_fp8 = amax && m.has_dense_layers() ? layer_time(c, false).fp8_gemms : 0.0;
   const double moe_fp8 = amax && m.is_moe() ? layer_time(c, true).fp8_gemms : 0.0;
   for (int i = 0; i < s.pipeline_parallel; ++i) {

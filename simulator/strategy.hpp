@@ -229,6 +229,10 @@ struct TrainingSettings {
   // Megatron-Bridge scripts/performance/utils/executors.py at 5776a6d90), and turn it back on only with NCCL user
   // buffers: their all-reduces then run as rings.
   bool nccl_nvls_enable = true;
+  // Delayed FP8 scaling's amax reduction over the TP (and CP) ranks alone (Megatron --tp-only-amax-red), not the
+  // stage's whole tp·cp·dp group: a smaller, node-local all-reduce per chunk pass, at the cost of each data-parallel
+  // replica scaling with its own amaxes.
+  bool tp_only_amax_red = false;
 };
 
 // The on/off settings by name (the settings-JSON key and the published-readings column): one table that the
@@ -267,6 +271,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"nccl_ub", &TrainingSettings::nccl_ub},
     {"nccl_nvls_enable", &TrainingSettings::nccl_nvls_enable},
     {"moe_pad_expert_input_to_capacity", &TrainingSettings::moe_pad_expert_input_to_capacity},
+    {"tp_only_amax_red", &TrainingSettings::tp_only_amax_red},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and

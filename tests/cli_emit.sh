@@ -265,6 +265,16 @@ x=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit 
 [[ "$x" == *"--bf16 --fp8-format hybrid --fp8-recipe tensorwise"* ]] || fail "megatron fp8 recipe: $x"
 x=$(run --stack nemo-24.07 --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
 [[ "$x" != *"--fp8-recipe"* ]] || fail "delayed recipe emitted: $x"
+[[ "$x" != *"--tp-only-amax-red"* ]] || fail "tp-only amax reduction emitted unset: $x"
+# --tp-only-amax-red: said under delayed scaling, where it acts; named in the settings line.
+x=$(run --stack nemo-24.07 --set tp_only_amax_red=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" == *"--tp-only-amax-red"* ]] || fail "tp-only amax reduction: $x"
+x=$(run --stack nemo-24.07 --set tp_only_amax_red=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge)
+[[ "$x" == *"model.tp_only_amax_red=true"* ]] || fail "bridge tp-only amax reduction: $x"
+x=$(run --stack megatron-bridge --set tp_only_amax_red=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" != *"--tp-only-amax-red"* ]] || fail "tp-only amax reduction under current scaling: $x"
+x=$(run --stack nemo-24.07 --set tp_only_amax_red=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp)
+[[ "$x" == *"(delayed scaling), amax reduced over TP only"* ]] || fail "tp-only amax settings line: $x"
 # MX block scaling on Blackwell (on H100 it is refused: tests/cli_bad_input.sh).
 runb() { "$lmsim" --log-level error predict --model Llama-3.1-405B --system b200_sxm_180g --seq 8192 --global-batch 512 "$@"; }
 x=$(runb --stack megatron-bridge --set fp8_recipe=mxfp8 --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit nemo)

@@ -1859,6 +1859,21 @@ TEST(Fidelity, DelayedFp8ScalingAllReducesEachChunksAmaxesOverTheStagesRanks) {
   for (const auto& other :
        {amax(Precision::fp8, Fp8Recipe::tensorwise, 2, 2), amax(Precision::bf16, Fp8Recipe::delayed, 2, 2)})
     for (const auto& c : other) EXPECT_NE(c.group, "amax");
+  // --tp-only-amax-red: over the TP·CP ranks alone (none with tp 1 and cp 1).
+  {
+    TrainingSettings t = run_settings(8192, 16, Precision::fp8);
+    t.tp_only_amax_red = true;
+    Strategy s = strat(2, 2, 1, 2);
+    s.sequence_parallel = true;
+    int sizes = 0;
+    for (const auto& c : collective_diagnostics(m, s, h100(), t, p))
+      if (c.group == "amax") {
+        EXPECT_EQ(c.group_size, 4);
+        ++sizes;
+      }
+    EXPECT_GT(sizes, 0);
+    for (const auto& c : collective_diagnostics(m, strat(8, 1, 1), h100(), t, p)) EXPECT_NE(c.group, "amax");
+  }
   // Without TP the reductions are a stage's whole exposed tp_comm_s, as the records time them: per micro-batch,
   // each chunk's pair.
   TrainingSettings t = run_settings(8192, 16, Precision::fp8);

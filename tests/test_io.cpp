@@ -1376,6 +1376,8 @@ TEST(MegatronLog, ReadsTheOverlapAndLossFusionFlags) {
   EXPECT_TRUE(read("  distribute_saved_activations .................... True\n").distribute_saved_activations);
   EXPECT_FALSE(none.nccl_ub);
   EXPECT_TRUE(read("  nccl_ub ......................................... True\n").nccl_ub);
+  EXPECT_FALSE(none.tp_only_amax_red);
+  EXPECT_TRUE(read("  tp_only_amax_red ................................ True\n").tp_only_amax_red);
   EXPECT_FALSE(te.fp8_param_gather);  // the fixture trains in bf16: no FP8 parameters
   EXPECT_FALSE(read("  cross_entropy_fusion_impl ....................... te\n").te_cross_entropy);
   EXPECT_THROW(read("  cross_entropy_fusion_impl ....................... triton\n"), io::InputError);
