@@ -230,8 +230,8 @@ struct TrainingSettings {
   // buffers: their all-reduces then run as rings.
   bool nccl_nvls_enable = true;
   // Delayed FP8 scaling's amax reduction over the TP (and CP) ranks alone (Megatron --tp-only-amax-red), not the
-  // stage's whole tp·cp·dp group: a smaller, node-local all-reduce per chunk pass, at the cost of each data-parallel
-  // replica scaling with its own amaxes.
+  // stage's whole tp·cp·dp group: a smaller all-reduce per chunk pass (inside the node where tp·cp fits one), at the
+  // cost of each data-parallel replica scaling with its own amaxes.
   bool tp_only_amax_red = false;
 };
 
