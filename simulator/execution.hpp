@@ -154,6 +154,12 @@ constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd
 constexpr double kFp8AmaxReadBytesPerElement = 2, kFp8CurrentScalingKernelsPerCast = 3;
 
 inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
+// An FP8 tensor as it crosses a link: one byte an element, and under MX scaling one 8-bit scale per 32 (TE's
+// _all_gather_mxfp8 gathers the scales beside the data).
+constexpr double kMxfp8BlockElements = 32;
+inline double fp8_gather_bytes_per_element(const Ctx& c) {
+  return 1 + (c.t.fp8_recipe == Fp8Recipe::mxfp8 ? 1 / kMxfp8BlockElements : 0.0);
+}
 
 // Flash attention (Dao 2023): the scores and scores·V products are one fused kernel, whose throughput is its own
 // fraction of the 16-bit peak (it does not follow the GEMM shape rule); its backward recomputes the scores, five
@@ -845,10 +851,16 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
     for (int blk = 0; blk < 2; ++blk) {
       const OpRole in = in_roles[blk], out = out_roles[blk], none = OpRole::head;
       if (c.r.sequence_parallel) {
-        f(Collective{Prim::all_gather, Group::tp, act, 1, 0, uo ? in : none, none});
+        // Under FP8 Transformer Engine casts before it gathers: a column-parallel linear's sequence-parallel input
+        // (forward, and again for the weight gradient) and a row-parallel one's output gradient cross the TP group
+        // in FP8 (TE 1.x LayerNormLinear's FP8 norm output and grad_output_preprocess; TE 2.x gather_along_first_dim
+        // with a quantizer; userbuffers' all-gather buffers likewise). The reduce-scatters stay 16-bit, and so does
+        // an MoE layer's, whose tokens the dispatcher gathers, not TE.
+        const double gathered = c.fp8 && (blk == 0 || !moe) ? c.tokens * c.h * fp8_gather_bytes_per_element(c) : act;
+        f(Collective{Prim::all_gather, Group::tp, gathered, 1, 0, uo ? in : none, none});
         f(Collective{Prim::reduce_scatter, Group::tp, act, 1, 0, uo ? out : none, none});
-        f(Collective{Prim::all_gather, Group::tp, act, 0, 1, none, uo ? out : none});
-        f(Collective{Prim::all_gather, Group::tp, act, 0, 1, none, in});
+        f(Collective{Prim::all_gather, Group::tp, gathered, 0, 1, none, uo ? out : none});
+        f(Collective{Prim::all_gather, Group::tp, gathered, 0, 1, none, in});
         f(Collective{Prim::reduce_scatter, Group::tp, act, 0, 1, none, in});
         // FP8 current scaling also all-reduces the fp32 amax of a column-parallel linear's sequence-parallel input
         // (forward) and of a row-parallel one's output gradient (backward) over TP before the cast, so that every

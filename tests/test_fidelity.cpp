@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "calibration/calibrate.hpp"
 #include "helpers.hpp"
@@ -1819,6 +1820,39 @@ TEST(Fidelity, Fp8CurrentScalingAllReducesTheAmaxOverTensorParallelRanks) {
   EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::delayed, 4), 0);
   EXPECT_EQ(amax_calls(Precision::bf16, Fp8Recipe::tensorwise, 4), 0);
   EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::tensorwise, 1), 0);
+}
+
+TEST(Fidelity, Fp8SequenceParallelGathersCrossTheTpGroupInFp8) {
+  // Under FP8, TE casts a column-parallel linear's SP input (forward, again for the weight gradient) and a
+  // row-parallel one's output gradient before gathering them: 1 byte an element (MXFP8 adds one scale per 32). The
+  // reduce-scatters, the LM head's gather and an MoE layer's dispatcher gathers stay 16-bit.
+  const PlatformParams p;
+  const auto gathers = [&](const Model& m, const System& sys, Precision prec, Fp8Recipe r, const char* name) {
+    TrainingSettings t = run_settings(4096, 8, prec);
+    t.fp8_recipe = r;
+    std::map<double, double> calls;  // all-gather bytes -> calls per iteration
+    for (const auto& c : collective_diagnostics(m, *parse_config_name(name).strategy, sys, t, p))
+      if (c.group == "tp" && (c.primitive == "all_gather" || c.primitive == "reduce_scatter"))
+        calls[(c.primitive == "all_gather" ? 1 : -1) * c.bytes] += c.count;
+    return calls;
+  };
+  const Model& dense = preset("Llama-3-8B");
+  const double tokens = 4096, h = 4096, layers = 32, mb = 8.0 / 2;
+  const auto fp8 = gathers(dense, h100(), Precision::fp8, Fp8Recipe::delayed, "dp2-tp4-pp1-cp1-noRC-sp");
+  EXPECT_EQ(fp8.at(tokens * h), mb * layers * 2 * 3);             // attention and MLP: three gathers each
+  EXPECT_EQ(fp8.at(tokens * h * 2), mb);                          // the LM head's input
+  EXPECT_EQ(fp8.at(-tokens * h * 2), mb * (layers * 2 * 2 + 2));  // and the embedding's and LM head's
+  const auto bf16 = gathers(dense, h100(), Precision::bf16, Fp8Recipe::delayed, "dp2-tp4-pp1-cp1-noRC-sp");
+  EXPECT_EQ(bf16.count(tokens * h), 0u);
+  EXPECT_EQ(bf16.at(tokens * h * 2), mb * (layers * 2 * 3 + 1));
+  const auto mx = gathers(dense, io::presets().find_system("b200_sxm_180g")->system, Precision::fp8, Fp8Recipe::mxfp8,
+                          "dp2-tp4-pp1-cp1-noRC-sp");
+  EXPECT_EQ(mx.at(tokens * h * (1 + 1.0 / 32)), mb * layers * 2 * 3);
+  // Qwen3-30B-A3B (every layer MoE): only the attention block's gathers are TE's.
+  const Model& moe = preset("Qwen3-30B-A3B");
+  const double mh = static_cast<double>(moe.hidden_size), ml = static_cast<double>(moe.num_layers);
+  const auto m8 = gathers(moe, h100(), Precision::fp8, Fp8Recipe::delayed, "dp4-tp2-pp1-cp1-ep4-noRC-sp");
+  EXPECT_EQ(m8.at(tokens * mh), mb / 2 * ml * 3);
 }
 
 TEST(Fidelity, DelayedFp8ScalingAllReducesEachChunksAmaxesOverTheStagesRanks) {
