@@ -69,8 +69,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
   if (t.precision == Precision::fp8) out += std::string(" (") + to_string(t.fp8_recipe) + " scaling)";
-  if (t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::delayed && t.tp_only_amax_red)
-    out += ", amax reduced over TP only";
+  if (t.reduces_amax_over_tp_only()) out += ", amax reduced over TP only";
   if (!t.flash_in(s.context_parallel))
     out += ", attention scores stored";
   else if (t.flash_only_through_cp(s.context_parallel))

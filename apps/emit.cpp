@@ -13,10 +13,6 @@ const char* b(bool v) { return v ? "true" : "false"; }
 // The distributed optimizer as the flags name it: the strategy's, or because FP8 parameters need it (over one-rank
 // data-parallel groups, where it shards nothing).
 bool names_distributed_optimizer(const ResolvedStrategy& r) { return r.distributed_optimizer || r.fp8_param_gather; }
-// --tp-only-amax-red changes only delayed FP8 scaling's amax reduction: said where that runs.
-bool reduces_amax_over_tp_only(const TrainingSettings& t) {
-  return t.tp_only_amax_red && t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::delayed;
-}
 // Said where only MindSpeed-LLM has the flag.
 constexpr const char* kReuseFp32Param =
     "BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)";
@@ -133,7 +129,7 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (t.precision == Precision::fp8 && t.fp8_recipe != Fp8Recipe::delayed)  // Megatron's default is delayed
     add(std::string("--fp8-recipe ") + to_string(t.fp8_recipe));
   if (r.fp8_param_gather) add("--fp8-param-gather");
-  if (reduces_amax_over_tp_only(t)) add("--tp-only-amax-red");
+  if (t.reduces_amax_over_tp_only()) add("--tp-only-amax-red");
   if (t.precision == Precision::bf16) add("--bf16");
   if (t.precision == Precision::fp16) add("--fp16");
   if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
@@ -205,7 +201,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     add(cfg + "recompute_granularity=full " + cfg + "recompute_method=" + to_string(s.recompute_method) + " " + cfg +
         "recompute_num_layers=" + n(std::max(1, s.recompute_num_layers)));
   if (r.distribute_saved_activations) add(cfg + "distribute_saved_activations=true");
-  if (reduces_amax_over_tp_only(t)) add(cfg + "tp_only_amax_red=true");
+  if (t.reduces_amax_over_tp_only()) add(cfg + "tp_only_amax_red=true");
   if (s.recompute == Recompute::selective) {
     add(cfg + "recompute_granularity=selective");
     if (t.recompute_modules != module_bit(RecomputeModule::core_attn)) {

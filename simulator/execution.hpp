@@ -989,10 +989,9 @@ constexpr double kAmaxBytes = 4, kDelayedAmaxesFwd = 3, kDelayedAmaxesBwd = 2;
 // Each reduction also launches the concatenation and the fused amax-history / scale update kernel
 // (tex.fused_amax_and_scale_update_after_reduction), whatever the group's size.
 constexpr double kDelayedAmaxKernels = 2;
-inline bool reduces_delayed_amax(const Ctx& c) { return c.fp8 && c.t.fp8_recipe == Fp8Recipe::delayed; }
 template <class F>
 void visit_chunk_collectives(const Ctx& c, double fp8_gemms, F&& f) {
-  if (!reduces_delayed_amax(c) || fp8_gemms <= 0) return;
+  if (!c.t.reduces_delayed_amax() || fp8_gemms <= 0) return;
   f(Collective{Prim::all_reduce, Group::amax, kAmaxBytes * kDelayedAmaxesFwd * fp8_gemms, 1, 0});
   f(Collective{Prim::all_reduce, Group::amax, kAmaxBytes * kDelayedAmaxesBwd * fp8_gemms, 0, 1});
 }

@@ -132,7 +132,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   set(Group::edp, c.tp * c.cp * c.dp / (c.ep * c.etp), c.etp * c.ep);
   // Delayed FP8 scaling's amax reduction group: a stage's tp·cp·dp ranks, contiguous (visit_chunk_collectives);
   // with --tp-only-amax-red its tp·cp ranks.
-  if (reduces_delayed_amax(c)) set(Group::amax, c.tp * c.cp * (t.tp_only_amax_red ? 1 : c.dp), 1);
+  if (t.reduces_delayed_amax()) set(Group::amax, c.tp * c.cp * (t.tp_only_amax_red ? 1 : c.dp), 1);
   // Point-to-point between neighbouring stages: across nodes as soon as the whole job leaves one node.
   // Neighbouring stages are tp·cp·dp ranks apart; the first and last stage (tied embeddings) (pp-1)·tp·cp·dp.
   const double stage = c.tp * c.cp * c.dp, crosses = stage * c.pp > node ? 2.0 : 1.0;
@@ -737,7 +737,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + edge_tp_fwd +
                    edge_tp_bwd + n.stored_layers * checkpoint_gather;
     st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
-    if (reduces_delayed_amax(c)) {
+    if (t.reduces_delayed_amax()) {
       // Delayed FP8 scaling: each chunk's forward and backward end with an amax all-reduce and its kernels.
       const double chunk_gemms = (ld * dense_t.fp8_gemms + lm * moe_t.fp8_gemms) / vpp;
       visit_chunk_collectives(c, chunk_gemms, [&](const Collective& k) {
@@ -1136,7 +1136,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   const double rc = s.recompute == Recompute::full ? 1 : 0;
   // The FP8 GEMMs of a layer of each kind, for delayed scaling's per-chunk amax reductions.
   // (A one-rank group reduces nothing: its concatenation and scale-update kernels still run, in simulate().)
-  const bool amax = reduces_delayed_amax(c) && c.group(Group::amax).size > 1;
+  const bool amax = t.reduces_delayed_amax() && c.group(Group::amax).size > 1;
   const double dense_fp8 = amax && m.has_dense_layers() ? layer_time(c, false).fp8_gemms : 0.0;
   const double moe_fp8 = amax && m.is_moe() ? layer_time(c, true).fp8_gemms : 0.0;
   for (int i = 0; i < s.pipeline_parallel; ++i) {

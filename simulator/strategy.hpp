@@ -233,6 +233,9 @@ struct TrainingSettings {
   // stage's whole tp·cp·dp group: a smaller all-reduce per chunk pass (inside the node where tp·cp fits one), at the
   // cost of each data-parallel replica scaling with its own amaxes.
   bool tp_only_amax_red = false;
+  // Delayed FP8 scaling's per-chunk amax all-reduce runs (FP8 under the delayed recipe); and over tp·cp alone.
+  bool reduces_delayed_amax() const { return precision == Precision::fp8 && fp8_recipe == Fp8Recipe::delayed; }
+  bool reduces_amax_over_tp_only() const { return tp_only_amax_red && reduces_delayed_amax(); }
 };
 
 // The on/off settings by name (the settings-JSON key and the published-readings column): one table that the
