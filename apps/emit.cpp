@@ -284,7 +284,8 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   const bool fp16 = t.precision == Precision::fp16;
   const bool fp8 = t.precision == Precision::fp8;
   const char* const fp8_mp[kNumFp8Recipes] = {"bf16_with_fp8_delayed_scaling_mixed",
-                                              "bf16_with_fp8_current_scaling_mixed", "bf16_with_mxfp8_mixed"};
+                                              "bf16_with_fp8_current_scaling_mixed", "bf16_with_mxfp8_mixed",
+                                              "bf16_with_fp8_subchannel_scaling_mixed"};
   const std::string mp = fp8 ? fp8_mp[static_cast<int>(t.fp8_recipe)] : fp16 ? "fp16_mixed" : "bf16_mixed";
   add("mixed_precision=" + mp);
   if (fp8 && t.fp8_recipe == Fp8Recipe::tensorwise)  // Bridge's performance scripts turn it off (precision.py)
@@ -297,10 +298,13 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     e.unsaid.push_back(std::string(t.fp32_gradients ? "fp32" : "16-bit") + " gradient reduction (" + mp +
                        " sets grad_reduce_in_fp32=" + b(recipe_fp32_reduce) + "; a recipe whose mixed_precision is a " +
                        "MixedPrecisionConfig takes mixed_precision.grad_reduce_in_fp32=" + b(t.fp32_gradients) + ")");
-  if (fp8 && !r.fp8_param_gather)
-    e.unsaid.push_back("FP8 parameters gathered in 16 bits (" + mp +
-                       " sets fp8_param_gather=true; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
-                       "mixed_precision.fp8_param_gather=false)");
+  const bool recipe_fp8_params = t.fp8_recipe != Fp8Recipe::blockwise;  // the subchannel recipe gathers 16-bit ones
+  if (fp8 && r.fp8_param_gather != recipe_fp8_params)
+    e.unsaid.push_back(std::string("FP8 parameters gathered in ") + (r.fp8_param_gather ? "8" : "16") + " bits (" + mp +
+                       " sets fp8_param_gather=" + b(recipe_fp8_params) +
+                       "; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
+                       "mixed_precision.fp8_param_gather=" +
+                       b(r.fp8_param_gather) + ")");
   add("train.micro_batch_size=" + n(r.micro_batch_size));
   add("train.global_batch_size=" + n(t.global_batch_size));
   add("dataset.seq_length=" + n(t.seq_length));

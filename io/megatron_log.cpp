@@ -415,7 +415,7 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   const std::string fp8 = get("fp8", "None").first;
   if (fp8 != "None" && fp8 != "False") {
     t.precision = Precision::fp8;
-    // Megatron-core's --fp8-recipe (delayed by default); blockwise, not modelled, is refused.
+    // Megatron-core's --fp8-recipe (delayed by default).
     const auto [rv, rl] = get("fp8_recipe", "delayed");
     const auto rec = from_name<Fp8Recipe>(rv, kNumFp8Recipes);
     if (!rec)

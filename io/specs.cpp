@@ -644,6 +644,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.flash_softmax_stats_bytes = o.number_or("flash_softmax_stats_bytes", 0, 1024, 4);
   s.flash_attention_2_throughput = o.number_or("flash_attention_2_throughput", 0.05, 4, 1);
   s.mxfp8 = o.boolean_or("mxfp8", false);
+  s.fp8_block_scaled_gemm_throughput = o.number_or("fp8_block_scaled_gemm_throughput", 0.05, 4, 1);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -687,6 +688,7 @@ Json to_json(const System& s) {
   j["flash_softmax_stats_bytes"] = s.flash_softmax_stats_bytes;
   j["flash_attention_2_throughput"] = s.flash_attention_2_throughput;
   j["mxfp8"] = s.mxfp8;
+  j["fp8_block_scaled_gemm_throughput"] = s.fp8_block_scaled_gemm_throughput;
   return j;
 }
 
@@ -746,10 +748,12 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.attention_backend = o.choice<AttentionBackend>(
       "attention_backend", {{"fused", AttentionBackend::fused}, {"flash", AttentionBackend::flash}},
       t.attention_backend);
-  t.fp8_recipe = o.choice<Fp8Recipe>(
-      "fp8_recipe",
-      {{"delayed", Fp8Recipe::delayed}, {"tensorwise", Fp8Recipe::tensorwise}, {"mxfp8", Fp8Recipe::mxfp8}},
-      t.fp8_recipe);
+  t.fp8_recipe = o.choice<Fp8Recipe>("fp8_recipe",
+                                     {{"delayed", Fp8Recipe::delayed},
+                                      {"tensorwise", Fp8Recipe::tensorwise},
+                                      {"mxfp8", Fp8Recipe::mxfp8},
+                                      {"blockwise", Fp8Recipe::blockwise}},
+                                     t.fp8_recipe);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);

@@ -76,7 +76,8 @@ struct Ctx {
   double cp_ulysses, cp_ring;
   double sp_div;             // t when sequence parallel, else 1: divides work and activations outside the TP region
   double peak_flops;         // 16-bit dense FLOP/s (the training precision, or bf16/fp16 under FP8)
-  double peak_flops_linear;  // FLOP/s of the linear layers: FP8 peak under FP8 training, else peak_flops
+  double peak_flops_linear;  // FLOP/s of the linear layers: FP8 peak under FP8 training (times the device's
+                             // block-scaled share under fp8_recipe blockwise), else peak_flops
   bool fp8;
   bool userbuffers;  // Transformer Engine's userbuffers overlap the TP collectives: tp > 1, SP and tp_comm_overlap
   double hbm_bw;
@@ -154,11 +155,24 @@ constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd
 constexpr double kFp8AmaxReadBytesPerElement = 2, kFp8CurrentScalingKernelsPerCast = 3;
 
 inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
-// An FP8 tensor as it crosses a link: one byte an element, and under MX scaling one 8-bit scale per 32 (TE's
-// _all_gather_mxfp8 gathers the scales beside the data).
-constexpr double kMxfp8BlockElements = 32;
+// An FP8 tensor as it crosses a link: one byte an element, and the block-scaled recipes' scales beside the data
+// (TE's _all_gather_mxfp8: one 8-bit scale per 32; _start_all_gather_fp8_blockwise: one fp32 scale per 1x128 tile).
+constexpr double kMxfp8BlockElements = 32, kFp8BlockwiseTileElements = 128, kFp8BlockwiseScaleBytes = 4;
 inline double fp8_gather_bytes_per_element(const Ctx& c) {
-  return 1 + (c.t.fp8_recipe == Fp8Recipe::mxfp8 ? 1 / kMxfp8BlockElements : 0.0);
+  switch (c.t.fp8_recipe) {
+    case Fp8Recipe::mxfp8: return 1 + 1 / kMxfp8BlockElements;
+    case Fp8Recipe::blockwise: return 1 + kFp8BlockwiseScaleBytes / kFp8BlockwiseTileElements;
+    case Fp8Recipe::delayed:
+    case Fp8Recipe::tensorwise: break;
+  }
+  return 1;
+}
+// Copies of a sequence-parallel output gradient the TP all-gather carries: a block-scaled recipe gathers its rowwise
+// and columnwise copies (dgrad and wgrad; see Fp8Recipe), unless userbuffers gather it (one usage at a time); a
+// per-tensor one gathers the rowwise copy and transposes it after.
+inline double fp8_grad_output_gather_copies(const Ctx& c, bool userbuffers) {
+  const bool block_scaled = c.t.fp8_recipe == Fp8Recipe::mxfp8 || c.t.fp8_recipe == Fp8Recipe::blockwise;
+  return block_scaled && !userbuffers ? 2.0 : 1.0;
 }
 
 // Flash attention (Dao 2023): the scores and scores·V products are one fused kernel, whose throughput is its own
@@ -854,12 +868,15 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
         // Under FP8 Transformer Engine casts before it gathers: a column-parallel linear's sequence-parallel input
         // (forward, and again for the weight gradient) and a row-parallel one's output gradient cross the TP group
         // in FP8 (TE 1.x LayerNormLinear's FP8 norm output and grad_output_preprocess; TE 2.x gather_along_first_dim
-        // with a quantizer; userbuffers' all-gather buffers likewise). The reduce-scatters stay 16-bit, and so does
-        // an MoE layer's, whose tokens the dispatcher gathers, not TE.
-        const double gathered = c.fp8 && (blk == 0 || !moe) ? c.tokens * c.h * fp8_gather_bytes_per_element(c) : act;
+        // with a quantizer; userbuffers' all-gather buffers likewise), a block-scaled recipe's output gradient in
+        // both its copies (fp8_grad_output_gather_copies). The reduce-scatters stay 16-bit, and so does an MoE
+        // layer's, whose tokens the dispatcher gathers, not TE.
+        const bool fp8_gather = c.fp8 && (blk == 0 || !moe);
+        const double gathered = fp8_gather ? c.tokens * c.h * fp8_gather_bytes_per_element(c) : act;
+        const double grad_gathered = fp8_gather ? gathered * fp8_grad_output_gather_copies(c, uo) : act;
         f(Collective{Prim::all_gather, Group::tp, gathered, 1, 0, uo ? in : none, none});
         f(Collective{Prim::reduce_scatter, Group::tp, act, 1, 0, uo ? out : none, none});
-        f(Collective{Prim::all_gather, Group::tp, gathered, 0, 1, none, uo ? out : none});
+        f(Collective{Prim::all_gather, Group::tp, grad_gathered, 0, 1, none, uo ? out : none});
         f(Collective{Prim::all_gather, Group::tp, gathered, 0, 1, none, in});
         f(Collective{Prim::reduce_scatter, Group::tp, act, 0, 1, none, in});
         // FP8 current scaling also all-reduces the fp32 amax of a column-parallel linear's sequence-parallel input

@@ -96,6 +96,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   c.peak_flops =
       c.fp8 ? (sys.peak_flops_bf16 > 0 ? sys.peak_flops_bf16 : sys.peak_flops_fp16) : sys.peak_flops(t.precision);
   c.peak_flops_linear = sys.peak_flops(t.precision);
+  if (c.fp8 && t.fp8_recipe == Fp8Recipe::blockwise) c.peak_flops_linear *= sys.fp8_block_scaled_gemm_throughput;
   c.hbm_bw = sys.hbm_bandwidth_bytes_per_s;
   c.intra = use_link(sys.intra_node, p.intra_node_bandwidth_efficiency, p);
   c.inter = use_link(sys.inter_node, p.inter_node_bandwidth_efficiency, p);
@@ -617,7 +618,7 @@ std::optional<SettingsProblem> precision_problem(const System& sys, const Traini
                            "precision"};
   return SettingsProblem{"fp8_recipe",
                          "has no MXFP8 tensor cores (fp8_recipe mxfp8 needs Blackwell or later); choose fp8_recipe "
-                         "tensorwise or delayed"};
+                         "tensorwise, delayed or blockwise"};
 }
 
 std::string precision_unsupported(const System& sys, const TrainingSettings& t) {

@@ -67,6 +67,7 @@ const char* to_string(Fp8Recipe r) {
     case Fp8Recipe::delayed: return "delayed";
     case Fp8Recipe::tensorwise: return "tensorwise";
     case Fp8Recipe::mxfp8: return "mxfp8";
+    case Fp8Recipe::blockwise: return "blockwise";
   }
   return "?";
 }

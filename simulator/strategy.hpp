@@ -89,9 +89,18 @@ const char* to_string(AttentionBackend b);
 // column-parallel linear under SP (the gradient of a row-parallel one in backward) all-reduces its amax over the TP
 // group first (TE linear.py's amax reduction groups; timed under NCCL's LL, see visit_layer_collectives). mxfp8
 // (MXFP8BlockScaling, Blackwell): per-32-element scales computed inside the cast kernel: delayed's cast costs, no amax
-// reduction.
-enum class Fp8Recipe : std::uint8_t { delayed, tensorwise, mxfp8 };
-constexpr int kNumFp8Recipes = 3;
+// reduction. blockwise (Float8BlockScaling, DeepSeek-V3's scheme, Megatron-Bridge's fp8_sc "subchannel" recipe;
+// Hopper or later with CUDA 12.9, any device with FP8 throughput here): fp32 scales per 1x128 tile of activations and
+// gradients and per 128x128 block of weights, computed inside the cast kernel (TE's quantize_transpose_*_blockwise):
+// also delayed's cast costs and no amax reduction. Its GEMMs run at θ's FP8 efficiency, fitted on per-tensor runs:
+// cuBLAS's block-scaled kernel also promotes its partial sums every 128 elements of K in every pass, a cost no
+// calibration run measures.
+// The two block-scaled recipes move their scales with their data, and an all-gather of a tensor wanted both ways
+// (a sequence-parallel output gradient: rowwise for dgrad, columnwise for wgrad) gathers both copies, where a
+// per-tensor one gathers the rowwise copy and transposes it (TE distributed.py, _all_gather_mxfp8 and
+// _start_all_gather_fp8_blockwise against _all_gather_fp8).
+enum class Fp8Recipe : std::uint8_t { delayed, tensorwise, mxfp8, blockwise };
+constexpr int kNumFp8Recipes = 4;
 const char* to_string(Fp8Recipe r);
 
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for

@@ -124,6 +124,15 @@ struct System {
   // 32): Blackwell (sm100) and later. Transformer Engine's MXFP8BlockScaling recipe (fp8_recipe mxfp8) refuses
   // other devices; Hopper's FP8 tensor cores take only per-tensor scales.
   bool mxfp8 = false;
+  // The FP8 block-scaling recipe's GEMM (fp8_recipe blockwise) as a fraction of the per-tensor FP8 GEMM's throughput
+  // on this device, where measured; 1 elsewhere. Hopper has no block-scaled MMA: the kernel scales and promotes its
+  // partial sums outside the tensor cores every 128 elements of K. Transformer Engine's GEMM profiling example
+  // (docs/examples/gemm_profiling, H200 NVL, a 5B model's shapes, 15,872 tokens) times a layer's GEMMs at 22.88 ms
+  // under block scaling with its casts, 18.98 ms under delayed scaling with its casts (which cost what block
+  // scaling's do: one fused kernel each, see Fp8Recipe) and 16.79 ms for the per-tensor kernels alone: the
+  // block-scaled kernels take (22.88 - (18.98 - 16.79)) / 16.79 = 1.23x as long, 0.81 of the throughput (H100,
+  // H200). Blackwell runs the recipe's GEMMs as MXFP8 ones in its block-scaled tensor cores (TE gemm.cpp), at 1.
+  double fp8_block_scaled_gemm_throughput = 1;
 
   double peak_flops(Precision p) const {
     switch (p) {

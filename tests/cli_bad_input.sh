@@ -164,6 +164,8 @@ v=systems['v100_sxm2_32g']
 assert v['theta']['kind'] == 'fitted' and systems['h200_sxm_141g']['theta']['kind'] == 'prior_from_fit', systems
 assert systems['h200_sxm_141g']['theta']['file'].endswith('params_h100_sxm_80g.json'), systems['h200_sxm_141g']
 assert systems['b200_sxm_180g']['mxfp8'] and not systems['h100_sxm_80g']['mxfp8'], 'mxfp8'
+assert systems['h100_sxm_80g']['fp8_block_scaled_gemm_throughput'] == 0.81, 'block-scaled GEMMs'
+assert systems['b200_sxm_180g']['fp8_block_scaled_gemm_throughput'] == 1, 'block-scaled GEMMs'
 v['intra_node']['links'][0][1]=2
 json.dump(v,open(sys.argv[1],'w'))" "$tmp/mesh.json"
 expect 0 "4500 MX" systems  # the table marks MXFP8 tensor cores beside the FP8 peak

@@ -283,6 +283,19 @@ x=$(runb --stack megatron-bridge --set fp8_recipe=mxfp8 --strategy dp8-tp8-pp8-c
 [[ "$x" == *"mixed_precision=bf16_with_mxfp8_mixed"* ]] || fail "bridge mxfp8 recipe: $x"
 x=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp)
 [[ "$x" == *"settings        fp8 (tensorwise scaling), flash attention, SP"* ]] || fail "fp8 recipe settings line: $x"
+# Block scaling (Bridge's fp8_sc "subchannel" recipe, which gathers 16-bit parameters).
+x=$(run --stack megatron-bridge --set fp8_recipe=blockwise --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" == *"--fp8-recipe blockwise"* ]] || fail "megatron blockwise recipe: $x"
+j=$(run --stack megatron-bridge --set fp8_recipe=blockwise --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge --json)
+python3 -c "
+import json,sys
+e=json.loads(sys.argv[1])['emit']
+assert 'mixed_precision=bf16_with_fp8_subchannel_scaling_mixed' in e['flags'], e
+assert any('FP8 parameters gathered in 8 bits' in x and 'fp8_param_gather=true)' in x for x in e['unsaid']), e" "$j" ||
+  fail "bridge blockwise recipe"
+j=$(run --stack megatron-bridge --set fp8_recipe=blockwise --set fp8_param_gather=false --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge --json)
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert not any('FP8 parameters' in x for x in u), u" "$j" ||
+  fail "bridge blockwise recipe, 16-bit parameters"
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --set fp8_param_gather=false --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP8 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
   fail "json unsaid fp8 gather"

@@ -248,6 +248,8 @@ TEST(Fidelity, Fp8CurrentScalingCastsReadTheirInputForTheAmaxFirst) {
   EXPECT_NEAR(current.first - delayed.first, 4 * 2 * 2 * 10e-6, 1e-12);
   EXPECT_NEAR(current.second - delayed.second, 4 * 1 * 2 * 10e-6, 1e-12);
   EXPECT_EQ(layer(Precision::fp8, Fp8Recipe::mxfp8, fast), delayed);
+  fast.fp8_block_scaled_gemm_throughput = 1;  // block scaling's casts alone: delayed's
+  EXPECT_EQ(layer(Precision::fp8, Fp8Recipe::blockwise, fast), delayed);
   EXPECT_EQ(layer(Precision::bf16, Fp8Recipe::tensorwise, fast), layer(Precision::bf16, Fp8Recipe::delayed, fast));
   // On the real HBM the amax read adds bytes too: more than the launches alone.
   const auto d = layer(Precision::fp8, Fp8Recipe::delayed, h100()),
@@ -367,6 +369,40 @@ TEST(Fidelity, FlashAttention2RunsAtItsMeasuredShareOfTheFusedKernel) {
     EXPECT_GE(cores, 2) << sys->name;
   }
   EXPECT_EQ(us(b200, AttentionBackend::flash), us(b200, AttentionBackend::fused));
+}
+
+// FP8 block scaling (fp8_recipe blockwise): Hopper applies the 1x128 / 128x128 scales outside its tensor cores, so its
+// linear GEMMs run at the device's measured share of the per-tensor kernels' throughput (0.81 on H100 and H200, from
+// Transformer Engine's GEMM profiling example); Blackwell runs them as MXFP8 GEMMs, at 1. The attention core, the LM
+// head and BF16 runs do not change.
+TEST(Fidelity, Fp8BlockScalingRunsItsGemmsAtTheDevicesBlockScaledRate) {
+  const Model m = preset("Llama-3-8B");
+  auto us = [&](const System& sys, Precision prec, Fp8Recipe r) {
+    TrainingSettings t = run_settings(8192, 64, prec);
+    t.fp8_recipe = r;
+    PlatformParams p;
+    p.kernel_launch_us = 0;  // the kernels alone
+    std::map<std::string, double> out;
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), sys, t, p)) out[g.name] = g.predicted_us;
+    return out;
+  };
+  const System& h200 = io::presets().find_system("h200_sxm_141g")->system;
+  const System& b200 = io::presets().find_system("b200_sxm_180g")->system;
+  for (const System* sys : {&h100(), &h200, &b200}) {
+    const double share = sys->mxfp8 ? 1.0 : 0.81;
+    ASSERT_DOUBLE_EQ(sys->fp8_block_scaled_gemm_throughput, share) << sys->name;
+    const auto block = us(*sys, Precision::fp8, Fp8Recipe::blockwise);
+    const auto tensor = us(*sys, Precision::fp8, Fp8Recipe::tensorwise);
+    ASSERT_EQ(block.size(), tensor.size());
+    int linear = 0;
+    for (const auto& [name, t] : tensor) {
+      const bool bf16 = name == "scores" || name == "pv" || name == "lm_head";  // FP8 runs the linear layers only
+      linear += bf16 ? 0 : 1;
+      EXPECT_NEAR(block.at(name) / t, bf16 ? 1.0 : 1 / share, 1e-9) << sys->name << " " << name;
+    }
+    EXPECT_GE(linear, 4) << sys->name;
+    EXPECT_EQ(us(*sys, Precision::bf16, Fp8Recipe::blockwise), us(*sys, Precision::bf16, Fp8Recipe::tensorwise));
+  }
 }
 
 // Hidden and attention dropout are set apart (Megatron's --hidden-dropout, --attention-dropout): each costs its own
@@ -1818,18 +1854,23 @@ TEST(Fidelity, Fp8CurrentScalingAllReducesTheAmaxOverTensorParallelRanks) {
   const double micro_batches = 16.0 / 2, layers = 32;
   EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::tensorwise, 4), micro_batches * layers * 4);
   EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::delayed, 4), 0);
+  EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::blockwise, 4), 0);  // per-tile scales, computed in the cast
   EXPECT_EQ(amax_calls(Precision::bf16, Fp8Recipe::tensorwise, 4), 0);
   EXPECT_EQ(amax_calls(Precision::fp8, Fp8Recipe::tensorwise, 1), 0);
 }
 
 TEST(Fidelity, Fp8SequenceParallelGathersCrossTheTpGroupInFp8) {
   // Under FP8, TE casts a column-parallel linear's SP input (forward, again for the weight gradient) and a
-  // row-parallel one's output gradient before gathering them: 1 byte an element (MXFP8 adds one scale per 32). The
-  // reduce-scatters, the LM head's gather and an MoE layer's dispatcher gathers stay 16-bit.
+  // row-parallel one's output gradient before gathering them: 1 byte an element (MXFP8 adds one scale per 32, the
+  // block-scaling recipe one fp32 scale per 128). A block-scaled output gradient crosses in both its copies (rowwise
+  // for dgrad, columnwise for wgrad) unless userbuffers gather it. The reduce-scatters, the LM head's gather and an
+  // MoE layer's dispatcher gathers stay 16-bit.
   const PlatformParams p;
-  const auto gathers = [&](const Model& m, const System& sys, Precision prec, Fp8Recipe r, const char* name) {
+  const auto gathers = [&](const Model& m, const System& sys, Precision prec, Fp8Recipe r, const char* name,
+                           bool userbuffers = false) {
     TrainingSettings t = run_settings(4096, 8, prec);
     t.fp8_recipe = r;
+    t.tp_comm_overlap = userbuffers;
     std::map<double, double> calls;  // all-gather bytes -> calls per iteration
     for (const auto& c : collective_diagnostics(m, *parse_config_name(name).strategy, sys, t, p))
       if (c.group == "tp" && (c.primitive == "all_gather" || c.primitive == "reduce_scatter"))
@@ -1847,7 +1888,16 @@ TEST(Fidelity, Fp8SequenceParallelGathersCrossTheTpGroupInFp8) {
   EXPECT_EQ(bf16.at(tokens * h * 2), mb * (layers * 2 * 3 + 1));
   const auto mx = gathers(dense, io::presets().find_system("b200_sxm_180g")->system, Precision::fp8, Fp8Recipe::mxfp8,
                           "dp2-tp4-pp1-cp1-noRC-sp");
-  EXPECT_EQ(mx.at(tokens * h * (1 + 1.0 / 32)), mb * layers * 2 * 3);
+  EXPECT_EQ(mx.at(tokens * h * (1 + 1.0 / 32)), mb * layers * 2 * 2);  // the inputs, forward and for wgrad
+  EXPECT_EQ(mx.at(2 * tokens * h * (1 + 1.0 / 32)), mb * layers * 2);  // the output gradients, both copies
+  const auto bw = gathers(dense, h100(), Precision::fp8, Fp8Recipe::blockwise, "dp2-tp4-pp1-cp1-noRC-sp");
+  EXPECT_EQ(bw.at(tokens * h * (1 + 4.0 / 128)), mb * layers * 2 * 2);
+  EXPECT_EQ(bw.at(2 * tokens * h * (1 + 4.0 / 128)), mb * layers * 2);
+  const auto ub = gathers(dense, h100(), Precision::fp8, Fp8Recipe::blockwise, "dp2-tp4-pp1-cp1-noRC-sp", true);
+  EXPECT_EQ(ub.at(tokens * h * (1 + 4.0 / 128)), mb * layers * 2 * 3);  // userbuffers: one usage at a time
+  EXPECT_EQ(ub.count(2 * tokens * h * (1 + 4.0 / 128)), 0u);
+  const auto cs = gathers(dense, h100(), Precision::fp8, Fp8Recipe::tensorwise, "dp2-tp4-pp1-cp1-noRC-sp");
+  EXPECT_EQ(cs.at(tokens * h), mb * layers * 2 * 3);  // per-tensor: the rowwise copy, transposed after the gather
   // Qwen3-30B-A3B (every layer MoE): only the attention block's gathers are TE's.
   const Model& moe = preset("Qwen3-30B-A3B");
   const double mh = static_cast<double>(moe.hidden_size), ml = static_cast<double>(moe.num_layers);
@@ -1891,7 +1941,8 @@ TEST(Fidelity, DelayedFp8ScalingAllReducesEachChunksAmaxesOverTheStagesRanks) {
     if (c.group == "amax" && moe_fwd_bytes == 0) moe_fwd_bytes = c.bytes;
   EXPECT_EQ(moe_fwd_bytes, 12.0 * (2 + 2 * 16) * static_cast<double>(moe.num_layers));
   for (const auto& other :
-       {amax(Precision::fp8, Fp8Recipe::tensorwise, 2, 2), amax(Precision::bf16, Fp8Recipe::delayed, 2, 2)})
+       {amax(Precision::fp8, Fp8Recipe::tensorwise, 2, 2), amax(Precision::fp8, Fp8Recipe::blockwise, 2, 2),
+        amax(Precision::bf16, Fp8Recipe::delayed, 2, 2)})
     for (const auto& c : other) EXPECT_NE(c.group, "amax");
   // --tp-only-amax-red: over the TP·CP ranks alone (none with tp 1 and cp 1).
   {

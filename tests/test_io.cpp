@@ -1521,14 +1521,15 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
             AttentionBackend::fused);
   EXPECT_EQ(backend(mcore), AttentionBackend::fused);
   EXPECT_EQ(read_log_with(legacy_flash, marker, "").settings.attention_backend, AttentionBackend::flash);
-  // The FP8 recipe: delayed where the log does not name one, tensorwise as named; blockwise is not modelled.
+  // The FP8 recipe: delayed where the log does not name one, the others as named; an unknown one is refused.
   const std::string fp8 = "  fp8 ............................................. hybrid\n";
   auto recipe = [&](const std::string& lines) { return read_log_with(text, marker, fp8 + lines).settings; };
   EXPECT_EQ(recipe("").precision, Precision::fp8);
   EXPECT_EQ(recipe("").fp8_recipe, Fp8Recipe::delayed);
   EXPECT_EQ(recipe("  fp8_recipe ...................................... tensorwise\n").fp8_recipe,
             Fp8Recipe::tensorwise);
-  EXPECT_THROW(recipe("  fp8_recipe ...................................... blockwise\n"), io::InputError);
+  EXPECT_EQ(recipe("  fp8_recipe ...................................... blockwise\n").fp8_recipe, Fp8Recipe::blockwise);
+  EXPECT_THROW(recipe("  fp8_recipe ...................................... custom\n"), io::InputError);
 }
 
 namespace {
