@@ -70,6 +70,9 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
   std::string out = to_string(t.precision);
   if (t.precision == Precision::fp8) out += std::string(" (") + to_string(t.fp8_recipe) + " scaling)";
   if (t.reduces_amax_over_tp_only()) out += ", amax reduced over TP only";
+  if (t.runs_bf16_ends())
+    out += ", the first " + std::to_string(t.bf16_layers_at_start()) + " and last " +
+           std::to_string(t.bf16_layers_at_end()) + " layers in BF16";
   if (!t.flash_in(s.context_parallel))
     out += ", attention scores stored";
   else if (t.flash_only_through_cp(s.context_parallel))

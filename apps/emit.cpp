@@ -130,6 +130,9 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
     add(std::string("--fp8-recipe ") + to_string(t.fp8_recipe));
   if (r.fp8_param_gather) add("--fp8-param-gather");
   if (t.reduces_amax_over_tp_only()) add("--tp-only-amax-red");
+  if (t.runs_bf16_ends())
+    add("--first-last-layers-bf16 --num-layers-at-start-in-bf16 " + n(t.num_layers_at_start_in_bf16) +
+        " --num-layers-at-end-in-bf16 " + n(t.num_layers_at_end_in_bf16));
   if (t.precision == Precision::bf16) add("--bf16");
   if (t.precision == Precision::fp16) add("--fp16");
   if (t.fp32_gradients) add("--accumulate-allreduce-grads-in-fp32");
@@ -250,6 +253,10 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");
     if (t.precision == Precision::fp8 && t.fp8_recipe != Fp8Recipe::delayed)
       add(std::string("trainer.plugins.fp8_recipe=") + to_string(t.fp8_recipe));
+    if (t.runs_bf16_ends())
+      add("trainer.plugins.first_last_layers_bf16=true trainer.plugins.num_layers_at_start_in_bf16=" +
+          n(t.num_layers_at_start_in_bf16) +
+          " trainer.plugins.num_layers_at_end_in_bf16=" + n(t.num_layers_at_end_in_bf16));
     add("data.micro_batch_size=" + n(r.micro_batch_size));
     add("data.global_batch_size=" + n(t.global_batch_size));
     add("data.seq_length=" + n(t.seq_length));
@@ -288,11 +295,21 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
                                               "bf16_with_fp8_subchannel_scaling_mixed"};
   const std::string mp = fp8 ? fp8_mp[static_cast<int>(t.fp8_recipe)] : fp16 ? "fp16_mixed" : "bf16_mixed";
   add("mixed_precision=" + mp);
-  if (fp8 && t.fp8_recipe == Fp8Recipe::tensorwise)  // Bridge's performance scripts turn it off (precision.py)
-    e.unsaid.push_back(
-        "every layer in FP8 (" + mp +
-        " runs the first and last layers in BF16; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
-        "mixed_precision.first_last_layers_bf16=false, as Megatron-Bridge's performance scripts set it)");
+  // The current-scaling recipe runs one layer at each end in BF16 (Bridge's performance scripts turn it off,
+  // precision.py); the others run every layer in FP8.
+  const bool recipe_ends = fp8 && t.fp8_recipe == Fp8Recipe::tensorwise;
+  const std::int64_t start = t.bf16_layers_at_start(), end = t.bf16_layers_at_end();
+  if (fp8 && (recipe_ends ? start != 1 || end != 1 : start + end > 0))
+    e.unsaid.push_back((start + end > 0 ? n(start) + " layer(s) at the start and " + n(end) + " at the end in BF16"
+                                        : std::string("every layer in FP8")) +
+                       " (" + mp + (recipe_ends ? " runs one layer at each end in BF16" : " runs every layer in FP8") +
+                       "; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
+                       "mixed_precision.first_last_layers_bf16=" +
+                       b(start + end > 0) +
+                       (start + end > 0 ? " mixed_precision.num_layers_at_start_in_bf16=" + n(start) +
+                                              " mixed_precision.num_layers_at_end_in_bf16=" + n(end)
+                                        : std::string(", as Megatron-Bridge's performance scripts set it")) +
+                       ")");
   const bool recipe_fp32_reduce = !fp16;  // the FP8 recipe also gathers FP8 parameters in 8 bits
   if (t.fp32_gradients != recipe_fp32_reduce)
     e.unsaid.push_back(std::string(t.fp32_gradients ? "fp32" : "16-bit") + " gradient reduction (" + mp +

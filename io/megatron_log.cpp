@@ -421,6 +421,12 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
     if (!rec)
       throw InputError(path, rl, "fp8_recipe", "'" + rv + "' is not one of " + names_of<Fp8Recipe>(kNumFp8Recipes));
     t.fp8_recipe = *rec;
+    // --first-last-layers-bf16 with its two counts (1 each by default).
+    t.first_last_layers_bf16 = flag("first_last_layers_bf16", false);
+    if (t.first_last_layers_bf16) {
+      t.num_layers_at_start_in_bf16 = integer("num_layers_at_start_in_bf16", "1", 0, 1 << 16);
+      t.num_layers_at_end_in_bf16 = integer("num_layers_at_end_in_bf16", "1", 0, 1 << 16);
+    }
   } else if (flag("bf16", false))
     t.precision = Precision::bf16;
   else if (flag("fp16", false))

@@ -755,6 +755,9 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
                                       {"blockwise", Fp8Recipe::blockwise}},
                                      t.fp8_recipe);
   t.ulysses_degree_in_cp = o.integer_or("ulysses_degree_in_cp", 0, 65536, t.ulysses_degree_in_cp);
+  t.num_layers_at_start_in_bf16 =
+      o.integer_or("num_layers_at_start_in_bf16", 0, 1 << 16, t.num_layers_at_start_in_bf16);
+  t.num_layers_at_end_in_bf16 = o.integer_or("num_layers_at_end_in_bf16", 0, 1 << 16, t.num_layers_at_end_in_bf16);
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
   o.mark("note");
@@ -786,6 +789,10 @@ Json to_json(const TrainingSettings& t) {
   j["attention_backend"] = to_string(t.attention_backend);
   j["fp8_recipe"] = to_string(t.fp8_recipe);
   if (t.ulysses_degree_in_cp > 0) j["ulysses_degree_in_cp"] = t.ulysses_degree_in_cp;
+  if (t.first_last_layers_bf16) {
+    j["num_layers_at_start_in_bf16"] = t.num_layers_at_start_in_bf16;
+    j["num_layers_at_end_in_bf16"] = t.num_layers_at_end_in_bf16;
+  }
   if (t.microbatch_group_size_per_vp_stage > 0)
     j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;
   return j;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "simulator/execution.hpp"
 
@@ -369,6 +370,17 @@ EdgeTime edge_time(const Ctx& c, bool first, bool last) {
   return e;
 }
 
+// The settings a layer that first_last_layers_bf16 keeps out of FP8 runs under: the run's, in BF16 (the run's own
+// where it has no such layers).
+TrainingSettings bf16_layer_settings(const TrainingSettings& t) {
+  if (!t.runs_bf16_ends()) return t;
+  TrainingSettings b = t;
+  b.precision = Precision::bf16;
+  b.fp8_param_gather = false;
+  b.first_last_layers_bf16 = false;
+  return b;
+}
+
 // Number of MoE layers among [lo, hi).
 double moe_layers_in(const Model& m, std::int64_t lo, std::int64_t hi) {
   if (!m.is_moe()) return 0;
@@ -405,24 +417,37 @@ struct StageLayers {
   // Under full recompute: layers replayed (of which MoE), checkpoints kept, and the layers one replay
   // re-materialises at once (a uniform group, at most the widest chunk).
   double replayed = 0, replayed_moe = 0, checkpoints = 0, replay_group = 1;
+  double bf16 = 0, bf16_moe = 0;  // layers run in BF16 under FP8 (first_last_layers_bf16), of which MoE
   // The same layers, wherever they start.
   bool same_layers(const StageLayers& o) const {
     return layers == o.layers && moe == o.moe && mtp == o.mtp && replayed == o.replayed &&
-           replayed_moe == o.replayed_moe && checkpoints == o.checkpoints && replay_group == o.replay_group;
+           replayed_moe == o.replayed_moe && checkpoints == o.checkpoints && replay_group == o.replay_group &&
+           bf16 == o.bf16 && bf16_moe == o.bf16_moe;
   }
 };
 // A dense model split into whole chunks of `middle` layers but the two ends, with every layer of a chunk replayed
-// alike: its middle stages hold the same layers.
-bool middle_stages_alike(const Model& m, const PipelineSplit& sp, const Strategy& s) {
+// alike and run in one precision: its middle stages hold the same layers.
+bool middle_stages_alike(const Model& m, const PipelineSplit& sp, const Strategy& s, const TrainingSettings& t) {
   const bool partial = s.recompute == Recompute::full && s.recompute_num_layers > 0;
-  return !m.is_moe() && sp.kind != SplitKind::uneven && !partial;
+  return !m.is_moe() && sp.kind != SplitKind::uneven && !partial && !t.runs_bf16_ends();
 }
-StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy& s, int i) {
+// The BF16 layers among [lo, hi) (first_last_layers_bf16: the model's first and last layers), and of them MoE.
+void add_bf16_layers(const Model& m, const TrainingSettings& t, std::int64_t lo, std::int64_t hi, StageLayers& out) {
+  const std::int64_t ranges[2][2] = {{0, t.bf16_layers_at_start()},
+                                     {m.num_layers - t.bf16_layers_at_end(), m.num_layers}};
+  for (const auto& r : ranges) {
+    const std::int64_t a = std::max(lo, r[0]), b = std::min(hi, r[1]);
+    if (a >= b) continue;
+    out.bf16 += static_cast<double>(b - a);
+    out.bf16_moe += moe_layers_in(m, a, b);
+  }
+}
+StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy& s, const TrainingSettings& t, int i) {
   const int pp = s.pipeline_parallel, vpp = s.virtual_pipeline;
   StageLayers out;
   out.first = static_cast<int>(sp.first_layer_of_chunk(i, m.num_layers));
   if (i == pp - 1) out.mtp = static_cast<int>(m.mtp_layers);
-  if (middle_stages_alike(m, sp, s)) {  // dense: every chunk holds `middle` but the two ends
+  if (middle_stages_alike(m, sp, s, t)) {  // dense: every chunk holds `middle` but the two ends
     if (sp.chunks == 1) {
       out.layers = static_cast<double>(sp.first);
     } else {
@@ -443,6 +468,7 @@ StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy
     out.replayed += static_cast<double>(r.replayed);
     if (r.replayed > 0) out.replayed_moe += moe_layers_in(m, lo, lo + r.replayed);
     out.checkpoints += static_cast<double>(r.checkpoints);
+    if (t.runs_bf16_ends()) add_bf16_layers(m, t, lo, lo + n, out);
     widest = std::max(widest, n);
   }
   if (s.recompute_method == RecomputeMethod::uniform && s.recompute_num_layers > 1)
@@ -456,6 +482,9 @@ StageLayers stage_layers(const Model& m, const PipelineSplit& sp, const Strategy
 struct StageCounts {
   double dense, moe, replay_dense, replay_moe;
   double stored_layers;  // under full recompute: checkpoints kept (MTP modules' included)
+  // Of those, the layers run in BF16 (first_last_layers_bf16), and their replays: all under selective recompute;
+  // under full recompute their kind's replayed share (exact but for block recompute's partial chunks).
+  double bf16_dense, bf16_moe, replay_bf16_dense, replay_bf16_moe;
 };
 StageCounts stage_counts(const Model& m, const Strategy& s, const StageLayers& sl) {
   const bool mtp_moe = m.layer_is_moe(m.num_layers - 1);
@@ -471,6 +500,10 @@ StageCounts stage_counts(const Model& m, const Strategy& s, const StageLayers& s
     k.replay_dense = sl.replayed - sl.replayed_moe + (mtp_moe ? 0 : mtp);
     k.stored_layers = sl.checkpoints + mtp;
   }
+  k.bf16_moe = sl.bf16_moe;
+  k.bf16_dense = sl.bf16 - sl.bf16_moe;
+  k.replay_bf16_dense = k.dense > 0 ? k.bf16_dense * k.replay_dense / k.dense : 0.0;
+  k.replay_bf16_moe = k.moe > 0 ? k.bf16_moe * k.replay_moe / k.moe : 0.0;
   return k;
 }
 
@@ -654,6 +687,19 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const LayerTime moe_t = two_kinds ? layer_time(c, true) : dense_t;
   const LayerActivation dense_a = layer_activation_from(c, dense_f);
   const LayerActivation moe_a = two_kinds ? layer_activation_from(c, moe_f) : dense_a;
+  // The same layers run in BF16, for the model's first and last ones under first_last_layers_bf16 (only then).
+  struct Bf16Layers {
+    LayerTime dense_t, moe_t;
+    LayerActivation dense_a, moe_a;
+  };
+  std::optional<Bf16Layers> bf16;
+  if (t.runs_bf16_ends()) {
+    const Ctx cb = make_ctx(m, s, sys, bf16_layer_settings(t), p);
+    const LayerTime d = layer_time(cb, !dense_layers);
+    const LayerActivation da = layer_activation_from(cb, layer_footprint(cb, !dense_layers));
+    bf16.emplace(Bf16Layers{d, two_kinds ? layer_time(cb, true) : d, da,
+                            two_kinds ? layer_activation_from(cb, layer_footprint(cb, true)) : da});
+  }
 
   double p2p = 0;  // pipeline traffic of one micro-batch through one chunk boundary, forward + backward
   visit_pipeline_collectives(
@@ -717,6 +763,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     return k;
   };
   const LinkLoad dense_load = link_load(dense_t), moe_load = two_kinds ? link_load(moe_t) : dense_load;
+  const LinkLoad dense_loadb = bf16 ? link_load(bf16->dense_t) : dense_load;
+  const LinkLoad moe_loadb = bf16 ? link_load(bf16->moe_t) : moe_load;
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;
   const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
@@ -729,15 +777,28 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     w.lm = lm;
     st.num_layers = static_cast<int>(sl.layers);
     st.mtp_layers = sl.mtp;
+    // A per-layer quantity over the stage's layers: each kind at its FP8 (or only) cost, its BF16 end layers at
+    // theirs.
+    const bool ends = bf16 && n.bf16_dense + n.bf16_moe > 0;
+    auto layers_sum = [&](auto get) {
+      double v = ld * get(dense_t) + lm * get(moe_t);
+      if (ends) v += n.bf16_dense * (get(bf16->dense_t) - get(dense_t)) + n.bf16_moe * (get(bf16->moe_t) - get(moe_t));
+      return v;
+    };
     const EdgeTime e = edge_time(c, is_first, is_last);
-    st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * mtp_edges.fwd;
+    st.forward_compute_s =
+        layers_sum([](const LayerTime& l) { return l.fwd_compute; }) + e.fwd + sl.mtp * mtp_edges.fwd;
     w.model_flops = ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0);
-    st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * mtp_edges.bwd;
+    st.backward_compute_s =
+        layers_sum([](const LayerTime& l) { return l.bwd_compute; }) + e.bwd + sl.mtp * mtp_edges.bwd;
     st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
+    if (ends)
+      st.recompute_s += n.replay_bf16_dense * (bf16->dense_t.recompute - dense_t.recompute) +
+                        n.replay_bf16_moe * (bf16->moe_t.recompute - moe_t.recompute);
     const double edge_tp_fwd = e.tp_fwd + sl.mtp * mtp_edges.tp_fwd, edge_tp_bwd = e.tp_bwd + sl.mtp * mtp_edges.tp_bwd;
-    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + edge_tp_fwd +
-                   edge_tp_bwd + n.stored_layers * checkpoint_gather;
-    st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
+    st.tp_comm_s = layers_sum([](const LayerTime& l) { return l.tp_fwd + l.tp_bwd; }) + edge_tp_fwd + edge_tp_bwd +
+                   n.stored_layers * checkpoint_gather;
+    st.tp_comm_overlapped_s = layers_sum([](const LayerTime& l) { return l.tp_hidden(); });
     if (t.reduces_delayed_amax()) {
       // Delayed FP8 scaling: each chunk's forward and backward end with an amax all-reduce and its kernels.
       const double chunk_gemms = (ld * dense_t.fp8_gemms + lm * moe_t.fp8_gemms) / vpp;
@@ -747,8 +808,8 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
         (k.fwd > 0 ? st.forward_compute_s : st.backward_compute_s) += kernels;
       });
     }
-    st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
-    st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
+    st.cp_comm_exposed_s = layers_sum([](const LayerTime& l) { return l.cp_fwd + l.cp_bwd; });
+    st.cp_comm_overlapped_s = layers_sum([](const LayerTime& l) { return l.cp_hidden; });
     // With overlap_p2p_comm (Megatron-LM's default) the interleaved schedule posts each chunk's transfers before
     // computing the next chunk: a boundary's traffic hides under one chunk's compute, whose NCCL send/recv kernels slow
     // it as overlapped DP traffic does (1 - dp_overlap of each hidden second).
@@ -774,11 +835,16 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     }
     const double edge_off_fwd = dp_overlaps && !tp_shared ? edge_tp_fwd : 0.0,
                  edge_off_bwd = dp_overlaps && !tp_shared ? edge_tp_bwd : 0.0;
-    w.fwd = PassWindow{std::max(0.0, st.forward_compute_s - ld * dense_load.on_fwd - lm * moe_load.on_fwd),
-                       ld * dense_load.off_fwd + lm * moe_load.off_fwd + edge_off_fwd};
-    w.bwd = PassWindow{
-        std::max(0.0, st.backward_compute_s + st.recompute_s - ld * dense_load.on_bwd - lm * moe_load.on_bwd),
-        ld * dense_load.off_bwd + lm * moe_load.off_bwd + edge_off_bwd};
+    // The layers' link loads, as layers_sum weighs them.
+    auto loads_sum = [&](double LinkLoad::*f) {
+      double v = ld * dense_load.*f + lm * moe_load.*f;
+      if (ends) v += n.bf16_dense * (dense_loadb.*f - dense_load.*f) + n.bf16_moe * (moe_loadb.*f - moe_load.*f);
+      return v;
+    };
+    w.fwd = PassWindow{std::max(0.0, st.forward_compute_s - loads_sum(&LinkLoad::on_fwd)),
+                       loads_sum(&LinkLoad::off_fwd) + edge_off_fwd};
+    w.bwd = PassWindow{std::max(0.0, st.backward_compute_s + st.recompute_s - loads_sum(&LinkLoad::on_bwd)),
+                       loads_sum(&LinkLoad::off_bwd) + edge_off_bwd};
     w.grad_time = grad_time;
     w.param_time = param_time;
     w.grad_share = grad_share;
@@ -807,9 +873,15 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     w.stored = full ? n.stored_layers * dense_f.checkpoint + (ld - n.replay_dense) * dense_f.full +
                           (lm - n.replay_moe) * moe_f.full
                     : ld * dense_a.stored_bytes + lm * moe_a.stored_bytes;
+    if (ends && !full)
+      w.stored += n.bf16_dense * (bf16->dense_a.stored_bytes - dense_a.stored_bytes) +
+                  n.bf16_moe * (bf16->moe_a.stored_bytes - moe_a.stored_bytes);
     const double replay_live = !full ? 1.0 : n.replay_dense + n.replay_moe > 0 ? sl.replay_group : 0.0;
     // The largest working set of the layer kinds the stage holds (an MoE-only stage has no dense layer's).
-    const double layer_live = std::max(ld > 0 ? dense_a.live_bytes : 0.0, lm > 0 ? moe_a.live_bytes : 0.0);
+    double layer_live = std::max(ld > 0 ? dense_a.live_bytes : 0.0, lm > 0 ? moe_a.live_bytes : 0.0);
+    if (ends)
+      layer_live = std::max({layer_live, n.bf16_dense > 0 ? bf16->dense_a.live_bytes : 0.0,
+                             n.bf16_moe > 0 ? bf16->moe_a.live_bytes : 0.0});
     st.transient_bytes = std::max(replay_live * layer_live, is_last ? logits_bytes : 0.0);
     const OptimizerStepBytes ob = optimizer_step_bytes_per_param(t);
     st.optimizer_s = vector_time_s(c, ob.per_owned * owned + ob.per_local * (c.r.fsdp ? owned : params),
@@ -822,7 +894,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   std::array<double, kMaxStages> grad_exposed, param_exposed, fsdp_exposed_mb;  // [0, pp) written below
   StageWork w{};
   StageLayers sl{};
-  const bool alike = middle_stages_alike(m, split, s);
+  const bool alike = middle_stages_alike(m, split, s, t);
   double model_flops = 0;  // of one micro-batch, summed over the stages
   for (int i = 0; i < pp; ++i) {
     const bool is_first = i == 0, is_last = i == pp - 1;
@@ -834,7 +906,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
       sl.first = static_cast<int>(split.first_layer_of_chunk(i, m.num_layers));
     } else {
       const StageLayers prev = sl;
-      sl = stage_layers(m, split, s, i);
+      sl = stage_layers(m, split, s, t, i);
       same = middle && sl.same_layers(prev);
     }
     if (same) {
@@ -1087,22 +1159,23 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
   if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
   const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
+  const Ctx cb = make_ctx(m, s, sys, bf16_layer_settings(t), p);  // the BF16 end layers' (first_last_layers_bf16)
   const double mb = static_cast<double>(c.r.num_micro_batches);
   for (int i = 0; i < s.pipeline_parallel; ++i) {
-    const StageLayers sl = stage_layers(m, split, s, i);
+    const StageLayers sl = stage_layers(m, split, s, t, i);
     const StageCounts n = stage_counts(m, s, sl);
     // `count` calls of g per micro-batch, as userbuffers' split u runs them: u.splits calls of 1/u.splits of the
     // rows each (a whole call is one split), `scale` times a call's time. A call of the same shape and time as the
     // previous record adds to it.
-    auto add = [&](const Gemm& g, UserbuffersSplit u, double count, double scale = 1) {
-      const double us = scale * gemm_split_call_s(c, g, u) / u.splits * 1e6;
+    auto add = [&](const Ctx& x, const Gemm& g, UserbuffersSplit u, double count, double scale) {
+      const double us = scale * gemm_split_call_s(x, g, u) / u.splits * 1e6;
       GemmRecord r{g.name,
                    i,
                    static_cast<std::int64_t>(g.batch),
                    static_cast<std::int64_t>(g.m / u.splits),
                    static_cast<std::int64_t>(g.n),
                    static_cast<std::int64_t>(g.k),
-                   runs_fp8(c, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision),
+                   runs_fp8(x, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision),
                    count * u.splits * mb,
                    us};
       GemmRecord* last = out.empty() ? nullptr : &out.back();
@@ -1112,15 +1185,21 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
         out.push_back(r);
     };
     // Each pass as gemm_time runs it (visit_gemm_calls); the forward again where the layer's recompute replays it.
-    auto calls = [&](const Gemm& g, double layers, double replayed) {
+    auto calls = [&](const Ctx& x, const Gemm& g, double layers, double replayed) {
       if (layers <= 0) return;
-      visit_gemm_calls(c, g, [&](GemmPass pass, UserbuffersSplit u, double scale) {
-        add(g, u, pass == GemmPass::forward ? layers + replayed * replays_gemm(c, g) : layers, scale);
+      visit_gemm_calls(x, g, [&](GemmPass pass, UserbuffersSplit u, double scale) {
+        add(x, g, u, pass == GemmPass::forward ? layers + replayed * replays_gemm(x, g) : layers, scale);
       });
     };
-    visit_layer_ops(c, false, [&](const Gemm& g) { calls(g, n.dense, n.replay_dense); });
-    visit_layer_ops(c, true, [&](const Gemm& g) { calls(g, n.moe, n.replay_moe); });
-    if (i == s.pipeline_parallel - 1) calls(head_gemm(c), 1 + sl.mtp, 0);  // once more per MTP module
+    // The FP8 layers of each kind, then the BF16 ones (none but under first_last_layers_bf16).
+    for (const bool moe : {false, true}) {
+      const double layers = moe ? n.moe : n.dense, bf16 = moe ? n.bf16_moe : n.bf16_dense;
+      const double replayed = moe ? n.replay_moe : n.replay_dense;
+      const double bf16_replayed = moe ? n.replay_bf16_moe : n.replay_bf16_dense;
+      visit_layer_ops(c, moe, [&](const Gemm& g) { calls(c, g, layers - bf16, replayed - bf16_replayed); });
+      visit_layer_ops(cb, moe, [&](const Gemm& g) { calls(cb, g, bf16, bf16_replayed); });
+    }
+    if (i == s.pipeline_parallel - 1) calls(c, head_gemm(c), 1 + sl.mtp, 0);  // once more per MTP module
   }
   return out;
 }
@@ -1131,6 +1210,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   if (check(m, s, t, ValidityOptions{sys.devices_per_node, true, true, true}) != Rejection::ok) return out;
   const PipelineSplit split = *pipeline_split(m, s, true);
   const Ctx c = make_ctx(m, s, sys, t, p);
+  const Ctx cb = make_ctx(m, s, sys, bf16_layer_settings(t), p);  // the BF16 end layers' (first_last_layers_bf16)
   const StageParams dense_params = layer_footprint(c, false).params;
   const StageParams moe_params = m.is_moe() ? layer_footprint(c, true).params : dense_params;
   const double mb = static_cast<double>(c.r.num_micro_batches);
@@ -1141,7 +1221,7 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
   const double dense_fp8 = amax && m.has_dense_layers() ? layer_time(c, false).fp8_gemms : 0.0;
   const double moe_fp8 = amax && m.is_moe() ? layer_time(c, true).fp8_gemms : 0.0;
   for (int i = 0; i < s.pipeline_parallel; ++i) {
-    const StageLayers sl = stage_layers(m, split, s, i);
+    const StageLayers sl = stage_layers(m, split, s, t, i);
     const StageCounts n = stage_counts(m, s, sl);
     auto add = [&](Prim prim, Group g, double bytes, double count) {
       if (count <= 0) return;
@@ -1156,8 +1236,12 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
         add(k.prim, k.group, k.bytes, mb * (layers * (k.fwd + k.bwd) + rc * replayed * k.fwd));
       };
     };
-    if (n.dense > 0) visit_layer_collectives(c, false, layer(n.dense, n.replay_dense));
-    if (n.moe > 0) visit_layer_collectives(c, true, layer(n.moe, n.replay_moe));
+    // The FP8 layers of each kind, then the BF16 ones (none but under first_last_layers_bf16).
+    const double fp8_dense = n.dense - n.bf16_dense, fp8_moe = n.moe - n.bf16_moe;
+    if (fp8_dense > 0) visit_layer_collectives(c, false, layer(fp8_dense, n.replay_dense - n.replay_bf16_dense));
+    if (fp8_moe > 0) visit_layer_collectives(c, true, layer(fp8_moe, n.replay_moe - n.replay_bf16_moe));
+    if (n.bf16_dense > 0) visit_layer_collectives(cb, false, layer(n.bf16_dense, n.replay_bf16_dense));
+    if (n.bf16_moe > 0) visit_layer_collectives(cb, true, layer(n.bf16_moe, n.replay_bf16_moe));
     visit_checkpoint_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * n.stored_layers * (k.fwd + k.bwd)); });
     visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1,

@@ -102,6 +102,12 @@ std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
     return bad("fsdp", "fsdp shards the optimizer state too: distributed_optimizer false contradicts it");
   if (t.recompute_modules >= (1u << kNumRecomputeModules))
     return bad("recompute_modules", "recompute_modules holds an unknown module");
+  if (t.num_layers_at_start_in_bf16 < 0 || t.num_layers_at_end_in_bf16 < 0)
+    return bad("num_layers_at_start_in_bf16", "num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 must be >= 0");
+  if (t.runs_bf16_ends() && t.fp8_recipe == Fp8Recipe::delayed)
+    return bad("first_last_layers_bf16",
+               "first and last layers in BF16 need fp8_recipe tensorwise, mxfp8 or blockwise: Megatron-core refuses "
+               "them under delayed scaling");
   return std::nullopt;
 }
 
@@ -439,6 +445,7 @@ const char* to_string(Rejection r) {
     case Rejection::heads_not_divisible_by_tp_cp: return "heads_not_divisible_by_tp_cp";
     case Rejection::cp_hierarchy_invalid: return "cp_hierarchy_invalid";
     case Rejection::recompute_layers_invalid: return "recompute_layers_invalid";
+    case Rejection::bf16_layers_exceed_stage: return "bf16_layers_exceed_stage";
     case Rejection::flex_dispatcher_unsupported: return "flex_dispatcher_unsupported";
     case Rejection::count_: break;
   }
@@ -484,6 +491,9 @@ const char* describe(Rejection r) {
     case Rejection::flex_dispatcher_unsupported:
       return "the flex MoE dispatcher (DeepEP / HybridEP) needs expert_parallel x expert_tensor_parallel above 1 and "
              "an NVIDIA GPU (a system with sm_count)";
+    case Rejection::bf16_layers_exceed_stage:
+      return "num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 (first_last_layers_bf16) must not exceed "
+             "num_layers / pipeline_parallel (Megatron-core refuses more)";
     case Rejection::count_: break;
   }
   return "?";
@@ -553,6 +563,9 @@ Rejection check(const Model& m, const Strategy& s, const TrainingSettings& t, co
       (s.recompute_method == RecomputeMethod::block && s.recompute_num_layers == 0))
     return Rejection::recompute_layers_invalid;
   if (!pipeline_split(m, s, o.allow_uneven_layers)) return Rejection::layers_not_divisible_by_pp_vpp;
+  const std::int64_t stage_layers = m.num_layers / s.pipeline_parallel;  // Megatron-core's bound on either count
+  if (t.bf16_layers_at_start() > stage_layers || t.bf16_layers_at_end() > stage_layers)
+    return Rejection::bf16_layers_exceed_stage;
   // Ring and all-gather context parallelism run flash attention over load-balanced halves (2·cp chunks of the
   // sequence); all-to-all (Ulysses) runs any attention over the whole sequence for a share of the heads.
   const bool a2a = r.cp_comm_type == CpCommType::a2a;
@@ -679,6 +692,10 @@ std::string explain(Rejection why, const Model& m, const Strategy& s, const Trai
           to_string(s.recompute_method) + ", " + n(s.recompute_num_layers) + " layers";
       break;
     case Rejection::flex_dispatcher_unsupported: d = "ep " + n(ep) + " x etp " + n(etp); break;
+    case Rejection::bf16_layers_exceed_stage:
+      d = n(t.bf16_layers_at_start()) + " at the start, " + n(t.bf16_layers_at_end()) + " at the end; " +
+          n(m.num_layers) + " layers / pp " + n(pp) + " = " + n(pp > 0 ? m.num_layers / pp : 0);
+      break;
   }
   return d.empty() ? describe(why) : describe(why) + std::string(" (") + d + ")";
 }

@@ -242,6 +242,18 @@ struct TrainingSettings {
   // stage's whole tp·cp·dp group: a smaller all-reduce per chunk pass (inside the node where tp·cp fits one), at the
   // cost of each data-parallel replica scaling with its own amaxes.
   bool tp_only_amax_red = false;
+  // FP8 training with the model's first and last layers in BF16 (Megatron-core --first-last-layers-bf16 with
+  // --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16, 1 each by default; Megatron-Bridge's
+  // current-scaling recipes set it, 1 and 1, and its performance scripts turn it off): those layers run outside the
+  // FP8 autocast (fp8_utils.is_first_last_bf16_layer, by global layer number: the first stage's first layers and the
+  // last stage's last ones), as BF16 layers do. Megatron-core refuses it under delayed scaling and counts above
+  // num_layers / pipeline_parallel. MTP modules stay FP8.
+  bool first_last_layers_bf16 = false;
+  std::int64_t num_layers_at_start_in_bf16 = 1, num_layers_at_end_in_bf16 = 1;
+  // The layers at the start / end of the model that run in BF16: the counts under FP8 with first_last_layers_bf16.
+  std::int64_t bf16_layers_at_start() const { return runs_bf16_ends() ? num_layers_at_start_in_bf16 : 0; }
+  std::int64_t bf16_layers_at_end() const { return runs_bf16_ends() ? num_layers_at_end_in_bf16 : 0; }
+  bool runs_bf16_ends() const { return precision == Precision::fp8 && first_last_layers_bf16; }
   // Delayed FP8 scaling's per-chunk amax all-reduce runs (FP8 under the delayed recipe); and over tp·cp alone.
   bool reduces_delayed_amax() const { return precision == Precision::fp8 && fp8_recipe == Fp8Recipe::delayed; }
   bool reduces_amax_over_tp_only() const { return tp_only_amax_red && reduces_delayed_amax(); }
@@ -284,6 +296,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"nccl_nvls_enable", &TrainingSettings::nccl_nvls_enable},
     {"moe_pad_expert_input_to_capacity", &TrainingSettings::moe_pad_expert_input_to_capacity},
     {"tp_only_amax_red", &TrainingSettings::tp_only_amax_red},
+    {"first_last_layers_bf16", &TrainingSettings::first_last_layers_bf16},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and
@@ -415,6 +428,7 @@ enum class Rejection {
   cp_hierarchy_invalid,
   recompute_layers_invalid,
   flex_dispatcher_unsupported,
+  bf16_layers_exceed_stage,
   count_,  // number of reasons
 };
 const char* to_string(Rejection r);

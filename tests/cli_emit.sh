@@ -283,6 +283,25 @@ x=$(runb --stack megatron-bridge --set fp8_recipe=mxfp8 --strategy dp8-tp8-pp8-c
 [[ "$x" == *"mixed_precision=bf16_with_mxfp8_mixed"* ]] || fail "bridge mxfp8 recipe: $x"
 x=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp)
 [[ "$x" == *"settings        fp8 (tensorwise scaling), flash attention, SP"* ]] || fail "fp8 recipe settings line: $x"
+# First and last layers in BF16: Megatron's and NeMo's flags; Bridge's current-scaling recipe runs 1 and 1 itself.
+x=$(run --stack megatron-bridge --set first_last_layers_bf16=true --set num_layers_at_end_in_bf16=2 --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" == *"--first-last-layers-bf16 --num-layers-at-start-in-bf16 1 --num-layers-at-end-in-bf16 2"* ]] || fail "megatron bf16 ends: $x"
+x=$(run --stack megatron-bridge --set first_last_layers_bf16=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit nemo)
+[[ "$x" == *"trainer.plugins.first_last_layers_bf16=true trainer.plugins.num_layers_at_start_in_bf16=1 trainer.plugins.num_layers_at_end_in_bf16=1"* ]] ||
+  fail "nemo bf16 ends: $x"
+x=$(run --stack megatron-bridge --set first_last_layers_bf16=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp)
+[[ "$x" == *"(tensorwise scaling), the first 1 and last 1 layers in BF16,"* ]] || fail "bf16 ends settings line: $x"
+for ends in "1 1" "2 1" "0 0"; do
+  read -r a z <<< "$ends"
+  j=$(run --stack megatron-bridge --set first_last_layers_bf16=$([[ $a$z == 00 ]] && echo false || echo true) \
+    --set num_layers_at_start_in_bf16=$a --set num_layers_at_end_in_bf16=$z --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp \
+    --emit megatron-bridge --json)
+  python3 -c "
+import json,sys
+u=[x for x in json.loads(sys.argv[1])['emit']['unsaid'] if 'BF16' in x]
+want={'1 1': None, '2 1': '2 layer(s) at the start and 1 at the end in BF16', '0 0': 'every layer in FP8'}[sys.argv[2]]
+assert (u == []) if want is None else (len(u) == 1 and u[0].startswith(want)), u" "$j" "$ends" || fail "bridge bf16 ends $ends"
+done
 # Block scaling (Bridge's fp8_sc "subchannel" recipe, which gathers 16-bit parameters).
 x=$(run --stack megatron-bridge --set fp8_recipe=blockwise --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
 [[ "$x" == *"--fp8-recipe blockwise"* ]] || fail "megatron blockwise recipe: $x"

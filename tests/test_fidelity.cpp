@@ -405,6 +405,79 @@ TEST(Fidelity, Fp8BlockScalingRunsItsGemmsAtTheDevicesBlockScaledRate) {
   }
 }
 
+// Megatron-core's --first-last-layers-bf16 runs the model's first num_layers_at_start_in_bf16 and last
+// num_layers_at_end_in_bf16 layers outside the FP8 autocast, by global layer number: only the stages holding them
+// change, each such layer costing what a layer of a BF16 run does. Refused under delayed scaling and above
+// num_layers / pipeline_parallel; ignored without FP8.
+TEST(Fidelity, FirstAndLastLayersInBf16RunAsBf16LayersOnTheirStages) {
+  const Model m = preset("Llama-3-8B");  // 32 layers
+  const PlatformParams p;
+  Strategy s = strat(2, 2, 4);
+  s.sequence_parallel = true;
+  s.virtual_pipeline = 2;  // 8 chunks of 4 layers: stage i holds chunks i and i + 4
+  auto run = [&](Precision prec, int start, int end, bool recompute_mlp = false) {
+    TrainingSettings t = run_settings(4096, 64, prec);
+    t.fp8_recipe = Fp8Recipe::tensorwise;
+    if (recompute_mlp) t.recompute_modules = module_bit(RecomputeModule::mlp);
+    s.recompute = recompute_mlp ? Recompute::selective : Recompute::none;
+    t.first_last_layers_bf16 = start + end > 0;
+    t.num_layers_at_start_in_bf16 = start;
+    t.num_layers_at_end_in_bf16 = end;
+    const Prediction q = simulate(m, s, h100(), t, p);
+    EXPECT_TRUE(q.ok()) << describe(q.rejection);
+    return q;
+  };
+  const Prediction fp8 = run(Precision::fp8, 0, 0), bf16 = run(Precision::bf16, 0, 0);
+  // One layer's BF16 - FP8 cost, from a stage of the two uniform runs (8 layers a stage, ends alike in both).
+  const auto per_layer = [&](double StageResult::*f) { return (bf16.stages[1].*f - fp8.stages[1].*f) / 8; };
+  const Prediction ends = run(Precision::fp8, 5, 2);  // stage 0: layers 0-3 (chunk 0); stage 1: layer 4 (chunk 1)
+  const int bf16_layers[4] = {4, 1, 0, 2};
+  for (int i = 0; i < 4; ++i)
+    for (double StageResult::*f : {&StageResult::forward_compute_s, &StageResult::backward_compute_s,
+                                   &StageResult::tp_comm_s, &StageResult::tp_comm_overlapped_s})
+      EXPECT_NEAR(ends.stages[i].*f - fp8.stages[i].*f, bf16_layers[i] * per_layer(f), 1e-12) << "stage " << i;
+  EXPECT_GT(per_layer(&StageResult::forward_compute_s), 0);
+  // Selective recompute of the MLP replays the BF16 layers' GEMMs in BF16.
+  {
+    const Prediction f = run(Precision::fp8, 0, 0, true), b = run(Precision::bf16, 0, 0, true),
+                     e = run(Precision::fp8, 5, 2, true);
+    const double layer = (b.stages[1].recompute_s - f.stages[1].recompute_s) / 8;
+    EXPECT_GT(layer, 0);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_NEAR(e.stages[i].recompute_s - f.stages[i].recompute_s, bf16_layers[i] * layer, 1e-12) << "stage " << i;
+    s.recompute = Recompute::none;
+  }
+  EXPECT_GT(ends.stages[0].activation_bytes, fp8.stages[0].activation_bytes);  // 16-bit linear inputs kept
+  EXPECT_EQ(ends.stages[2].activation_bytes, fp8.stages[2].activation_bytes);
+  EXPECT_GT(ends.iteration_time_s, fp8.iteration_time_s);
+  // The GEMM table: stage 0's QKV forward runs 4 of its 8 layers in BF16.
+  TrainingSettings t = run_settings(4096, 64, Precision::fp8);
+  t.fp8_recipe = Fp8Recipe::tensorwise;
+  t.first_last_layers_bf16 = true;
+  t.num_layers_at_start_in_bf16 = 5;
+  t.num_layers_at_end_in_bf16 = 2;
+  std::map<Precision, double> qkv;
+  for (const auto& g : gemm_diagnostics(m, s, h100(), t, p))
+    if (g.stage == 0 && g.name == "qkv") qkv[g.dtype] += g.count;
+  EXPECT_EQ(qkv[Precision::bf16], qkv[Precision::fp8]);  // 4 BF16 and 4 FP8 layers, their passes alike
+  EXPECT_GT(qkv[Precision::bf16], 0);
+  // Current scaling's TP amax all-reduces run in the FP8 layers only.
+  double amax = 0;
+  for (const auto& c : collective_diagnostics(m, s, h100(), t, p))
+    if (c.stage == 0 && c.primitive == "all_reduce" && c.group == "tp" && c.bytes == 4) amax += c.count;
+  EXPECT_EQ(amax, 32.0 * 4 * 4);  // 32 micro-batches x 4 FP8 layers x four a layer
+  // Ignored without FP8; refused under delayed scaling and beyond a stage's share of the layers.
+  EXPECT_EQ(run(Precision::bf16, 5, 2).iteration_time_s, bf16.iteration_time_s);
+  t.fp8_recipe = Fp8Recipe::delayed;
+  ASSERT_TRUE(settings_problem(t));
+  EXPECT_EQ(settings_problem(t)->field, "first_last_layers_bf16");
+  t.fp8_recipe = Fp8Recipe::tensorwise;
+  t.num_layers_at_start_in_bf16 = 9;
+  EXPECT_EQ(check(m, s, t, ValidityOptions{}), Rejection::bf16_layers_exceed_stage);
+  t.num_layers_at_start_in_bf16 = 8;
+  EXPECT_EQ(check(m, s, t, ValidityOptions{}), Rejection::ok);
+}
+
 // Hidden and attention dropout are set apart (Megatron's --hidden-dropout, --attention-dropout): each costs its own
 // work. Hidden: a 1-byte mask kept per element of each residual branch (2 s·h per layer, with or without flash);
 // attention: its own kernel's traffic over stored scores (what it keeps there is θ's attention_score_bytes, fitted

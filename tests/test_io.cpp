@@ -1530,6 +1530,19 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
             Fp8Recipe::tensorwise);
   EXPECT_EQ(recipe("  fp8_recipe ...................................... blockwise\n").fp8_recipe, Fp8Recipe::blockwise);
   EXPECT_THROW(recipe("  fp8_recipe ...................................... custom\n"), io::InputError);
+  // --first-last-layers-bf16 and its counts (1 each unless given).
+  const std::string ends =
+      "  fp8_recipe ...................................... tensorwise\n"
+      "  first_last_layers_bf16 .......................... True\n";
+  EXPECT_FALSE(recipe("").first_last_layers_bf16);
+  EXPECT_TRUE(recipe(ends).first_last_layers_bf16);
+  EXPECT_EQ(recipe(ends).bf16_layers_at_start(), 1);
+  EXPECT_EQ(recipe(ends).bf16_layers_at_end(), 1);
+  const TrainingSettings two = recipe(ends +
+                                      "  num_layers_at_start_in_bf16 ..................... 2\n"
+                                      "  num_layers_at_end_in_bf16 ....................... 0\n");
+  EXPECT_EQ(two.bf16_layers_at_start(), 2);
+  EXPECT_EQ(two.bf16_layers_at_end(), 0);
 }
 
 namespace {
