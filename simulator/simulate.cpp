@@ -500,10 +500,12 @@ StageCounts stage_counts(const Model& m, const Strategy& s, const StageLayers& s
     k.replay_dense = sl.replayed - sl.replayed_moe + (mtp_moe ? 0 : mtp);
     k.stored_layers = sl.checkpoints + mtp;
   }
-  k.bf16_moe = sl.bf16_moe;
-  k.bf16_dense = sl.bf16 - sl.bf16_moe;
-  k.replay_bf16_dense = k.dense > 0 ? k.bf16_dense * k.replay_dense / k.dense : 0.0;
-  k.replay_bf16_moe = k.moe > 0 ? k.bf16_moe * k.replay_moe / k.moe : 0.0;
+  if (sl.bf16 > 0) {
+    k.bf16_moe = sl.bf16_moe;
+    k.bf16_dense = sl.bf16 - sl.bf16_moe;
+    k.replay_bf16_dense = k.dense > 0 ? k.bf16_dense * k.replay_dense / k.dense : 0.0;
+    k.replay_bf16_moe = k.moe > 0 ? k.bf16_moe * k.replay_moe / k.moe : 0.0;
+  }
   return k;
 }
 
@@ -763,8 +765,6 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     return k;
   };
   const LinkLoad dense_load = link_load(dense_t), moe_load = two_kinds ? link_load(moe_t) : dense_load;
-  const LinkLoad dense_loadb = bf16 ? link_load(bf16->dense_t) : dense_load;
-  const LinkLoad moe_loadb = bf16 ? link_load(bf16->moe_t) : moe_load;
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;
   const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
@@ -777,28 +777,15 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     w.lm = lm;
     st.num_layers = static_cast<int>(sl.layers);
     st.mtp_layers = sl.mtp;
-    // A per-layer quantity over the stage's layers: each kind at its FP8 (or only) cost, its BF16 end layers at
-    // theirs.
-    const bool ends = bf16 && n.bf16_dense + n.bf16_moe > 0;
-    auto layers_sum = [&](auto get) {
-      double v = ld * get(dense_t) + lm * get(moe_t);
-      if (ends) v += n.bf16_dense * (get(bf16->dense_t) - get(dense_t)) + n.bf16_moe * (get(bf16->moe_t) - get(moe_t));
-      return v;
-    };
     const EdgeTime e = edge_time(c, is_first, is_last);
-    st.forward_compute_s =
-        layers_sum([](const LayerTime& l) { return l.fwd_compute; }) + e.fwd + sl.mtp * mtp_edges.fwd;
+    st.forward_compute_s = ld * dense_t.fwd_compute + lm * moe_t.fwd_compute + e.fwd + sl.mtp * mtp_edges.fwd;
     w.model_flops = ld * dense_t.model_flops + lm * moe_t.model_flops + (is_last ? (1 + sl.mtp) * head_flops : 0.0);
-    st.backward_compute_s =
-        layers_sum([](const LayerTime& l) { return l.bwd_compute; }) + e.bwd + sl.mtp * mtp_edges.bwd;
+    st.backward_compute_s = ld * dense_t.bwd_compute + lm * moe_t.bwd_compute + e.bwd + sl.mtp * mtp_edges.bwd;
     st.recompute_s = n.replay_dense * dense_t.recompute + n.replay_moe * moe_t.recompute;
-    if (ends)
-      st.recompute_s += n.replay_bf16_dense * (bf16->dense_t.recompute - dense_t.recompute) +
-                        n.replay_bf16_moe * (bf16->moe_t.recompute - moe_t.recompute);
     const double edge_tp_fwd = e.tp_fwd + sl.mtp * mtp_edges.tp_fwd, edge_tp_bwd = e.tp_bwd + sl.mtp * mtp_edges.tp_bwd;
-    st.tp_comm_s = layers_sum([](const LayerTime& l) { return l.tp_fwd + l.tp_bwd; }) + edge_tp_fwd + edge_tp_bwd +
-                   n.stored_layers * checkpoint_gather;
-    st.tp_comm_overlapped_s = layers_sum([](const LayerTime& l) { return l.tp_hidden(); });
+    st.tp_comm_s = ld * (dense_t.tp_fwd + dense_t.tp_bwd) + lm * (moe_t.tp_fwd + moe_t.tp_bwd) + edge_tp_fwd +
+                   edge_tp_bwd + n.stored_layers * checkpoint_gather;
+    st.tp_comm_overlapped_s = ld * dense_t.tp_hidden() + lm * moe_t.tp_hidden();
     if (t.reduces_delayed_amax()) {
       // Delayed FP8 scaling: each chunk's forward and backward end with an amax all-reduce and its kernels.
       const double chunk_gemms = (ld * dense_t.fp8_gemms + lm * moe_t.fp8_gemms) / vpp;
@@ -808,8 +795,24 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
         (k.fwd > 0 ? st.forward_compute_s : st.backward_compute_s) += kernels;
       });
     }
-    st.cp_comm_exposed_s = layers_sum([](const LayerTime& l) { return l.cp_fwd + l.cp_bwd; });
-    st.cp_comm_overlapped_s = layers_sum([](const LayerTime& l) { return l.cp_hidden; });
+    st.cp_comm_exposed_s = ld * (dense_t.cp_fwd + dense_t.cp_bwd) + lm * (moe_t.cp_fwd + moe_t.cp_bwd);
+    st.cp_comm_overlapped_s = ld * dense_t.cp_hidden + lm * moe_t.cp_hidden;
+    // The stage's BF16 end layers (first_last_layers_bf16) cost their BF16 twins' time, not the FP8 layers' counted
+    // above (their replays at their kind's replayed share).
+    const bool ends = bf16 && n.bf16_dense + n.bf16_moe > 0;
+    if (ends) {
+      auto delta = [&](auto get) {
+        return n.bf16_dense * (get(bf16->dense_t) - get(dense_t)) + n.bf16_moe * (get(bf16->moe_t) - get(moe_t));
+      };
+      st.forward_compute_s += delta([](const LayerTime& l) { return l.fwd_compute; });
+      st.backward_compute_s += delta([](const LayerTime& l) { return l.bwd_compute; });
+      st.recompute_s += n.replay_bf16_dense * (bf16->dense_t.recompute - dense_t.recompute) +
+                        n.replay_bf16_moe * (bf16->moe_t.recompute - moe_t.recompute);
+      st.tp_comm_s += delta([](const LayerTime& l) { return l.tp_fwd + l.tp_bwd; });
+      st.tp_comm_overlapped_s += delta([](const LayerTime& l) { return l.tp_hidden(); });
+      st.cp_comm_exposed_s += delta([](const LayerTime& l) { return l.cp_fwd + l.cp_bwd; });
+      st.cp_comm_overlapped_s += delta([](const LayerTime& l) { return l.cp_hidden; });
+    }
     // With overlap_p2p_comm (Megatron-LM's default) the interleaved schedule posts each chunk's transfers before
     // computing the next chunk: a boundary's traffic hides under one chunk's compute, whose NCCL send/recv kernels slow
     // it as overlapped DP traffic does (1 - dp_overlap of each hidden second).
@@ -835,16 +838,19 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     }
     const double edge_off_fwd = dp_overlaps && !tp_shared ? edge_tp_fwd : 0.0,
                  edge_off_bwd = dp_overlaps && !tp_shared ? edge_tp_bwd : 0.0;
-    // The layers' link loads, as layers_sum weighs them.
-    auto loads_sum = [&](double LinkLoad::*f) {
-      double v = ld * dense_load.*f + lm * moe_load.*f;
-      if (ends) v += n.bf16_dense * (dense_loadb.*f - dense_load.*f) + n.bf16_moe * (moe_loadb.*f - moe_load.*f);
-      return v;
-    };
-    w.fwd = PassWindow{std::max(0.0, st.forward_compute_s - loads_sum(&LinkLoad::on_fwd)),
-                       loads_sum(&LinkLoad::off_fwd) + edge_off_fwd};
-    w.bwd = PassWindow{std::max(0.0, st.backward_compute_s + st.recompute_s - loads_sum(&LinkLoad::on_bwd)),
-                       loads_sum(&LinkLoad::off_bwd) + edge_off_bwd};
+    LinkLoad load{ld * dense_load.on_fwd + lm * moe_load.on_fwd, ld * dense_load.on_bwd + lm * moe_load.on_bwd,
+                  ld * dense_load.off_fwd + lm * moe_load.off_fwd, ld * dense_load.off_bwd + lm * moe_load.off_bwd};
+    if (ends) {  // the BF16 end layers' loads for their FP8 twins'
+      const LinkLoad dense_loadb = link_load(bf16->dense_t), moe_loadb = link_load(bf16->moe_t);
+      auto delta = [&](double LinkLoad::*f) {
+        return n.bf16_dense * (dense_loadb.*f - dense_load.*f) + n.bf16_moe * (moe_loadb.*f - moe_load.*f);
+      };
+      for (double LinkLoad::*f : {&LinkLoad::on_fwd, &LinkLoad::on_bwd, &LinkLoad::off_fwd, &LinkLoad::off_bwd})
+        load.*f += delta(f);
+    }
+    w.fwd = PassWindow{std::max(0.0, st.forward_compute_s - load.on_fwd), load.off_fwd + edge_off_fwd};
+    w.bwd =
+        PassWindow{std::max(0.0, st.backward_compute_s + st.recompute_s - load.on_bwd), load.off_bwd + edge_off_bwd};
     w.grad_time = grad_time;
     w.param_time = param_time;
     w.grad_share = grad_share;
