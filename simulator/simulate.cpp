@@ -1157,6 +1157,18 @@ double replays_gemm(const Ctx& c, const Gemm& g) {
   if (c.r.s.recompute != Recompute::selective || g.module == RecomputeModule::none) return 0;
   return replays(c.t, g.module) ? 1 : 0;
 }
+// A stage's layers in the groups the diagnostics visit: each kind's FP8 (or only) layers under the run's context `c`,
+// then its BF16 end layers (first_last_layers_bf16) under `cb`; f(ctx, moe, layers, replayed) for each group held.
+template <class F>
+void visit_layer_groups(const StageCounts& n, const Ctx& c, const Ctx& cb, F&& f) {
+  for (const bool moe : {false, true}) {
+    const double layers = moe ? n.moe : n.dense, bf16 = moe ? n.bf16_moe : n.bf16_dense;
+    const double replayed = moe ? n.replay_moe : n.replay_dense;
+    const double bf16_replayed = moe ? n.replay_bf16_moe : n.replay_bf16_dense;
+    if (layers - bf16 > 0) f(c, moe, layers - bf16, replayed - bf16_replayed);
+    if (bf16 > 0) f(cb, moe, bf16, bf16_replayed);
+  }
+}
 }  // namespace
 
 std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, const System& sys,
@@ -1197,14 +1209,9 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
         add(x, g, u, pass == GemmPass::forward ? layers + replayed * replays_gemm(x, g) : layers, scale);
       });
     };
-    // The FP8 layers of each kind, then the BF16 ones (none but under first_last_layers_bf16).
-    for (const bool moe : {false, true}) {
-      const double layers = moe ? n.moe : n.dense, bf16 = moe ? n.bf16_moe : n.bf16_dense;
-      const double replayed = moe ? n.replay_moe : n.replay_dense;
-      const double bf16_replayed = moe ? n.replay_bf16_moe : n.replay_bf16_dense;
-      visit_layer_ops(c, moe, [&](const Gemm& g) { calls(c, g, layers - bf16, replayed - bf16_replayed); });
-      visit_layer_ops(cb, moe, [&](const Gemm& g) { calls(cb, g, bf16, bf16_replayed); });
-    }
+    visit_layer_groups(n, c, cb, [&](const Ctx& x, bool moe, double layers, double replayed) {
+      visit_layer_ops(x, moe, [&](const Gemm& g) { calls(x, g, layers, replayed); });
+    });
     if (i == s.pipeline_parallel - 1) calls(c, head_gemm(c), 1 + sl.mtp, 0);  // once more per MTP module
   }
   return out;
@@ -1242,12 +1249,9 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
         add(k.prim, k.group, k.bytes, mb * (layers * (k.fwd + k.bwd) + rc * replayed * k.fwd));
       };
     };
-    // The FP8 layers of each kind, then the BF16 ones (none but under first_last_layers_bf16).
-    const double fp8_dense = n.dense - n.bf16_dense, fp8_moe = n.moe - n.bf16_moe;
-    if (fp8_dense > 0) visit_layer_collectives(c, false, layer(fp8_dense, n.replay_dense - n.replay_bf16_dense));
-    if (fp8_moe > 0) visit_layer_collectives(c, true, layer(fp8_moe, n.replay_moe - n.replay_bf16_moe));
-    if (n.bf16_dense > 0) visit_layer_collectives(cb, false, layer(n.bf16_dense, n.replay_bf16_dense));
-    if (n.bf16_moe > 0) visit_layer_collectives(cb, true, layer(n.bf16_moe, n.replay_bf16_moe));
+    visit_layer_groups(n, c, cb, [&](const Ctx& x, bool moe, double layers, double replayed) {
+      visit_layer_collectives(x, moe, layer(layers, replayed));
+    });
     visit_checkpoint_collectives(
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * n.stored_layers * (k.fwd + k.bwd)); });
     visit_edge_collectives(c, i == 0, i == s.pipeline_parallel - 1,
