@@ -126,12 +126,12 @@ void register_models(CLI::App& app) {
       const System& s = sp.system;
       rows.push_back({s.name, s.device, std::to_string(s.devices_per_node), fmt(s.peak_flops_fp16 / 1e12, 0),
                       fmt(s.peak_flops_bf16 / 1e12, 0), fmt(s.peak_flops_fp8 / 1e12, 0) + (s.mxfp8 ? " MX" : ""),
-                      gib(s.hbm_capacity_bytes), fmt(s.hbm_bandwidth_bytes_per_s / 1e9, 0),
-                      fmt(s.intra_node.bandwidth_bytes_per_s / 1e9, 1),
+                      fmt(s.peak_flops_fp4 / 1e12, 0), gib(s.hbm_capacity_bytes),
+                      fmt(s.hbm_bandwidth_bytes_per_s / 1e9, 0), fmt(s.intra_node.bandwidth_bytes_per_s / 1e9, 1),
                       s.intra_node_links.empty() ? "uniform" : "links",
                       fmt(s.inter_node.bandwidth_bytes_per_s / 1e9, 1), theta_shown(sp)});
     }
-    std::cout << table({"system", "device", "per_node", "fp16_TF", "bf16_TF", "fp8_TF", "hbm_GiB", "hbm_GB/s",
+    std::cout << table({"system", "device", "per_node", "fp16_TF", "bf16_TF", "fp8_TF", "fp4_TF", "hbm_GiB", "hbm_GB/s",
                         "intra_GB/s", "intra", "inter_GB/s", "theta"},
                        rows);
   });

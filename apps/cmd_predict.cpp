@@ -69,6 +69,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
   const ResolvedStrategy r = resolve(s, t);
   std::string out = to_string(t.precision);
   if (t.precision == Precision::fp8) out += std::string(" (") + to_string(t.fp8_recipe) + " scaling)";
+  if (t.precision == Precision::fp4) out += " (NVFP4)";
   if (t.reduces_amax_over_tp_only()) out += ", amax reduced over TP only";
   if (t.runs_bf16_ends())
     out += ", the first " + std::to_string(t.bf16_layers_at_start()) + " and last " +
@@ -128,10 +129,11 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
   if (!t.fused_kernels) out += ", unfused kernels";
   if (!t.fused_norm) out += ", unfused norm";
   if (t.te_cross_entropy) out += ", TE cross entropy";
+  const std::string low = t.precision == Precision::fp4 ? "FP4" : "FP8";
   if (r.fp8_param_gather)
-    out += ", FP8 parameters";
-  else if (t.fp8_param_gather)  // valid settings have it only under FP8
-    out += ", FP8 parameters not in effect (need the distributed optimizer or FSDP)";
+    out += ", " + low + " parameters";
+  else if (t.fp8_param_gather)  // valid settings have it only under FP8 or FP4
+    out += ", " + low + " parameters not in effect (need the distributed optimizer or FSDP)";
   if (t.nccl_ub) out += ", NCCL user buffers";
   // NVLS changes the all-reduces of a system that has it: said there, either way.
   if (sys.nvlink_sharp) out += t.nccl_nvls_enable ? ", NCCL NVLS all-reduce" : ", NCCL NVLS off (ring all-reduce)";

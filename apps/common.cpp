@@ -408,8 +408,8 @@ struct PrecisionBound {
   const char* why;
 };
 const PrecisionBound kPrecisionBound[] = {
-    {&TrainingSettings::fp8_param_gather, "fp8_param_gather", [](Precision p) { return p == Precision::fp8; },
-     "it gathers FP8 parameters"},
+    {&TrainingSettings::fp8_param_gather, "fp8_param_gather", [](Precision p) { return quantizes_linear(p); },
+     "it gathers FP8 or FP4 parameters"},
     {&TrainingSettings::reuse_fp32_param, "reuse_fp32_param", [](Precision p) { return p != Precision::fp16; },
      "it needs bf16 parameters"},
 };
@@ -432,7 +432,7 @@ std::string set_precision(TrainingSettings& t, Precision p, const io::Json& name
 void follow_precision(const io::Json& j, TrainingSettings& t, const std::string& source) {
   if (!j.is_object() || !j.contains("precision") || !j["precision"].is_string()) return;
   const std::string name = j["precision"].get<std::string>();
-  for (const Precision p : {Precision::fp16, Precision::bf16, Precision::fp8})
+  for (const Precision p : {Precision::fp16, Precision::bf16, Precision::fp8, Precision::fp4})
     if (name == to_string(p))
       if (const std::string off = set_precision(t, p, j); !off.empty())
         spdlog::info("{}: precision {}: {}", source, name, off);
@@ -445,10 +445,12 @@ TrainingSettings stack_settings_on(const std::string& stack, const System& sys) 
   if (!stack.empty()) {
     const io::StackPreset& st = io::resolve_stack(stack);
     t = st.settings;
-    // A stack's FP8 recipe on a device without FP8 units runs its linear layers in BF16 (FP16 where BF16 is absent).
-    if (sys.peak_flops(t.precision) <= 0 && t.precision == Precision::fp8) {
+    // A stack's FP8 (FP4) recipe on a device without FP8 (FP4) units runs its linear layers in BF16 (FP16 where
+    // BF16 is absent).
+    if (sys.peak_flops(t.precision) <= 0 && quantizes_linear(t.precision)) {
+      const std::string was = to_string(t.precision);
       const std::string off = set_precision(t, sys.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16);
-      spdlog::info("stack {} runs FP8 linear layers; {} has no FP8 units: {} instead{}{}", st.name, sys.name,
+      spdlog::info("stack {} runs {} linear layers; {} has no {} units: {} instead{}{}", st.name, was, sys.name, was,
                    to_string(t.precision), off.empty() ? "" : "; ", off);
     }
   } else {
@@ -494,7 +496,8 @@ TrainingSettings resolve_settings(const RunOptions& o, const System& sys) {
 std::string mfu_precision_note(const std::vector<Precision>& rows) {
   for (const Precision p : rows)
     if (p != rows.front())
-      return "MFU %: against each row's own precision peak (FP8 rows against the FP8 dense peak); compare such rows "
+      return "MFU %: against each row's own precision peak (FP8 and FP4 rows against their dense peak); compare such "
+             "rows "
              "by time\n";
   return {};
 }

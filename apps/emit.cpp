@@ -128,7 +128,8 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
   if (t.precision == Precision::fp8) add("--bf16 --fp8-format hybrid");
   if (t.precision == Precision::fp8 && t.fp8_recipe != Fp8Recipe::delayed)  // Megatron's default is delayed
     add(std::string("--fp8-recipe ") + to_string(t.fp8_recipe));
-  if (r.fp8_param_gather) add("--fp8-param-gather");
+  if (t.precision == Precision::fp4) add("--bf16 --fp4-format e2m1 --fp4-recipe nvfp4");
+  if (r.fp8_param_gather) add(t.precision == Precision::fp4 ? "--fp4-param-gather" : "--fp8-param-gather");
   if (t.reduces_amax_over_tp_only()) add("--tp-only-amax-red");
   if (t.runs_bf16_ends())
     add("--first-last-layers-bf16 --num-layers-at-start-in-bf16 " + n(t.num_layers_at_start_in_bf16) +
@@ -251,6 +252,10 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
     if (t.te_cross_entropy)
       add("model.config.cross_entropy_loss_fusion=true model.config.cross_entropy_fusion_impl=te");
     if (t.precision == Precision::fp8) add("trainer.plugins.fp8=hybrid");
+    if (t.precision == Precision::fp4)
+      e.unsaid.push_back(
+          "NVFP4 linear layers (precision fp4: lmsim names no NeMo 2 precision-plugin key for them; Megatron-LM's "
+          "--fp4-format e2m1 and Megatron-Bridge's bf16_with_nvfp4_mixed set them)");
     if (t.precision == Precision::fp8 && t.fp8_recipe != Fp8Recipe::delayed)
       add(std::string("trainer.plugins.fp8_recipe=") + to_string(t.fp8_recipe));
     if (t.runs_bf16_ends())
@@ -293,16 +298,22 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   const char* const fp8_mp[kNumFp8Recipes] = {"bf16_with_fp8_delayed_scaling_mixed",
                                               "bf16_with_fp8_current_scaling_mixed", "bf16_with_mxfp8_mixed",
                                               "bf16_with_fp8_subchannel_scaling_mixed"};
-  const std::string mp = fp8 ? fp8_mp[static_cast<int>(t.fp8_recipe)] : fp16 ? "fp16_mixed" : "bf16_mixed";
+  const bool fp4 = t.precision == Precision::fp4;
+  const std::string mp = fp8    ? fp8_mp[static_cast<int>(t.fp8_recipe)]
+                         : fp4  ? "bf16_with_nvfp4_mixed"
+                         : fp16 ? "fp16_mixed"
+                                : "bf16_mixed";
   add("mixed_precision=" + mp);
   // The current-scaling recipe runs one layer at each end in BF16 (Bridge's performance scripts turn it off,
-  // precision.py); the others run every layer in FP8.
+  // precision.py); the others run every layer in FP8 (FP4).
   const bool recipe_ends = fp8 && t.fp8_recipe == Fp8Recipe::tensorwise;
   const std::int64_t start = t.bf16_layers_at_start(), end = t.bf16_layers_at_end();
-  if (fp8 && (recipe_ends ? start != 1 || end != 1 : start + end > 0))
+  if ((fp8 || fp4) && (recipe_ends ? start != 1 || end != 1 : start + end > 0))
     e.unsaid.push_back((start + end > 0 ? n(start) + " layer(s) at the start and " + n(end) + " at the end in BF16"
-                                        : std::string("every layer in FP8")) +
-                       " (" + mp + (recipe_ends ? " runs one layer at each end in BF16" : " runs every layer in FP8") +
+                                        : std::string("every layer in ") + (fp4 ? "FP4" : "FP8")) +
+                       " (" + mp +
+                       (recipe_ends ? " runs one layer at each end in BF16"
+                                    : std::string(" runs every layer in ") + (fp4 ? "FP4" : "FP8")) +
                        "; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
                        "mixed_precision.first_last_layers_bf16=" +
                        b(start + end > 0) +
@@ -322,6 +333,10 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
                        "; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
                        "mixed_precision.fp8_param_gather=" +
                        b(r.fp8_param_gather) + ")");
+  if (fp4 && !r.fp8_param_gather)  // the NVFP4 recipe gathers FP4 parameters
+    e.unsaid.push_back(std::string("FP4 parameters gathered in 16 bits (") + mp +
+                       " sets fp4_param_gather=true; a recipe whose mixed_precision is a MixedPrecisionConfig takes "
+                       "mixed_precision.fp4_param_gather=false)");
   add("train.micro_batch_size=" + n(r.micro_batch_size));
   add("train.global_batch_size=" + n(t.global_batch_size));
   add("dataset.seq_length=" + n(t.seq_length));

@@ -108,7 +108,7 @@ void choose_free(Problem& pb) {
     overlap |= s.strategy.context_parallel > 1 && (cp_type == CpCommType::p2p || cp_type == CpCommType::a2a_p2p);
     crosses |= s.strategy.devices() > pb.system.devices_per_node;
     scores |= !s.settings.flash_attention;
-    fp8 |= s.settings.precision == Precision::fp8;
+    fp8 |= quantizes_linear(s.settings.precision);
     flash |= s.settings.flash_attention;
   }
   for (std::size_t i = 0; i < kNumParams; ++i) {

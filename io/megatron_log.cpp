@@ -412,7 +412,15 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   // Megatron-core fills an unset group size with pipeline_parallel, which is what 0 means here.
   if (get("microbatch_group_size_per_vp_stage", "None").first != "None")
     t.microbatch_group_size_per_vp_stage = integer("microbatch_group_size_per_vp_stage", nullptr, 1, 1 << 20);
-  const std::string fp8 = get("fp8", "None").first;
+  const std::string fp8 = get("fp8", "None").first, fp4 = get("fp4", "None").first;
+  // --first-last-layers-bf16 with its two counts (1 each by default), under FP8 or FP4.
+  auto bf16_ends = [&] {
+    t.first_last_layers_bf16 = flag("first_last_layers_bf16", false);
+    if (t.first_last_layers_bf16) {
+      t.num_layers_at_start_in_bf16 = integer("num_layers_at_start_in_bf16", "1", 0, 1 << 16);
+      t.num_layers_at_end_in_bf16 = integer("num_layers_at_end_in_bf16", "1", 0, 1 << 16);
+    }
+  };
   if (fp8 != "None" && fp8 != "False") {
     t.precision = Precision::fp8;
     // Megatron-core's --fp8-recipe (delayed by default).
@@ -421,18 +429,20 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
     if (!rec)
       throw InputError(path, rl, "fp8_recipe", "'" + rv + "' is not one of " + names_of<Fp8Recipe>(kNumFp8Recipes));
     t.fp8_recipe = *rec;
-    // --first-last-layers-bf16 with its two counts (1 each by default).
-    t.first_last_layers_bf16 = flag("first_last_layers_bf16", false);
-    if (t.first_last_layers_bf16) {
-      t.num_layers_at_start_in_bf16 = integer("num_layers_at_start_in_bf16", "1", 0, 1 << 16);
-      t.num_layers_at_end_in_bf16 = integer("num_layers_at_end_in_bf16", "1", 0, 1 << 16);
-    }
+    bf16_ends();
+  } else if (fp4 != "None" && fp4 != "False") {
+    // --fp4-format e2m1 with --fp4-recipe nvfp4 (its default): TE's NVFP4BlockScaling.
+    t.precision = Precision::fp4;
+    const auto [rv, rl] = get("fp4_recipe", "nvfp4");
+    if (rv != "nvfp4")
+      throw InputError(path, rl, "fp4_recipe", "'" + rv + "' is not modelled: only nvfp4 (a custom quantizer is not)");
+    bf16_ends();
   } else if (flag("bf16", false))
     t.precision = Precision::bf16;
   else if (flag("fp16", false))
     t.precision = Precision::fp16;
   else
-    throw InputError(path, 0, "bf16", "neither bf16, fp16 nor fp8: fp32 training is not modelled");
+    throw InputError(path, 0, "bf16", "neither bf16, fp16, fp8 nor fp4: fp32 training is not modelled");
   t.distributed_optimizer = flag("use_distributed_optimizer", false);
   t.sequence_parallel = s.tensor_parallel > 1 && flag("sequence_parallel", false);
   {
@@ -531,7 +541,9 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   t.masked_softmax_fusion = flag("masked_softmax_fusion", true);
   t.overlap_p2p_comm = flag("overlap_p2p_comm", false);
   t.distribute_saved_activations = flag("distribute_saved_activations", false);
-  t.fp8_param_gather = t.precision == Precision::fp8 && flag("fp8_param_gather", false);
+  // FP8 parameters, or FP4 ones (--fp4-param-gather, read into args as fp4_param_gather or fp4_param).
+  t.fp8_param_gather = (t.precision == Precision::fp8 && flag("fp8_param_gather", false)) ||
+                       (t.precision == Precision::fp4 && (flag("fp4_param_gather", false) || flag("fp4_param", false)));
   t.tp_only_amax_red = flag("tp_only_amax_red", false);
   t.overlap_moe_expert_parallel_comm = flag("overlap_moe_expert_parallel_comm", false);
   t.nccl_ub = flag("nccl_ub", false);

@@ -623,6 +623,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.peak_flops_fp16 = f.number_or("fp16", 0, 1e6, 0) * 1e12;
   s.peak_flops_bf16 = f.number_or("bf16", 0, 1e6, 0) * 1e12;
   s.peak_flops_fp8 = f.number_or("fp8", 0, 1e6, 0) * 1e12;
+  s.peak_flops_fp4 = f.number_or("fp4", 0, 1e6, 0) * 1e12;
   f.finish();
   s.hbm_capacity_bytes = o.number("hbm_capacity_gib", 1e-3, 1e6) * kGiB;
   s.hbm_bandwidth_bytes_per_s = o.number("hbm_bandwidth_gb_per_s", 1e-3, 1e7) * 1e9;
@@ -645,6 +646,7 @@ System system_from_json(const Json& j, const std::string& file, const std::strin
   s.flash_attention_2_throughput = o.number_or("flash_attention_2_throughput", 0.05, 4, 1);
   s.mxfp8 = o.boolean_or("mxfp8", false);
   s.fp8_block_scaled_gemm_throughput = o.number_or("fp8_block_scaled_gemm_throughput", 0.05, 4, 1);
+  s.fp4_gemm_throughput = o.number_or("fp4_gemm_throughput", 0.05, 4, 1);
   if (o.has("default_params")) {
     const PlatformParams d = params_from_json(o.raw("default_params"), file, o.where("default_params"));
     if (defaults) *defaults = d;
@@ -664,8 +666,10 @@ Json to_json(const System& s) {
   j["name"] = s.name;
   j["device"] = s.device;
   j["devices_per_node"] = s.devices_per_node;
-  j["peak_tflops"] = {
-      {"fp16", s.peak_flops_fp16 / 1e12}, {"bf16", s.peak_flops_bf16 / 1e12}, {"fp8", s.peak_flops_fp8 / 1e12}};
+  j["peak_tflops"] = {{"fp16", s.peak_flops_fp16 / 1e12},
+                      {"bf16", s.peak_flops_bf16 / 1e12},
+                      {"fp8", s.peak_flops_fp8 / 1e12},
+                      {"fp4", s.peak_flops_fp4 / 1e12}};
   j["hbm_capacity_gib"] = s.hbm_capacity_bytes / kGiB;
   j["hbm_bandwidth_gb_per_s"] = s.hbm_bandwidth_bytes_per_s / 1e9;
   j["intra_node"] = link_json(s.intra_node);
@@ -689,6 +693,7 @@ Json to_json(const System& s) {
   j["flash_attention_2_throughput"] = s.flash_attention_2_throughput;
   j["mxfp8"] = s.mxfp8;
   j["fp8_block_scaled_gemm_throughput"] = s.fp8_block_scaled_gemm_throughput;
+  j["fp4_gemm_throughput"] = s.fp4_gemm_throughput;
   return j;
 }
 
@@ -731,7 +736,9 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.global_batch_size = o.integer_or("global_batch_size", 1, 1 << 30, t.global_batch_size);
   t.micro_batch_size = o.integer_or("micro_batch_size", 1, 1 << 30, t.micro_batch_size);
   t.precision = o.choice<Precision>(
-      "precision", {{"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}}, t.precision);
+      "precision",
+      {{"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}, {"fp4", Precision::fp4}},
+      t.precision);
   if (o.has(kBothDropouts)) t.hidden_dropout = t.attention_dropout = o.boolean(kBothDropouts);
   for (const SettingFlag& f : kSettingFlags) t.*f.member = o.boolean_or(f.name, t.*f.member);
   t.recompute_modules = o.recompute_modules_or("recompute_modules", t.recompute_modules);

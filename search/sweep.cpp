@@ -101,7 +101,8 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << ' ' << y.inter_node.bandwidth_bytes_per_s << ' ' << y.inter_node.latency_s << ' ' << y.gemm_layout_conversion
       << y.nvlink_sharp << y.nccl_protocols << y.fused_attention << y.grouped_gemm_kernel << ' '
       << y.flash_softmax_stats_bytes << ' ' << y.intra_node_host_bandwidth_bytes_per_s << ' ' << y.sm_count << ' '
-      << y.flash_attention_2_throughput << ' ' << y.mxfp8 << ' ' << y.fp8_block_scaled_gemm_throughput << ' ';
+      << y.flash_attention_2_throughput << ' ' << y.mxfp8 << ' ' << y.fp8_block_scaled_gemm_throughput << ' '
+      << y.peak_flops_fp4 << ' ' << y.fp4_gemm_throughput << ' ';
     for (int l : y.intra_node_links) d << l << ',';
     d << ' ' << t.seq_length << ' ' << t.global_batch_size << ' ' << t.micro_batch_size << ' '
       << static_cast<int>(t.precision) << ' ';

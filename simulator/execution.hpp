@@ -77,8 +77,10 @@ struct Ctx {
   double sp_div;             // t when sequence parallel, else 1: divides work and activations outside the TP region
   double peak_flops;         // 16-bit dense FLOP/s (the training precision, or bf16/fp16 under FP8)
   double peak_flops_linear;  // FLOP/s of the linear layers: FP8 peak under FP8 training (times the device's
-                             // block-scaled share under fp8_recipe blockwise), else peak_flops
-  bool fp8;
+                             // block-scaled share under fp8_recipe blockwise), FP4 peak times the device's NVFP4
+                             // GEMM share under FP4, else peak_flops
+  bool fp8;                  // Transformer Engine quantizes the linear layers: precision fp8 or fp4
+  bool nvfp4;                // ... in NVFP4 (precision fp4)
   bool userbuffers;  // Transformer Engine's userbuffers overlap the TP collectives: tp > 1, SP and tp_comm_overlap
   double hbm_bw;
   LinkUse intra, inter;
@@ -155,10 +157,29 @@ constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd
 constexpr double kFp8AmaxReadBytesPerElement = 2, kFp8CurrentScalingKernelsPerCast = 3;
 
 inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
+// NVFP4 (precision fp4; TE NVFP4BlockScaling, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149):
+// 4-bit E2M1 values, packed two to a byte, with one E4M3 scale per 16 elements (per 16x16 block for weights) and
+// one fp32 scale per tensor from its amax. Its casts are current scaling's in structure: an amax pass over the
+// 16-bit input (over the input and its random-Hadamard transform, one kernel), the TP amax all-reduce of a
+// sequence-parallel input or output gradient, then the cast writing the rowwise copy and the Hadamard-transformed
+// columnwise one (stochastic rounding for gradients). It writes fewer bytes but computes more (the 16x16 Hadamard
+// products, random numbers): Transformer Engine's GEMM profiling example (docs/examples/gemm_profiling, B300, a 5B
+// model's linear layers, autocast minus pre-quantized per-layer times) puts NVFP4's quantization at 2.689 ms
+// against current scaling's 2.335 ms, so an NVFP4 cast is taken as current scaling's cast times their ratio.
+constexpr double kNvfp4ValueBytes = 0.5, kNvfp4BlockElements = 16, kNvfp4CastVsCurrentScaling = 2.689 / 2.335;
+// The recipes whose every cast reads its input for the amax first and whose sequence-parallel casts all-reduce it
+// over TP (TE's quantizers with amax_reduction_group: Float8CurrentScalingQuantizer, NVFP4Quantizer).
+inline bool amax_before_cast(const Ctx& c) { return c.nvfp4 || (c.fp8 && c.t.fp8_recipe == Fp8Recipe::tensorwise); }
+// The recipes that keep scales per block, moved with their data.
+inline bool block_scaled(const Ctx& c) {
+  return c.nvfp4 || (c.fp8 && (c.t.fp8_recipe == Fp8Recipe::mxfp8 || c.t.fp8_recipe == Fp8Recipe::blockwise));
+}
 // An FP8 tensor as it crosses a link: one byte an element, and the block-scaled recipes' scales beside the data
-// (TE's _all_gather_mxfp8: one 8-bit scale per 32; _start_all_gather_fp8_blockwise: one fp32 scale per 1x128 tile).
+// (TE's _all_gather_mxfp8: one 8-bit scale per 32; _start_all_gather_fp8_blockwise: one fp32 scale per 1x128 tile);
+// an NVFP4 one half a byte an element and one 8-bit scale per 16 (_all_gather_nvfp4).
 constexpr double kMxfp8BlockElements = 32, kFp8BlockwiseTileElements = 128, kFp8BlockwiseScaleBytes = 4;
 inline double fp8_gather_bytes_per_element(const Ctx& c) {
+  if (c.nvfp4) return kNvfp4ValueBytes + 1 / kNvfp4BlockElements;
   switch (c.t.fp8_recipe) {
     case Fp8Recipe::mxfp8: return 1 + 1 / kMxfp8BlockElements;
     case Fp8Recipe::blockwise: return 1 + kFp8BlockwiseScaleBytes / kFp8BlockwiseTileElements;
@@ -171,8 +192,7 @@ inline double fp8_gather_bytes_per_element(const Ctx& c) {
 // and columnwise copies (dgrad and wgrad; see Fp8Recipe), unless userbuffers gather it (one usage at a time); a
 // per-tensor one gathers the rowwise copy and transposes it after.
 inline double fp8_grad_output_gather_copies(const Ctx& c, bool userbuffers) {
-  const bool block_scaled = c.t.fp8_recipe == Fp8Recipe::mxfp8 || c.t.fp8_recipe == Fp8Recipe::blockwise;
-  return block_scaled && !userbuffers ? 2.0 : 1.0;
+  return block_scaled(c) && !userbuffers ? 2.0 : 1.0;
 }
 
 // Flash attention (Dao 2023): the scores and scores·V products are one fused kernel, whose throughput is its own
@@ -310,12 +330,13 @@ inline GemmTime gemm_time(const Ctx& c, const Gemm& g) {
     // The weight's FP8 copy is cast on an iteration's first micro-batch and cached for the others (Megatron-core
     // sets TE's is_first_microbatch each iteration): amortised over the micro-batches.
     const double mbs = std::max<double>(1.0, static_cast<double>(c.r.num_micro_batches));
-    const bool current = c.t.fp8_recipe == Fp8Recipe::tensorwise;
+    const bool current = amax_before_cast(c);
     const double bytes = kFp8CastBytesPerElement + (current ? kFp8AmaxReadBytesPerElement : 0);
     const double kernels = current ? kFp8CurrentScalingKernelsPerCast : 1;
-    t.forward +=
-        vector_time_s(c, bytes * g.batch * (g.m * g.k + g.k * g.n / mbs), kernels * kFp8KernelsFwd * g.launches);
-    t.backward += vector_time_s(c, bytes * g.batch * g.m * g.n, kernels * kFp8KernelsBwd * g.launches);
+    const double nvfp4 = c.nvfp4 ? kNvfp4CastVsCurrentScaling : 1.0;
+    t.forward += nvfp4 * vector_time_s(c, bytes * g.batch * (g.m * g.k + g.k * g.n / mbs),
+                                       kernels * kFp8KernelsFwd * g.launches);
+    t.backward += nvfp4 * vector_time_s(c, bytes * g.batch * g.m * g.n, kernels * kFp8KernelsBwd * g.launches);
   }
   return t;
 }
@@ -584,9 +605,10 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   const double S = c.tokens, h = c.h, t = c.tp, sp = c.sp_div, act = S * h * 2;
   const bool fused = c.t.fused_kernels;
   // Transformer Engine's FP8 linear layers keep their input for the weight gradient as the FP8 copy they cast
-  // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2. Other
+  // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2 (NVFP4: its
+  // columnwise copy, half a byte and a scale per 16). Other
   // saved tensors (norm inputs, activation inputs, attention tensors) stay 16-bit.
-  const double lin = c.fp8 ? 1.0 : 2.0;
+  const double lin = c.nvfp4 ? kNvfp4ValueBytes + 1 / kNvfp4BlockElements : c.fp8 ? 1.0 : 2.0;
   // An unfused (PyTorch) RMSNorm keeps the fp32 copy of its input (kept by the square and the scaling) and its
   // normalised output (kept by the weight multiply): 4 + 2 bytes per element where a fused kernel keeps the
   // 2-byte input, so 4 more per normalised element.
@@ -883,7 +905,7 @@ void visit_layer_collectives(const Ctx& c, bool moe, F&& f) {
         // (forward) and of a row-parallel one's output gradient (backward) over TP before the cast, so that every
         // rank casts with one scale (Transformer Engine's Linear / LayerNormLinear / LayerNormMLP quantizers,
         // amax_reduction_group = tp_group). Latency-bound: NCCL's LL protocol. Nothing overlaps them.
-        if (c.fp8 && c.t.fp8_recipe == Fp8Recipe::tensorwise) {
+        if (amax_before_cast(c)) {
           f(Collective{Prim::all_reduce, Group::tp, 4, 1, 0, none, none});
           f(Collective{Prim::all_reduce, Group::tp, 4, 0, 1, none, none});
         }
@@ -1027,13 +1049,20 @@ void visit_checkpoint_collectives(const Ctx& c, F&& f) {
 inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gradients ? 4.0 : 2.0; }
 // Bytes a rank keeps per parameter of its model copy: 16-bit; under FP8 plus Transformer Engine's FP8 weight
 // workspace (kept across an iteration's micro-batches), or with FP8 parameters the FP8 data and its transposed
-// (column-wise) copy only. The few non-linear parameters (embedding, norms, router) are counted alike.
+// (column-wise) copy only; under FP4 alike in NVFP4 (half a byte and a scale per 16 elements a copy). The
+// few non-linear parameters (embedding, norms, router) are counted alike.
 inline double weight_bytes_per_param(const TrainingSettings& t, const ResolvedStrategy& r) {
-  if (t.precision != Precision::fp8) return 2.0;
-  return r.fp8_param_gather ? 2.0 : 3.0;
+  if (!quantizes_linear(t.precision)) return 2.0;
+  const double copy = t.precision == Precision::fp4 ? kNvfp4ValueBytes + 1 / kNvfp4BlockElements : 1.0;
+  return r.fp8_param_gather ? 2 * copy : 2.0 + copy;
 }
-// Bytes per parameter of the distributed optimizer's parameter all-gather: 16-bit, 8-bit with FP8 parameters.
-inline double param_gather_bytes_per_param(const ResolvedStrategy& r) { return r.fp8_param_gather ? 1.0 : 2.0; }
+// Bytes per parameter of the distributed optimizer's parameter all-gather: 16-bit; 8-bit with FP8 parameters; with
+// FP4 ones the packed rowwise data, 4 bits (Megatron-core keeps only those bytes in its buffer and rebuilds the
+// scales and the columnwise copy after the gather: fp4_utils.modify_nvfp4_rowwise_storage).
+inline double param_gather_bytes_per_param(const TrainingSettings& t, const ResolvedStrategy& r) {
+  if (!r.fp8_param_gather) return 2.0;
+  return t.precision == Precision::fp4 ? kNvfp4ValueBytes : 1.0;
+}
 
 // Optimizer state per owned parameter for mixed-precision Adam (Megatron-LM theoretical_memory_usage.py: 12 bytes,
 // the 18 of "2 + 4 + 12" less weights and gradients): the fp32 master copy (4), created with the optimizer, and
@@ -1120,7 +1149,7 @@ void visit_embedding_collectives(const Ctx& c, bool is_first, bool is_last, F&& 
 
 template <class F>
 void visit_dp_collectives(const Ctx& c, double dense_params, double expert_params, F&& f) {
-  const double gb = grad_bytes_per_param(c.t), pb = param_gather_bytes_per_param(c.r);
+  const double gb = grad_bytes_per_param(c.t), pb = param_gather_bytes_per_param(c.t, c.r);
   const std::pair<Group, double> parts[2] = {{Group::dp, dense_params}, {Group::edp, expert_params}};
   for (const auto& [g, params] : parts) {
     if (params <= 0 || c.group(g).size <= 1) continue;

@@ -91,13 +91,17 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
   const double pad = 128.0 * c.tp;
   c.vocab_padded = std::ceil(static_cast<double>(m.vocab_size) / pad) * pad;
   c.sp_div = c.r.sequence_parallel ? c.tp : 1.0;
-  c.fp8 = t.precision == Precision::fp8;
+  c.fp8 = quantizes_linear(t.precision);
+  c.nvfp4 = t.precision == Precision::fp4;
   c.userbuffers = c.r.tp_comm_overlap;
-  // Under FP8 only the linear layers use the FP8 units; everything else runs in bf16 (fp16 where bf16 is absent).
+  // Under FP8 or FP4 only the linear layers use the low-precision units; everything else runs in bf16 (fp16 where
+  // bf16 is absent).
   c.peak_flops =
       c.fp8 ? (sys.peak_flops_bf16 > 0 ? sys.peak_flops_bf16 : sys.peak_flops_fp16) : sys.peak_flops(t.precision);
   c.peak_flops_linear = sys.peak_flops(t.precision);
-  if (c.fp8 && t.fp8_recipe == Fp8Recipe::blockwise) c.peak_flops_linear *= sys.fp8_block_scaled_gemm_throughput;
+  if (c.nvfp4) c.peak_flops_linear *= sys.fp4_gemm_throughput;
+  if (t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::blockwise)
+    c.peak_flops_linear *= sys.fp8_block_scaled_gemm_throughput;
   c.hbm_bw = sys.hbm_bandwidth_bytes_per_s;
   c.intra = use_link(sys.intra_node, p.intra_node_bandwidth_efficiency, p);
   c.inter = use_link(sys.inter_node, p.inter_node_bandwidth_efficiency, p);
@@ -637,8 +641,9 @@ LayerActivation layer_activation(const Model& m, const Strategy& s, const Traini
 namespace {
 bool precision_runs(const System& sys, const TrainingSettings& t) {
   if (!(sys.peak_flops(t.precision) > 0)) return false;
-  if (t.precision != Precision::fp8) return true;
-  return (sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0) && (t.fp8_recipe != Fp8Recipe::mxfp8 || sys.mxfp8);
+  if (!quantizes_linear(t.precision)) return true;
+  return (sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0) &&
+         (t.precision != Precision::fp8 || t.fp8_recipe != Fp8Recipe::mxfp8 || sys.mxfp8);
 }
 }  // namespace
 
@@ -648,9 +653,8 @@ std::optional<SettingsProblem> precision_problem(const System& sys, const Traini
     return SettingsProblem{"precision",
                            std::string("has no ") + to_string(t.precision) + " throughput; choose another precision"};
   if (!(sys.peak_flops_bf16 > 0 || sys.peak_flops_fp16 > 0))
-    return SettingsProblem{"precision",
-                           "has no 16-bit throughput for the layers FP8 leaves out; choose another "
-                           "precision"};
+    return SettingsProblem{"precision", std::string("has no 16-bit throughput for the layers ") +
+                                            to_string(t.precision) + " leaves out; choose another precision"};
   return SettingsProblem{"fp8_recipe",
                          "has no MXFP8 tensor cores (fp8_recipe mxfp8 needs Blackwell or later); choose fp8_recipe "
                          "tensorwise, delayed or blockwise"};
@@ -1048,8 +1052,9 @@ TrainingRun training_run(const Prediction& p, const Strategy& s, const TrainingS
 
 double predict_gemm_us(const System& sys, Precision dtype, const PlatformParams& p, double batch, double m, double n,
                        double k) {
-  return gemm_kernel_s(sys.peak_flops(dtype), dtype == Precision::fp8 ? p.fp8_matmul_efficiency : p.matmul_efficiency,
-                       p.matmul_half_dim, batch, m, n, k) *
+  const double peak = sys.peak_flops(dtype) * (dtype == Precision::fp4 ? sys.fp4_gemm_throughput : 1.0);
+  return gemm_kernel_s(peak, quantizes_linear(dtype) ? p.fp8_matmul_efficiency : p.matmul_efficiency, p.matmul_half_dim,
+                       batch, m, n, k) *
          1e6;
 }
 
@@ -1193,7 +1198,7 @@ std::vector<GemmRecord> gemm_diagnostics(const Model& m, const Strategy& s, cons
                    static_cast<std::int64_t>(g.m / u.splits),
                    static_cast<std::int64_t>(g.n),
                    static_cast<std::int64_t>(g.k),
-                   runs_fp8(x, g) ? Precision::fp8 : (c.fp8 ? Precision::bf16 : t.precision),
+                   runs_fp8(x, g) ? t.precision : (c.fp8 ? Precision::bf16 : t.precision),
                    count * u.splits * mb,
                    us};
       GemmRecord* last = out.empty() ? nullptr : &out.back();

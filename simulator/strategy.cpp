@@ -91,20 +91,20 @@ std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
     return bad("moe_expert_capacity_factor",
                "token dropping is modelled for the alltoall and allgather dispatchers only, not flex");
   if (t.reuse_fp32_param && t.precision == Precision::fp16)
-    return bad("reuse_fp32_param", "reuse_fp32_param needs bf16 parameters (precision bf16 or fp8)");
+    return bad("reuse_fp32_param", "reuse_fp32_param needs bf16 parameters (precision bf16, fp8 or fp4)");
   if (t.reuse_fp32_param && t.bf16_optimizer_state)
     return bad("reuse_fp32_param", "reuse_fp32_param keeps an fp32 master copy; bf16_optimizer_state has none");
-  if (t.fp8_param_gather && t.precision != Precision::fp8)
-    return bad("fp8_param_gather", "fp8_param_gather needs precision fp8");
+  if (t.fp8_param_gather && !quantizes_linear(t.precision))
+    return bad("fp8_param_gather", "fp8_param_gather needs precision fp8 or fp4");
   if (t.fp8_param_gather && t.reuse_fp32_param)
-    return bad("fp8_param_gather", "fp8_param_gather keeps FP8 parameters; reuse_fp32_param needs bf16 ones");
+    return bad("fp8_param_gather", "fp8_param_gather keeps FP8 (FP4) parameters; reuse_fp32_param needs bf16 ones");
   if (t.fsdp && !t.distributed_optimizer)
     return bad("fsdp", "fsdp shards the optimizer state too: distributed_optimizer false contradicts it");
   if (t.recompute_modules >= (1u << kNumRecomputeModules))
     return bad("recompute_modules", "recompute_modules holds an unknown module");
   if (t.num_layers_at_start_in_bf16 < 0 || t.num_layers_at_end_in_bf16 < 0)
     return bad("num_layers_at_start_in_bf16", "num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 must be >= 0");
-  if (t.runs_bf16_ends() && t.fp8_recipe == Fp8Recipe::delayed)
+  if (t.runs_bf16_ends() && t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::delayed)
     return bad("first_last_layers_bf16",
                "first and last layers in BF16 need fp8_recipe tensorwise, mxfp8 or blockwise: Megatron-core refuses "
                "them under delayed scaling");
@@ -409,7 +409,7 @@ ResolvedStrategy resolve(const Strategy& s, const TrainingSettings& t) {
   // whatever the strategy says of it (--emit then names the optimizer).
   const bool one_rank_dp = one_rank_data_parallel(s.data_parallel, s.tensor_parallel, s.context_parallel,
                                                   s.expert_tensor(), s.expert_parallel);
-  r.fp8_param_gather = t.fp8_param_gather && t.precision == Precision::fp8 && (r.distributed_optimizer || one_rank_dp);
+  r.fp8_param_gather = t.fp8_param_gather && quantizes_linear(t.precision) && (r.distributed_optimizer || one_rank_dp);
   r.data_parallel_group = !one_rank_dp;
   r.moe_a2a_overlap = t.overlap_moe_expert_parallel_comm && s.expert_parallel > 1 &&
                       t.moe_token_dispatcher_type != MoeDispatcher::allgather && s.recompute != Recompute::full &&

@@ -44,7 +44,7 @@ enum class RecomputeModule : std::uint8_t {
 };
 constexpr int kNumRecomputeModules = 7;
 const char* to_string(RecomputeModule m);
-constexpr int kNumRecompute = 3, kNumPrecisions = 3;
+constexpr int kNumRecompute = 3, kNumPrecisions = 4;
 
 // How context parallelism hands the attention its keys and values (Megatron-core --cp-comm-type; MindSpeed-LLM
 // --context-parallel-algo). p2p: ring attention, K/V blocks passed around the cp ranks under the attention core
@@ -222,7 +222,9 @@ struct TrainingSettings {
   bool te_cross_entropy = false;
   // FP8 parameters (Megatron --fp8-param-gather; every Megatron-Bridge FP8 current- and MX-scaling recipe): the
   // linear layers' weights live as FP8 with their transposed (column-wise) copy instead of bf16 plus an FP8
-  // workspace, and the distributed optimizer gathers them in 8 bits. Needs precision fp8.
+  // workspace, and the distributed optimizer gathers them in 8 bits. Under precision fp4 the same for NVFP4
+  // (Megatron --fp4-param-gather; Megatron-Bridge's nvfp4 recipe): 4-bit weights, gathered as their packed rowwise
+  // data. Needs precision fp8 or fp4.
   bool fp8_param_gather = false;
   // Full recompute's checkpoints split over the TP ranks (Megatron --distribute-saved-activations): each rank keeps
   // 1/t of every checkpointed input and all-gathers it before the replay. Megatron allows it only with full
@@ -242,7 +244,8 @@ struct TrainingSettings {
   // stage's whole tp·cp·dp group: a smaller all-reduce per chunk pass (inside the node where tp·cp fits one), at the
   // cost of each data-parallel replica scaling with its own amaxes.
   bool tp_only_amax_red = false;
-  // FP8 training with the model's first and last layers in BF16 (Megatron-core --first-last-layers-bf16 with
+  // FP8 (or FP4: fp4_utils.get_fp4_context) training with the model's first and last layers in BF16
+  // (Megatron-core --first-last-layers-bf16 with
   // --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16, 1 each by default; Megatron-Bridge's
   // current-scaling recipes set it, 1 and 1, and its performance scripts turn it off): those layers run outside the
   // FP8 autocast (fp8_utils.is_first_last_bf16_layer, by global layer number: the first stage's first layers and the
@@ -253,7 +256,7 @@ struct TrainingSettings {
   // The layers at the start / end of the model that run in BF16: the counts under FP8 with first_last_layers_bf16.
   std::int64_t bf16_layers_at_start() const { return runs_bf16_ends() ? num_layers_at_start_in_bf16 : 0; }
   std::int64_t bf16_layers_at_end() const { return runs_bf16_ends() ? num_layers_at_end_in_bf16 : 0; }
-  bool runs_bf16_ends() const { return precision == Precision::fp8 && first_last_layers_bf16; }
+  bool runs_bf16_ends() const { return quantizes_linear(precision) && first_last_layers_bf16; }
   // Delayed FP8 scaling's per-chunk amax all-reduce runs (FP8 under the delayed recipe); and over tp·cp alone.
   bool reduces_delayed_amax() const { return precision == Precision::fp8 && fp8_recipe == Fp8Recipe::delayed; }
   bool reduces_amax_over_tp_only() const { return tp_only_amax_red && reduces_delayed_amax(); }

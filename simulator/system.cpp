@@ -23,6 +23,7 @@ const char* to_string(Precision p) {
     case Precision::fp16: return "fp16";
     case Precision::bf16: return "bf16";
     case Precision::fp8: return "fp8";
+    case Precision::fp4: return "fp4";
   }
   return "?";
 }
@@ -32,6 +33,7 @@ std::string validate(const System& s) {
   if (s.devices_per_node <= 0 || s.devices_per_node > 1024) return "devices_per_node must be in [1, 1024]";
   if (bad(s.peak_flops_fp16) && bad(s.peak_flops_bf16)) return "peak FLOP/s must be positive";
   if (!std::isfinite(s.peak_flops_fp8) || s.peak_flops_fp8 < 0) return "peak_tflops.fp8 must not be negative";
+  if (!std::isfinite(s.peak_flops_fp4) || s.peak_flops_fp4 < 0) return "peak_tflops.fp4 must not be negative";
   if (bad(s.hbm_capacity_bytes)) return "hbm_capacity must be positive";
   if (bad(s.hbm_bandwidth_bytes_per_s)) return "hbm_bandwidth must be positive";
   if (bad(s.intra_node.bandwidth_bytes_per_s)) return "intra_node bandwidth must be positive";

@@ -10,8 +10,13 @@
 
 namespace lmsim {
 
-enum class Precision { fp16, bf16, fp8 };
+// The training precision. fp8 and fp4 run Transformer Engine's quantized linear layers (QKV, projection, FC1, FC2,
+// experts) in that format and everything else in bf16 (fp16 where bf16 is absent); fp4 is TE's NVFP4BlockScaling
+// recipe (Megatron-core --fp4-format e2m1 --fp4-recipe nvfp4; see Fp8Recipe for its costs).
+enum class Precision { fp16, bf16, fp8, fp4 };
 const char* to_string(Precision p);
+// Transformer Engine quantizes the linear layers (FP8 or NVFP4).
+constexpr bool quantizes_linear(Precision p) { return p == Precision::fp8 || p == Precision::fp4; }
 
 struct Link {
   double bandwidth_bytes_per_s = 0;  // unidirectional, per device
@@ -80,6 +85,7 @@ struct System {
   double peak_flops_fp16 = 0;  // dense FLOP/s
   double peak_flops_bf16 = 0;
   double peak_flops_fp8 = 0;  // 0 when the device has no FP8 units
+  double peak_flops_fp4 = 0;  // 0 when the device has no FP4 units (NVFP4: Blackwell and later)
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_bytes_per_s = 0;
   Link intra_node;  // bandwidth: the device's whole intra-node bandwidth (all its links, or its switch port)
@@ -133,12 +139,21 @@ struct System {
   // block-scaled kernels take (22.88 - (18.98 - 16.79)) / 16.79 = 1.23x as long, 0.81 of the throughput (H100,
   // H200). Blackwell runs the recipe's GEMMs as MXFP8 ones in its block-scaled tensor cores (TE gemm.cpp), at 1.
   double fp8_block_scaled_gemm_throughput = 1;
+  // An NVFP4 GEMM's throughput as a fraction of the FP4 peak, relative to the fraction an FP8 GEMM reaches of the
+  // FP8 peak (θ's fp8_matmul_efficiency describes both), where measured; 1 elsewhere. Transformer Engine's GEMM
+  // profiling example (docs/examples/gemm_profiling, B300 SXM6, a 5B model's 12 GEMM shapes, 15,872 tokens,
+  // operands quantized beforehand) times a layer's GEMMs at 3.764 ms in NVFP4 and 6.812 ms in per-tensor FP8:
+  // 1.81x, 5.1 PFLOP/s, well under the B300's FP4 peak, so its FP4 kernels were not bound by the FP4 tensor rate
+  // but by what B200 shares with it (HBM, SMs, the FP8 kernels' 4.5 PFLOP/s dense peak). On B200 (9 PFLOP/s dense
+  // FP4, 2x its FP8) that is 1.81 / 2 = 0.905 of the peak ratio (B200, GB200).
+  double fp4_gemm_throughput = 1;
 
   double peak_flops(Precision p) const {
     switch (p) {
       case Precision::fp16: return peak_flops_fp16;
       case Precision::bf16: return peak_flops_bf16;
       case Precision::fp8: return peak_flops_fp8;
+      case Precision::fp4: return peak_flops_fp4;
     }
     return 0;
   }
