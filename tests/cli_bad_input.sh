@@ -255,6 +255,8 @@ expect 2 "field '--vary': seq_length has its own option: --seq" predict --model 
   --strategy dp8 --vary seq_length=1024,2048
 expect 2 "h100_sxm_80g: field 'fp8_recipe': system has no MXFP8 tensor cores" predict --model Qwen3-0.6B \
   --system h100_sxm_80g --strategy dp8 --set precision=fp8 --set fp8_recipe=mxfp8
+expect 2 "h100_sxm_80g: field 'peak_tflops': system has no fp4 throughput" predict --model Qwen3-0.6B \
+  --system h100_sxm_80g --strategy dp8 --set precision=fp4
 expect 2 "field '--vary': v100_sxm2_32g, precision=fp8: system has no fp8 throughput" predict --model Qwen3-0.6B \
   --system v100_sxm2_32g --strategy dp8 --vary precision=fp16,fp8
 expect 2 "and one value per --vary; 1 strategy at 1 device count under 2 combinations of settings were given" predict \

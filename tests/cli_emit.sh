@@ -315,6 +315,23 @@ assert any('FP8 parameters gathered in 8 bits' in x and 'fp8_param_gather=true)'
 j=$(run --stack megatron-bridge --set fp8_recipe=blockwise --set fp8_param_gather=false --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert not any('FP8 parameters' in x for x in u), u" "$j" ||
   fail "bridge blockwise recipe, 16-bit parameters"
+# NVFP4 (precision fp4) on B200: Megatron's --fp4-format flags, Bridge's bf16_with_nvfp4_mixed (FP4 parameters), NeMo unsaid.
+b200() { "$lmsim" --log-level error predict --model Llama-3-70B --system b200_sxm_180g --seq 8192 --global-batch 128 \
+  --stack megatron-bridge --set precision=fp4 --strategy dp2-tp4-pp8-cp1-noRC-vpp5-sp "$@"; }
+x=$(b200 --emit megatron)
+[[ "$x" == *"--bf16 --fp4-format e2m1 --fp4-recipe nvfp4"* && "$x" == *"--fp4-param-gather"* && "$x" != *"--fp8"* ]] ||
+  fail "megatron nvfp4: $x"
+j=$(b200 --emit megatron-bridge --json)
+python3 -c "
+import json,sys
+e=json.loads(sys.argv[1])['emit']
+assert 'mixed_precision=bf16_with_nvfp4_mixed' in e['flags'], e
+assert [x for x in e['unsaid'] if 'gradient reduction' not in x] == [], e" "$j" || fail "bridge nvfp4: $j"
+j=$(b200 --set fp8_param_gather=false --emit megatron-bridge --json)
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP4 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
+  fail "bridge nvfp4, 16-bit parameters"
+j=$(b200 --emit nemo --json)
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('NVFP4' in x for x in u), u" "$j" || fail "nemo nvfp4 unsaid"
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --set fp8_param_gather=false --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP8 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
   fail "json unsaid fp8 gather"

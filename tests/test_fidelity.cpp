@@ -405,6 +405,101 @@ TEST(Fidelity, Fp8BlockScalingRunsItsGemmsAtTheDevicesBlockScaledRate) {
   }
 }
 
+// NVFP4 (precision fp4: Transformer Engine's NVFP4BlockScaling, Megatron-core --fp4-format e2m1): the linear layers'
+// GEMMs at the device's FP4 peak times its NVFP4 GEMM share; casts with current scaling's structure (amax pass, TP
+// amax all-reduce under SP) at the measured NVFP4 / current-scaling cost ratio; half a byte and one E4M3 scale per
+// 16 elements wherever a quantized tensor is kept or gathered (block-scaled: an output gradient crosses in both its
+// copies); FP4 parameters gathered as their packed 4-bit data. Refused where the device has no FP4 units.
+TEST(Fidelity, Nvfp4RunsTheLinearLayersInFourBitsWhereTheDeviceHasFp4) {
+  const Model& m = preset("Llama-3-8B");
+  const System& b200 = io::presets().find_system("b200_sxm_180g")->system;
+  ASSERT_DOUBLE_EQ(b200.peak_flops_fp4, 9e15);
+  ASSERT_DOUBLE_EQ(b200.fp4_gemm_throughput, 0.905);
+  const double fp4_bytes = 0.5 + 1.0 / 16;
+  auto settings = [](Precision prec, Fp8Recipe r = Fp8Recipe::tensorwise) {
+    TrainingSettings t = run_settings(8192, 64, prec);
+    t.fp8_recipe = r;
+    return t;
+  };
+  // GEMM kernels: linear ones at 4500 / (9000 x 0.905) of per-tensor FP8's time, the 16-bit ones unchanged.
+  PlatformParams kernels_only;
+  kernels_only.kernel_launch_us = 0;
+  auto us = [&](Precision prec) {
+    std::map<std::string, double> out;
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), b200, settings(prec), kernels_only)) {
+      out[g.name] = g.predicted_us;
+      EXPECT_EQ(g.dtype, (g.name == "scores" || g.name == "pv" || g.name == "lm_head") ? Precision::bf16 : prec);
+    }
+    return out;
+  };
+  const auto fp4 = us(Precision::fp4), fp8 = us(Precision::fp8);
+  ASSERT_EQ(fp4.size(), fp8.size());
+  for (const auto& [name, t] : fp8) {
+    const bool bf16 = name == "scores" || name == "pv" || name == "lm_head";
+    EXPECT_NEAR(fp4.at(name) / t, bf16 ? 1.0 : 4500.0 / (9000 * 0.905), 1e-9) << name;
+  }
+  // Casts: on a device whose FP4 GEMMs match its FP8 ones and whose HBM is free, current scaling's three launches
+  // a cast (two casts a GEMM forward, one backward) times 2.689 / 2.335.
+  System fast = b200;
+  fast.hbm_bandwidth_bytes_per_s = 1e30;
+  fast.peak_flops_fp4 = fast.peak_flops_fp8;
+  fast.fp4_gemm_throughput = 1;
+  PlatformParams p;
+  p.kernel_launch_us = 10;
+  auto layer = [&](Precision prec) {
+    const Prediction q = simulate(m, strat(8, 1, 1), fast, settings(prec), p);
+    EXPECT_TRUE(q.ok()) << describe(q.rejection);
+    return std::pair{q.layer.forward_s, q.layer.backward_s};
+  };
+  const auto current = layer(Precision::fp8), nvfp4 = layer(Precision::fp4);
+  const double extra = 2.689 / 2.335 - 1;
+  EXPECT_NEAR(nvfp4.first - current.first, extra * 4 * 3 * 2 * 10e-6, 1e-12);
+  EXPECT_NEAR(nvfp4.second - current.second, extra * 4 * 3 * 1 * 10e-6, 1e-12);
+  // Sequence-parallel gathers and the TP amax all-reduces, as current scaling's but at NVFP4's bytes.
+  const Strategy sp = *parse_config_name("dp2-tp4-pp1-cp1-noRC-sp").strategy;
+  std::map<double, double> gathers;
+  double amax = 0, amax_current = 0;
+  for (const auto& c : collective_diagnostics(m, sp, b200, settings(Precision::fp4), PlatformParams{})) {
+    if (c.group == "tp" && c.primitive == "all_gather") gathers[c.bytes] += c.count;
+    if (c.group == "tp" && c.primitive == "all_reduce" && c.bytes == 4) amax += c.count;
+  }
+  for (const auto& c : collective_diagnostics(m, sp, b200, settings(Precision::fp8), PlatformParams{}))
+    if (c.group == "tp" && c.primitive == "all_reduce" && c.bytes == 4) amax_current += c.count;
+  const double tokens = 8192, h = 4096, layers = 32, mb = 64.0 / 2;
+  EXPECT_EQ(gathers.at(tokens * h * fp4_bytes), mb * layers * 2 * 2);  // the inputs, forward and for wgrad
+  EXPECT_EQ(gathers.at(2 * tokens * h * fp4_bytes), mb * layers * 2);  // the output gradients, both copies
+  EXPECT_GT(amax_current, 0);
+  EXPECT_EQ(amax, amax_current);
+  // Kept activations: the QKV, FC1, FC2 and out-projection inputs at NVFP4's bytes, not FP8's one.
+  const double S = 8192, f = 14336, ad = 32 * 128;
+  const double kept8 = layer_activation(m, strat(8, 1, 1), settings(Precision::fp8), p, false).stored_bytes;
+  const double kept4 = layer_activation(m, strat(8, 1, 1), settings(Precision::fp4), p, false).stored_bytes;
+  EXPECT_NEAR(kept8 - kept4, S * (2 * h + f + ad) * (1 - fp4_bytes), 1e-9 * kept8);
+  // Parameters: bf16 plus an NVFP4 workspace, or (FP4 parameters) the NVFP4 data and its columnwise copy, gathered
+  // as the packed 4-bit data.
+  const Strategy dp8 = strat(8, 1, 1);
+  TrainingSettings t = settings(Precision::bf16);
+  const Prediction w16 = simulate(m, dp8, b200, t, PlatformParams{});
+  const double gather16 = bytes_of(collective_diagnostics(m, dp8, b200, t, PlatformParams{}), "all_gather", "dp");
+  t = settings(Precision::fp4);
+  const Prediction workspace = simulate(m, dp8, b200, t, PlatformParams{});
+  t.fp8_param_gather = true;
+  EXPECT_EQ(validate(t), "");
+  const Prediction params = simulate(m, dp8, b200, t, PlatformParams{});
+  ASSERT_TRUE(w16.ok() && workspace.ok() && params.ok());
+  EXPECT_NEAR(workspace.stages[0].weight_bytes / w16.stages[0].weight_bytes, (2 + fp4_bytes) / 2, 1e-12);
+  EXPECT_NEAR(params.stages[0].weight_bytes / w16.stages[0].weight_bytes, 2 * fp4_bytes / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(bytes_of(collective_diagnostics(m, dp8, b200, t, PlatformParams{}), "all_gather", "dp"),
+                   gather16 / 4);
+  EXPECT_EQ(io::settings_from_json(io::to_json(t), "settings.json").precision, Precision::fp4);
+  // No FP4 units on H100: refused, naming the precision.
+  EXPECT_EQ(simulate(m, dp8, h100(), t, PlatformParams{}).rejection, Rejection::precision_unsupported);
+  const auto problem = precision_problem(h100(), t);
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(problem->field, "precision");
+  EXPECT_NE(problem->why.find("no fp4 throughput"), std::string::npos);
+}
+
 // Megatron-core's --first-last-layers-bf16 runs the model's first num_layers_at_start_in_bf16 and last
 // num_layers_at_end_in_bf16 layers outside the FP8 autocast, by global layer number: only the stages holding them
 // change, each such layer costing what a layer of a BF16 run does. Refused under delayed scaling and above

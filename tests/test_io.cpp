@@ -1543,6 +1543,18 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
                                       "  num_layers_at_end_in_bf16 ....................... 0\n");
   EXPECT_EQ(two.bf16_layers_at_start(), 2);
   EXPECT_EQ(two.bf16_layers_at_end(), 0);
+  // --fp4-format e2m1: NVFP4 (its only recipe modelled), FP4 parameters under either name the args carry, BF16
+  // ends as under FP8.
+  const std::string fp4 = "  fp4 ............................................. e2m1\n";
+  auto fp4_run = [&](const std::string& lines) { return read_log_with(text, marker, fp4 + lines).settings; };
+  EXPECT_EQ(fp4_run("").precision, Precision::fp4);
+  EXPECT_FALSE(fp4_run("").fp8_param_gather);
+  EXPECT_TRUE(fp4_run("  fp4_param_gather ................................ True\n").fp8_param_gather);
+  EXPECT_TRUE(fp4_run("  fp4_param ....................................... True\n").fp8_param_gather);
+  EXPECT_FALSE(read_log_with(text, marker, "  fp4_param_gather ................................ True\n")
+                   .settings.fp8_param_gather);  // not without FP4
+  EXPECT_EQ(fp4_run("  first_last_layers_bf16 .......................... True\n").bf16_layers_at_end(), 1);
+  EXPECT_THROW(fp4_run("  fp4_recipe ...................................... custom\n"), io::InputError);
 }
 
 namespace {
