@@ -1599,6 +1599,12 @@ TEST(MegatronBridgeLog, TheSummaryAndTheYamlConfigurationReadAlike) {
   }
   EXPECT_DOUBLE_EQ(read_bridge_with("run_yaml.log", "", "", 0, io::MemoryReport::max_allocated).peak_memory_bytes.at(4),
                    16.0e9);
+  // An NVFP4 run (bf16_with_nvfp4_mixed): the model configuration's fp4 and fp4_param fields.
+  const TrainingSettings fp4 =
+      read_bridge_with("run_yaml.log", "  fp8: null\n", "  fp4: e2m1\n  fp4_recipe: nvfp4\n  fp4_param: true\n", 0)
+          .settings;
+  EXPECT_EQ(fp4.precision, Precision::fp4);
+  EXPECT_TRUE(fp4.fp8_param_gather);
 }
 
 TEST(MegatronBridgeLog, LinesLabelledByTheLauncherReadAsTheyWere) {
