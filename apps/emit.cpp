@@ -16,6 +16,13 @@ bool names_distributed_optimizer(const ResolvedStrategy& r) { return r.distribut
 // Said where only MindSpeed-LLM has the flag.
 constexpr const char* kReuseFp32Param =
     "BF16 parameters kept inside their fp32 master copy (MindSpeed-LLM's --reuse-fp32-param)";
+// Adam's moments in bf16 beside the fp32 master copy: Megatron-core's precision-aware optimizer (Transformer Engine's
+// FusedAdam); MindSpeed-LLM and NeMo 2's overrides are not known here to name it.
+constexpr const char* kBf16AdamMomentsFlags =
+    "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
+constexpr const char* kBf16AdamMoments =
+    "Adam's moments in bf16 beside the fp32 master copy (Megatron-core's "
+    "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)";
 // What the Megatron-LM of the published A100 runs did and no framework of today can be told to (so said, never
 // emitted): its synchronous backward TP all-reduce (Megatron-LM ignored --no-async-tensor-model-parallel-allreduce
 // from April 2024 and removed it in January 2026, 639c08ab82) and its pipeline scatter/gather (Narayanan et al.
@@ -158,6 +165,8 @@ EmittedFlags megatron_flags(bool mindspeed, const Model& m, const Strategy& s, c
     add("--kv-head-repeat-before-uly-alltoall");
   if (t.reuse_fp32_param && mindspeed) add("--reuse-fp32-param");
   if (t.reuse_fp32_param && !mindspeed) e.unsaid.push_back(kReuseFp32Param);
+  if (t.bf16_adam_moments && !mindspeed) add(kBf16AdamMomentsFlags);
+  if (t.bf16_adam_moments && mindspeed) e.unsaid.push_back(kBf16AdamMoments);
   add("--micro-batch-size " + n(r.micro_batch_size));
   add("--global-batch-size " + n(t.global_batch_size));
   add("--seq-length " + n(t.seq_length));
@@ -235,6 +244,7 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
         "FlashAttention, as NeMo's 2024 launcher had it)");
   if (t.reuse_fp32_param) e.unsaid.push_back(kReuseFp32Param);
   if (!bridge) {
+    if (t.bf16_adam_moments) e.unsaid.push_back(kBf16AdamMoments);
     if (r.fsdp) e.unsaid.push_back("fully sharded data parallelism (Megatron-FSDP)");
     if (r.moe_a2a_overlap)
       e.unsaid.push_back(
@@ -274,6 +284,9 @@ EmittedFlags recipe_overrides(bool bridge, const Model& m, const Strategy& s, co
   add(std::string("ddp.use_distributed_optimizer=") + b(dist_opt) +
       " optimizer.use_distributed_optimizer=" + b(dist_opt));
   if (t.nccl_ub) add("ddp.nccl_ub=true");
+  // Bridge's overrides turn a dtype's name into the torch.dtype the field holds (omegaconf_utils, str_to_dtype).
+  if (t.bf16_adam_moments)
+    add("optimizer.use_precision_aware_optimizer=true optimizer.exp_avg_dtype=bf16 optimizer.exp_avg_sq_dtype=bf16");
   // The recipe's CommOverlapConfig decides the overlaps at setup (training/comm_overlap.py: TP overlap as given,
   // p2p overlap whenever vp > 1, DP overlap whenever dp > 1 under the distributed optimizer) unless its own fields
   // say otherwise, so they are said there; comm_overlap.* needs a recipe that sets one (every H100 / B200 one does).

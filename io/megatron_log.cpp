@@ -444,6 +444,25 @@ MegatronRun run_from_args(const std::string& path, const Args& args, const Measu
   else
     throw InputError(path, 0, "bf16", "neither bf16, fp16, fp8 nor fp4: fp32 training is not modelled");
   t.distributed_optimizer = flag("use_distributed_optimizer", false);
+  if (flag("use_precision_aware_optimizer", false)) {
+    // Megatron-core's precision-aware optimizer (Transformer Engine's FusedAdam): its moments in the dtypes named;
+    // without FP8 parameters other than delayed scaling's, TE keeps the master copy too, as the 16-bit remainders
+    // of the bf16 parameters (store_param_remainders, on by default).
+    auto bf16_dtype = [&](const char* key) {
+      const auto [v, l] = get(key, "torch.float32");
+      if (v == "torch.bfloat16" || v == "bfloat16" || v == "bf16") return true;
+      if (v == "torch.float32" || v == "float32" || v == "fp32") return false;
+      throw InputError(path, l, key, "'" + v + "' is not modelled: Adam's moments in fp32 or bf16 only");
+    };
+    const bool m1 = bf16_dtype("exp_avg_dtype"), m2 = bf16_dtype("exp_avg_sq_dtype");
+    if (m1 != m2)
+      throw InputError(path, get("exp_avg_sq_dtype", "").second, "exp_avg_sq_dtype",
+                       "differs from exp_avg_dtype: one moment in bf16 is not modelled");
+    t.bf16_adam_moments = m1;
+    const bool te_master =
+        t.precision == Precision::bf16 || (t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::delayed);
+    t.reuse_fp32_param = te_master && flag("store_param_remainders", true);
+  }
   t.sequence_parallel = s.tensor_parallel > 1 && flag("sequence_parallel", false);
   {
     // The attention kernel. --use-flash-attn drives the legacy model's; a Megatron-core model with Transformer

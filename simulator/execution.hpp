@@ -1070,10 +1070,15 @@ inline double param_gather_bytes_per_param(const TrainingSettings& t, const Reso
 // --reuse-fp32-param keeps the 16-bit copy of the owned parameters inside the master copy: "sizeof(bfloat16) x
 // parameters / DP" saved with the distributed optimizer (MindSpeed docs, reuse_fp32_param.md); Apex's and TE's
 // store_param_remainders likewise. A 16-bit optimizer state (Apex DistributedFusedAdam dtype bf16 over bf16
-// parameters: no master copy) keeps only the two bf16 moments.
+// parameters: no master copy) keeps only the two bf16 moments; Megatron-core's precision-aware optimizer with bf16
+// moments (bf16_adam_moments) keeps them beside the master copy.
+inline double adam_moment_bytes(const TrainingSettings& t) {
+  return t.bf16_optimizer_state || t.bf16_adam_moments ? 2.0 : 4.0;
+}
 inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
-  if (t.bf16_optimizer_state) return t.optimizer_moments_allocated ? 4.0 : 0.0;
-  return 4.0 + (t.optimizer_moments_allocated ? 8.0 : 0.0) - (t.reuse_fp32_param ? 2.0 : 0.0);
+  const double moments = t.optimizer_moments_allocated ? 2 * adam_moment_bytes(t) : 0.0;
+  if (t.bf16_optimizer_state) return moments;
+  return 4.0 + moments - (t.reuse_fp32_param ? 2.0 : 0.0);
 }
 
 // HBM bytes of one optimizer step, op by op as Megatron's mixed-precision optimizer runs it
@@ -1082,7 +1087,8 @@ inline double optimizer_state_bytes_per_param(const TrainingSettings& t) {
 //  - 16-bit gradients copied into fp32 main gradients (.float(): read 2, write 4); none when the buffer is fp32;
 //  - FP16 only: the loss-scale unscale and inf check (torch._amp_foreach_non_finite_check_and_unscale_: 4 + 4);
 //  - the gradient-norm read for clipping (4);
-//  - Adam: gradient, master weight and the two moments read, master and moments written (4·4 + 3·4);
+//  - Adam: gradient, master weight and the two moments read, master and moments written (4·4 + 3·4; the moments
+//    at 2 bytes each with bf16_adam_moments);
 //  - the master copied into the model's 16-bit parameters (4 + 2), none when those are the master's top half
 //    (store_param_remainders / --reuse-fp32-param) or with a 16-bit state, which updates bf16 parameters and
 //    moments in place (gradient, parameter and moments read, written: 2 bytes each).
@@ -1097,7 +1103,8 @@ inline OptimizerStepBytes optimizer_step_bytes_per_param(const TrainingSettings&
   if (t.bf16_optimizer_state) return {2 * gb + 3 * 2.0 + 3 * 2.0, gb};  // norm, then Adam in place
   const double to_main = gb < 4 ? gb + 4 : 0.0, unscale = loss_scaled ? 8.0 : 0.0;
   if (!t.optimizer_moments_allocated && loss_scaled) return {to_main + unscale, gb};
-  const double adam = 4 * 4 + 3 * 4, to_model = t.reuse_fp32_param ? 0.0 : 4 + 2.0;
+  const double m = adam_moment_bytes(t), adam = (4 + 4 + 2 * m) + (4 + 2 * m);
+  const double to_model = t.reuse_fp32_param ? 0.0 : 4 + 2.0;
   return {to_main + unscale + 4 + adam + to_model, gb};
 }
 

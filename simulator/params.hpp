@@ -46,7 +46,7 @@ constexpr std::size_t kNumParams = 14;
 constexpr const char* kRetiredParam = "optimizer_bytes_per_param";
 constexpr const char* kRetiredParamWhy =
     "is no longer a platform parameter: optimizer state follows from the training settings (precision, "
-    "distributed_optimizer, optimizer_moments_allocated, reuse_fp32_param, bf16_optimizer_state)";
+    "distributed_optimizer, optimizer_moments_allocated, reuse_fp32_param, bf16_optimizer_state, bf16_adam_moments)";
 const std::array<ParamInfo, kNumParams>& param_table();
 
 // Index i of the table; used by calibration to map a flat vector onto θ.

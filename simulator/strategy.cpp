@@ -94,6 +94,10 @@ std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
     return bad("reuse_fp32_param", "reuse_fp32_param needs bf16 parameters (precision bf16, fp8 or fp4)");
   if (t.reuse_fp32_param && t.bf16_optimizer_state)
     return bad("reuse_fp32_param", "reuse_fp32_param keeps an fp32 master copy; bf16_optimizer_state has none");
+  if (t.bf16_adam_moments && t.bf16_optimizer_state)
+    return bad("bf16_adam_moments",
+               "bf16_adam_moments keeps bf16 moments beside an fp32 master copy; bf16_optimizer_state has no master "
+               "copy (choose one)");
   if (t.fp8_param_gather && !quantizes_linear(t.precision))
     return bad("fp8_param_gather", "fp8_param_gather needs precision fp8 or fp4");
   if (t.fp8_param_gather && t.reuse_fp32_param)

@@ -169,6 +169,10 @@ struct TrainingSettings {
   // Adam's state in 16 bits: bf16 moments and no separate master copy (the bf16 parameters are updated in place).
   // NeMo 1.x optim.dtype: bf16 with Apex DistributedFusedAdam (NeMo 24.07's Nemotron-4-340B recipe).
   bool bf16_optimizer_state = false;
+  // Adam's two moments in bf16 beside an fp32 master copy (Megatron-core --use-precision-aware-optimizer
+  // --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, Transformer Engine's FusedAdam; Megatron-Bridge's DeepSeek-V3
+  // recipe): 2 + 2 bytes per owned parameter for the moments, not 4 + 4.
+  bool bf16_adam_moments = false;
   // Fully sharded data parallelism (Megatron-FSDP optim_grads_params / ZeRO-3 / torch FSDP2): parameters and
   // gradients are sharded over the data-parallel group like the optimizer state; every micro-batch all-gathers each
   // layer's parameters before its forward and again before its backward and reduce-scatters its gradients.
@@ -300,6 +304,7 @@ inline constexpr SettingFlag kSettingFlags[] = {
     {"moe_pad_expert_input_to_capacity", &TrainingSettings::moe_pad_expert_input_to_capacity},
     {"tp_only_amax_red", &TrainingSettings::tp_only_amax_red},
     {"first_last_layers_bf16", &TrainingSettings::first_last_layers_bf16},
+    {"bf16_adam_moments", &TrainingSettings::bf16_adam_moments},
 };
 
 // The first contradiction in a set of training settings: the setting to blame (its JSON / readings.csv name) and

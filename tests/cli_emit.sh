@@ -332,6 +332,15 @@ python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert
   fail "bridge nvfp4, 16-bit parameters"
 j=$(b200 --emit nemo --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('NVFP4' in x for x in u), u" "$j" || fail "nemo nvfp4 unsaid"
+# Adam's moments in bf16 (Megatron-core's precision-aware optimizer): Megatron flags, Bridge overrides, NeMo unsaid.
+x=$(run --set bf16_adam_moments=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron)
+[[ "$x" == *"--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"* ]] || fail "megatron bf16 moments: $x"
+x=$(run --set bf16_adam_moments=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit megatron-bridge)
+[[ "$x" == *"optimizer.use_precision_aware_optimizer=true optimizer.exp_avg_dtype=bf16 optimizer.exp_avg_sq_dtype=bf16"* ]] ||
+  fail "bridge bf16 moments: $x"
+j=$(run --set bf16_adam_moments=true --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --emit nemo --json)
+python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('moments in bf16' in x for x in u), u" "$j" ||
+  fail "nemo bf16 moments unsaid"
 j=$(run --stack megatron-bridge --strategy dp8-tp8-pp8-cp2-selRC-vpp8-sp --set fp8_param_gather=false --emit megatron-bridge --json)
 python3 -c "import json,sys; u=json.loads(sys.argv[1])['emit']['unsaid']; assert any('FP8 parameters gathered in 16 bits' in x for x in u), u" "$j" ||
   fail "json unsaid fp8 gather"

@@ -2730,6 +2730,10 @@ TEST(Fidelity, OptimizerStepMovesWhatTheMixedPrecisionOptimizerMoves) {
   sixteen_bit_state.bf16_optimizer_state = true;
   sixteen_bit_state.fp32_gradients = false;
   EXPECT_NEAR(step_s(bf16) - step_s(sixteen_bit_state), (42 - 18) * params * per_byte_s, 1e-9);
+  // bf16 moments beside the fp32 master copy: Adam reads and writes each moment in 2 bytes, not 4 (8 fewer).
+  TrainingSettings bf16_moments = bf16;
+  bf16_moments.bf16_adam_moments = true;
+  EXPECT_NEAR(step_s(bf16) - step_s(bf16_moments), 8 * params * per_byte_s, 1e-9);
 }
 
 // Megatron-core's tunable interleaved schedule: a virtual stage runs N micro-batches in a row (N = p by default).

@@ -1555,6 +1555,24 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
                    .settings.fp8_param_gather);  // not without FP4
   EXPECT_EQ(fp4_run("  first_last_layers_bf16 .......................... True\n").bf16_layers_at_end(), 1);
   EXPECT_THROW(fp4_run("  fp4_recipe ...................................... custom\n"), io::InputError);
+  // The precision-aware optimizer: bf16 moments as named; under BF16 TE keeps the master copy as remainders
+  // (store_param_remainders, on unless said), under current-scaling FP8 Megatron-core keeps it whole.
+  const std::string pao = "  use_precision_aware_optimizer ................... True\n";
+  const std::string bf16_moments =
+      "  exp_avg_dtype ................................... torch.bfloat16\n"
+      "  exp_avg_sq_dtype ................................ torch.bfloat16\n";
+  const TrainingSettings plain = read_log_with(text, marker, "").settings;
+  EXPECT_FALSE(plain.bf16_adam_moments || plain.reuse_fp32_param);
+  const TrainingSettings aware = read_log_with(text, marker, pao + bf16_moments).settings;
+  EXPECT_TRUE(aware.bf16_adam_moments);
+  ASSERT_EQ(aware.precision, Precision::bf16);  // the fixture's
+  EXPECT_TRUE(aware.reuse_fp32_param);
+  EXPECT_FALSE(read_log_with(text, marker, pao + "  store_param_remainders .......................... False\n")
+                   .settings.reuse_fp32_param);
+  const TrainingSettings cs = recipe("  fp8_recipe ...................................... tensorwise\n" + pao);
+  EXPECT_FALSE(cs.reuse_fp32_param || cs.bf16_adam_moments);
+  EXPECT_THROW(read_log_with(text, marker, pao + "  exp_avg_dtype ................................... torch.bfloat16\n"),
+               io::InputError);  // one moment in bf16
 }
 
 namespace {

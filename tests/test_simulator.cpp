@@ -93,6 +93,19 @@ TEST(Simulator, BytesPerParameterWithAndWithoutDistributedOptimizer) {
   pr = simulate(m, strat(4, 1, 1), sys(), t, p);
   ASSERT_TRUE(pr.ok());
   EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 4.0 / 4, 1e-9);
+  // Megatron-core's precision-aware optimizer with bf16 moments: the fp32 master copy and two bf16 moments (8), its
+  // remainders as above (6); not beside a 16-bit state, which has no master copy.
+  t.bf16_adam_moments = true;
+  EXPECT_FALSE(validate(t).empty());
+  t.bf16_optimizer_state = false;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 8.0 / 4, 1e-9);
+  t.reuse_fp32_param = true;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 6.0 / 4, 1e-9);
+  t.optimizer_moments_allocated = false;
+  pr = simulate(m, strat(4, 1, 1), sys(), t, p);
+  EXPECT_NEAR(pr.stages[0].optimizer_bytes / params, 2.0 / 4, 1e-9);
 }
 
 TEST(Simulator, ActivationMemoryMatchesKorthikantiLimitingCases) {
