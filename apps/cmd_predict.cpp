@@ -84,6 +84,8 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
     out += " (FlashAttention-2" + (sys.flash_attention_2_throughput != 1
                                        ? ", " + fmt(sys.flash_attention_2_throughput, 2) + " of cuDNN's)"
                                        : std::string(")"));
+  if (t.document_tokens > 0 && t.document_tokens < t.seq_length)
+    out += ", packed documents of " + std::to_string(t.document_tokens) + " tokens (attention within each)";
   if (r.sequence_parallel) out += ", SP";
   if (r.tp_comm_overlap)
     out += ", TP communication overlap";

@@ -39,6 +39,10 @@ void say_unsettable(bool mindspeed, const Strategy& s, const TrainingSettings& t
     e.unsaid.push_back("Adam's state in 16 bits without a master copy (NeMo 1.x optim.dtype bf16)");
   if (r.synchronous_tp_allreduce)
     e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
+  if (t.document_tokens > 0 && t.document_tokens < t.seq_length)
+    e.unsaid.push_back("documents of " + std::to_string(t.document_tokens) +
+                       " tokens packed into each sequence, attention within each (a property of the dataset and its "
+                       "packing: Megatron-Bridge's packed sequence specs, Megatron-core's packed_seq_params)");
   if (t.pipeline_scatter_gather && !r.sequence_parallel && s.tensor_parallel > 1 && s.pipeline_parallel > 1)
     e.unsaid.push_back(
         "the pipeline's scatter/gather of stage-boundary tensors over the TP ranks (Megatron-core sends the whole "

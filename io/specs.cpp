@@ -767,6 +767,7 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.num_layers_at_end_in_bf16 = o.integer_or("num_layers_at_end_in_bf16", 0, 1 << 16, t.num_layers_at_end_in_bf16);
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
+  t.document_tokens = o.integer_or("document_tokens", 0, 1 << 24, t.document_tokens);
   o.mark("note");
   o.finish();
   if (!consistent) return t;
@@ -802,6 +803,7 @@ Json to_json(const TrainingSettings& t) {
   }
   if (t.microbatch_group_size_per_vp_stage > 0)
     j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;
+  if (t.document_tokens > 0) j["document_tokens"] = t.document_tokens;
   return j;
 }
 

@@ -226,9 +226,27 @@ inline double flash_efficiency(const Ctx& c, double L) {
 // All-to-all context parallelism (Ulysses) runs one call over the whole sequence for a/(t·cp) heads; a2a+p2p
 // runs the ring's steps over the s/cp_ring queries its Ulysses exchange gathers; the K/V all-gather runs one call
 // per local half-chunk, each of s/(2cp) queries.
+// The tokens one attention call sees per sequence: the sequence, or under packed documents (document_tokens) one
+// document, which the variable-length kernel attends on its own (and context parallelism splits as it splits a
+// sequence).
+inline double attention_span(const Ctx& c) {
+  const double doc = static_cast<double>(c.t.document_tokens);
+  return doc > 0 && doc < c.s ? doc : c.s;
+}
+// The share of the sequence's s x s query-key square that attention computes before the causal half: the model's
+// windows, and under packed documents the documents' own squares (each windowed alike), as chunked attention is.
+inline double attended_pair_fraction(const Ctx& c) {
+  const std::int64_t seq = static_cast<std::int64_t>(c.s), doc = c.t.document_tokens;
+  if (doc <= 0 || doc >= seq) return c.m->attention_window_fraction(seq);
+  const double n = static_cast<double>(seq / doc), L = static_cast<double>(doc), r = static_cast<double>(seq % doc);
+  return (n * L * L * c.m->attention_window_fraction(doc) +
+          r * r * (seq % doc > 0 ? c.m->attention_window_fraction(seq % doc) : 0.0)) /
+         (c.s * c.s);
+}
 inline double flash_inverse_efficiency(const Ctx& c) {
-  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, c.s_local / 2);
-  const double L = c.s / c.cp_ring, steps = c.cp_ring;
+  const double span = attention_span(c);
+  if (c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, span / c.cp / 2);
+  const double L = span / c.cp_ring, steps = c.cp_ring;
   return (1 / flash_efficiency(c, L) + (steps - 1) / flash_efficiency(c, L / 2)) / steps;
 }
 // Ulysses scatters each tensor's heads over the cp ranks, so a rank's KV heads (g/t) must split cp ways; where
@@ -668,7 +686,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // Attention. Its first linear keeps its input (the norm's output: what layernorm recompute frees).
   // Flash skips the masked blocks: half the pairs of a causal square, fewer under a sliding window (averaged over
   // the model's windowed and full layers). Stored scores are computed whole and masked.
-  const double causal = c.t.flash_attention ? 0.5 * m.attention_window_fraction(c.s) : 1.0;
+  const double causal = c.t.flash_attention ? 0.5 * attended_pair_fraction(c) : 1.0;
   const double heads = c.b * c.a / t;
   const double kv_heads = (c.t.flash_attention && !m.is_mla()) ? c.g : c.a;  // unfused GQA expands K, V
   const double qk = m.is_mla() ? c.d + static_cast<double>(m.qk_rope_head_dim) : c.d;

@@ -106,6 +106,11 @@ std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
     return bad("fsdp", "fsdp shards the optimizer state too: distributed_optimizer false contradicts it");
   if (t.recompute_modules >= (1u << kNumRecomputeModules))
     return bad("recompute_modules", "recompute_modules holds an unknown module");
+  if (t.document_tokens < 0) return bad("document_tokens", "document_tokens must be >= 0 (0: one document a sequence)");
+  if (t.document_tokens > 0 && !t.flash_attention)
+    return bad("document_tokens",
+               "packed documents need flash attention: Megatron-core runs them through the fused kernel's "
+               "variable-length (THD) form");
   if (t.num_layers_at_start_in_bf16 < 0 || t.num_layers_at_end_in_bf16 < 0)
     return bad("num_layers_at_start_in_bf16", "num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 must be >= 0");
   if (t.runs_bf16_ends() && t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::delayed)

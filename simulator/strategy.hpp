@@ -257,6 +257,11 @@ struct TrainingSettings {
   // num_layers / pipeline_parallel. MTP modules stay FP8.
   bool first_last_layers_bf16 = false;
   std::int64_t num_layers_at_start_in_bf16 = 1, num_layers_at_end_in_bf16 = 1;
+  // Packed sequences: each sequence holds documents of this many tokens (the dataset's mean length) and attention
+  // stays inside each, as Megatron-core runs packed sequences (Transformer Engine's THD layout with cu_seqlens;
+  // Megatron-Bridge's fine-tuning recipes pack their datasets so) and document masking does; 0: one document a
+  // sequence, attending causally over all of it. Needs flash attention (the fused kernel's variable-length form).
+  std::int64_t document_tokens = 0;
   // The layers at the start / end of the model that run in BF16: the counts under FP8 with first_last_layers_bf16.
   std::int64_t bf16_layers_at_start() const { return runs_bf16_ends() ? num_layers_at_start_in_bf16 : 0; }
   std::int64_t bf16_layers_at_end() const { return runs_bf16_ends() ? num_layers_at_end_in_bf16 : 0; }

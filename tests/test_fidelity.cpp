@@ -653,6 +653,54 @@ TEST(Fidelity, SlidingWindowAttentionPairsEachQueryWithTheWindowOnly) {
   EXPECT_DOUBLE_EQ(a.max_peak_memory_bytes, b.max_peak_memory_bytes);
 }
 
+// Packed sequences (document_tokens): attention stays inside each document, so a sequence of s tokens in documents
+// of L computes floor(s/L) squares of L² and the remainder's, each causal half and windowed as the model windows,
+// where one document would compute s²; the flash kernel runs at the efficiency of a call over L tokens. A document
+// as long as the sequence (or 0) is the sequence. Packing needs flash attention (the fused kernel's THD form).
+TEST(Fidelity, PackedDocumentsAttendWithinEachDocument) {
+  auto scores = [&](const Model& m, std::int64_t seq, std::int64_t doc, double half = 0) {
+    PlatformParams p;
+    p.flash_attention_half_seq = half;
+    p.kernel_launch_us = 0;
+    TrainingSettings t = run_settings(seq, 64);
+    t.document_tokens = doc;
+    EXPECT_EQ(validate(t), "");
+    for (const auto& g : gemm_diagnostics(m, strat(8, 1, 1), h100(), t, p))
+      if (g.name == std::string("scores")) return g;
+    ADD_FAILURE() << "no scores GEMM";
+    return GemmRecord{};
+  };
+  const Model& llama = preset("Llama-3-8B");
+  EXPECT_EQ(scores(llama, 4096, 0).n, 2048);  // the causal half of the sequence's square
+  EXPECT_EQ(scores(llama, 4096, 4096).n, 2048);
+  EXPECT_EQ(scores(llama, 4096, 8192).n, 2048);
+  EXPECT_EQ(scores(llama, 4096, 1024).n, 512);  // four squares of 1024², a quarter of it
+  EXPECT_NEAR(static_cast<double>(scores(llama, 4096, 1000).n),
+              4096 * 0.5 * (4 * 1000.0 * 1000 + 96.0 * 96) / (4096.0 * 4096), 1.0);  // four and a 96-token rest
+  // Mistral's 4096-token window inside 8192-token documents of a 32K sequence: 4 squares, each 3/4 windowed.
+  EXPECT_EQ(scores(preset("Mistral-7B"), 32768, 8192).n, static_cast<std::int64_t>(32768 * 0.5 * 4 * 0.75 / 16));
+  // The kernel's efficiency at the document's 1024 tokens, not the sequence's 4096 (half-length 1024).
+  auto us_per_flop = [&](std::int64_t doc) {
+    const GemmRecord g = scores(llama, 4096, doc, 1024);
+    return g.predicted_us / (2.0 * g.batch * g.m * g.n * g.k);
+  };
+  EXPECT_NEAR(us_per_flop(1024) / us_per_flop(0), (2048.0 / 1024) / (5120.0 / 4096), 1e-9);
+  // Less attention, less time; no effect on memory (flash keeps no scores).
+  TrainingSettings t = run_settings(8192, 64);
+  const Prediction whole = simulate(llama, strat(8, 1, 1), h100(), t, PlatformParams{});
+  t.document_tokens = 512;
+  const Prediction packed = simulate(llama, strat(8, 1, 1), h100(), t, PlatformParams{});
+  ASSERT_TRUE(whole.ok() && packed.ok());
+  EXPECT_LT(packed.iteration_time_s, whole.iteration_time_s);
+  EXPECT_DOUBLE_EQ(packed.max_peak_memory_bytes, whole.max_peak_memory_bytes);
+  EXPECT_EQ(io::settings_from_json(io::to_json(t), "settings.json").document_tokens, 512);
+  t.flash_attention = false;
+  EXPECT_NE(validate(t).find("need flash attention"), std::string::npos);
+  t.flash_attention = true;
+  t.document_tokens = -1;
+  EXPECT_FALSE(validate(t).empty());
+}
+
 // Flash attention keeps per head and token what its backward needs: an fp32 log-sum-exp on NVIDIA, npu_fusion_
 // attention's softmax max and sum ([b, n, s, 8] fp32 each) on Ascend, 60 bytes more per head and token.
 TEST(Fidelity, FlashAttentionKeepsTheDevicesSoftmaxStatistics) {
