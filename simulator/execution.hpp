@@ -240,7 +240,7 @@ inline double attended_pair_fraction(const Ctx& c) {
   if (doc <= 0 || doc >= seq) return c.m->attention_window_fraction(seq);
   const double n = static_cast<double>(seq / doc), L = static_cast<double>(doc), r = static_cast<double>(seq % doc);
   return (n * L * L * c.m->attention_window_fraction(doc) +
-          r * L * (seq % doc > 0 ? c.m->attention_window_fraction(seq % doc) : 0.0)) /
+          r * r * (seq % doc > 0 ? c.m->attention_window_fraction(seq % doc) : 0.0)) /
          (c.s * c.s);
 }
 inline double flash_inverse_efficiency(const Ctx& c) {
