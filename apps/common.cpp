@@ -448,7 +448,7 @@ TrainingSettings stack_settings_on(const std::string& stack, const System& sys) 
     // A stack's FP8 (FP4) recipe on a device without FP8 (FP4) units runs its linear layers in BF16 (FP16 where
     // BF16 is absent).
     if (sys.peak_flops(t.precision) <= 0 && quantizes_linear(t.precision)) {
-      const std::string was = to_string(t.precision);
+      const std::string was = t.precision == Precision::fp4 ? "FP4" : "FP8";
       const std::string off = set_precision(t, sys.peak_flops_bf16 > 0 ? Precision::bf16 : Precision::fp16);
       spdlog::info("stack {} runs {} linear layers; {} has no {} units: {} instead{}{}", st.name, was, sys.name, was,
                    to_string(t.precision), off.empty() ? "" : "; ", off);

@@ -1571,8 +1571,9 @@ TEST(MegatronLog, ReadsTransformerEngineAttentionAsFlash) {
                    .settings.reuse_fp32_param);
   const TrainingSettings cs = recipe("  fp8_recipe ...................................... tensorwise\n" + pao);
   EXPECT_FALSE(cs.reuse_fp32_param || cs.bf16_adam_moments);
-  EXPECT_THROW(read_log_with(text, marker, pao + "  exp_avg_dtype ................................... torch.bfloat16\n"),
-               io::InputError);  // one moment in bf16
+  EXPECT_THROW(
+      read_log_with(text, marker, pao + "  exp_avg_dtype ................................... torch.bfloat16\n"),
+      io::InputError);  // one moment in bf16
 }
 
 namespace {
