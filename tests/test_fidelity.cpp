@@ -1637,7 +1637,15 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
               sp->system.hbm_capacity_bytes);
   }
   EXPECT_TRUE(nemotron);
-  EXPECT_EQ(remainders, 18u);  // the nine NeMo 24.07 runs and the nine long-sequence runs (NeMo 24.03, same optimizer)
+  // The nine NeMo 24.07 runs and the nine long-sequence runs (NeMo 24.03, same optimizer), and the two Bridge GPT-OSS
+  // runs (BF16 under Megatron-core's precision-aware optimizer: TE's FusedAdam stores the remainders).
+  EXPECT_EQ(remainders, 20u);
+  std::size_t bf16_moments = 0;
+  for (const auto& r : ps.runs) {
+    bf16_moments += r.settings.bf16_adam_moments ? 1 : 0;
+    if (r.model.name == "gpt-oss-120b") EXPECT_TRUE(r.settings.reuse_fp32_param);
+  }
+  EXPECT_EQ(bf16_moments, 2u);  // the two DeepSeek-V3 runs (its recipe's bf16 moments)
   // Every Megatron-Bridge performance run uses Transformer Engine's cross entropy, and so do NeMo 2's performance
   // scripts behind the B200 long-sequence runs; no other source says so.
   for (const auto& r : ps.runs) {
