@@ -1643,7 +1643,9 @@ TEST(Published, ReadsTheShippedSetWithItsReadings) {
   std::size_t bf16_moments = 0;
   for (const auto& r : ps.runs) {
     bf16_moments += r.settings.bf16_adam_moments ? 1 : 0;
-    if (r.model.name == "gpt-oss-120b") EXPECT_TRUE(r.settings.reuse_fp32_param);
+    if (r.model.name == "gpt-oss-120b") {
+      EXPECT_TRUE(r.settings.reuse_fp32_param);
+    }
   }
   EXPECT_EQ(bf16_moments, 2u);  // the two DeepSeek-V3 runs (its recipe's bf16 moments)
   // Every Megatron-Bridge performance run uses Transformer Engine's cross entropy, and so do NeMo 2's performance
