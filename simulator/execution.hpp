@@ -217,15 +217,6 @@ inline double flash_efficiency(const Ctx& c, double L) {
   const double backend = c.t.attention_backend == AttentionBackend::flash ? c.sys->flash_attention_2_throughput : 1.0;
   return backend * c.p->flash_attention_efficiency * L / (L + c.p->flash_attention_half_seq);
 }
-// The attention core's seconds per FLOP at peak, averaged over its kernel calls (1 / efficiency). Without CP one
-// call sees the whole sequence. Transformer Engine's P2P context parallelism (causal, load-balanced: a rank holds
-// chunks r and 2cp-1-r) runs one kernel per ring step, each 1/cp of the rank's attention FLOPs: step 0 the
-// causal "diagonal" over the local sequence; every later step a "lower-triangle" (the local queries against half
-// the received keys) or "upper-triangle" (half the queries against all of them) block, one side half the local
-// sequence (TE `dot_product_attention/context_parallel.py`).
-// All-to-all context parallelism (Ulysses) runs one call over the whole sequence for a/(t·cp) heads; a2a+p2p
-// runs the ring's steps over the s/cp_ring queries its Ulysses exchange gathers; the K/V all-gather runs one call
-// per local half-chunk, each of s/(2cp) queries.
 // The tokens one attention call sees per sequence: the sequence, or under packed documents (document_tokens) one
 // document, which the variable-length kernel attends on its own (and context parallelism splits as it splits a
 // sequence).
@@ -243,6 +234,15 @@ inline double attended_pair_fraction(const Ctx& c) {
           r * r * (seq % doc > 0 ? c.m->attention_window_fraction(seq % doc) : 0.0)) /
          (c.s * c.s);
 }
+// The attention core's seconds per FLOP at peak, averaged over its kernel calls (1 / efficiency). Without CP one
+// call sees the whole sequence. Transformer Engine's P2P context parallelism (causal, load-balanced: a rank holds
+// chunks r and 2cp-1-r) runs one kernel per ring step, each 1/cp of the rank's attention FLOPs: step 0 the
+// causal "diagonal" over the local sequence; every later step a "lower-triangle" (the local queries against half
+// the received keys) or "upper-triangle" (half the queries against all of them) block, one side half the local
+// sequence (TE `dot_product_attention/context_parallel.py`).
+// All-to-all context parallelism (Ulysses) runs one call over the whole sequence for a/(t·cp) heads; a2a+p2p
+// runs the ring's steps over the s/cp_ring queries its Ulysses exchange gathers; the K/V all-gather runs one call
+// per local half-chunk, each of s/(2cp) queries.
 inline double flash_inverse_efficiency(const Ctx& c) {
   const double span = attention_span(c);
   if (c.cp > 1 && c.r.cp_comm_type == CpCommType::allgather) return 1 / flash_efficiency(c, span / c.cp / 2);
