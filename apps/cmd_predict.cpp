@@ -86,6 +86,13 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
                                        : std::string(")"));
   if (t.document_tokens > 0 && t.document_tokens < t.seq_length)
     out += ", packed documents of " + std::to_string(t.document_tokens) + " tokens (attention within each)";
+  if (t.lora()) {
+    std::string targets;
+    for (int i = 0; i < kNumLoraTargets; ++i)
+      if (t.lora_targets(static_cast<LoraTarget>(i)))
+        targets += std::string(targets.empty() ? "" : " ") + to_string(static_cast<LoraTarget>(i));
+    out += ", LoRA rank " + std::to_string(t.lora_rank) + " on " + targets + " (base frozen)";
+  }
   if (r.sequence_parallel) out += ", SP";
   if (r.tp_comm_overlap)
     out += ", TP communication overlap";

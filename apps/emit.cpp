@@ -39,6 +39,10 @@ void say_unsettable(bool mindspeed, const Strategy& s, const TrainingSettings& t
     e.unsaid.push_back("Adam's state in 16 bits without a master copy (NeMo 1.x optim.dtype bf16)");
   if (r.synchronous_tp_allreduce)
     e.unsaid.push_back("the synchronous backward TP all-reduce (Megatron-core always overlaps it)");
+  if (t.lora())
+    e.unsaid.push_back("LoRA fine-tuning, rank " + std::to_string(t.lora_rank) +
+                       " (Megatron-LM has no flag for it; Megatron-Bridge's fine-tuning recipes take peft=lora with "
+                       "its dim and target_modules)");
   if (t.document_tokens > 0 && t.document_tokens < t.seq_length)
     e.unsaid.push_back("documents of " + std::to_string(t.document_tokens) +
                        " tokens packed into each sequence, attention within each (a property of the dataset and its "

@@ -91,21 +91,24 @@ class Obj {
     return v.get<std::string>();
   }
   std::string str_or(const std::string& key, const std::string& dflt) { return has(key) ? str(key) : dflt; }
-  // Megatron's --recompute-modules as a JSON array of module names, e.g. ["core_attn", "mlp"].
-  std::uint8_t recompute_modules_or(const std::string& key, std::uint8_t dflt) {
+  // A set of module names as a JSON array of them, e.g. Megatron's --recompute-modules ["core_attn", "mlp"]: the
+  // bits `bit` gives each, of an enum with `count` names.
+  template <class E>
+  std::uint8_t module_bits_or(const std::string& key, std::uint8_t dflt, int count, std::uint8_t (*bit)(E)) {
     if (!has(key)) return dflt;
     const Json& v = raw(key);
     if (!v.is_array()) throw InputError(file_, 0, where(key), "expected an array of module names, got " + v.dump());
     std::uint8_t bits = 0;
     for (const Json& e : v) {
-      const auto m =
-          e.is_string() ? from_name<RecomputeModule>(e.get<std::string>(), kNumRecomputeModules) : std::nullopt;
-      if (!m)
-        throw InputError(file_, 0, where(key),
-                         e.dump() + " is not one of " + names_of<RecomputeModule>(kNumRecomputeModules));
-      bits |= module_bit(*m);
+      const auto m = e.is_string() ? from_name<E>(e.get<std::string>(), count) : std::nullopt;
+      if (!m) throw InputError(file_, 0, where(key), e.dump() + " is not one of " + names_of<E>(count));
+      bits |= bit(*m);
     }
     return bits;
+  }
+  std::uint8_t recompute_modules_or(const std::string& key, std::uint8_t dflt) {
+    return module_bits_or<RecomputeModule>(key, dflt, kNumRecomputeModules,
+                                           [](RecomputeModule m) { return module_bit(m); });
   }
   template <class E>
   E choice(const std::string& key, std::initializer_list<std::pair<const char*, E>> options, E dflt) {
@@ -768,6 +771,9 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
   t.microbatch_group_size_per_vp_stage =
       o.integer_or("microbatch_group_size_per_vp_stage", 0, 1 << 20, t.microbatch_group_size_per_vp_stage);
   t.document_tokens = o.integer_or("document_tokens", 0, 1 << 24, t.document_tokens);
+  t.lora_rank = o.integer_or("lora_rank", 0, 1 << 16, t.lora_rank);
+  t.lora_target_modules = o.module_bits_or<LoraTarget>("lora_target_modules", t.lora_target_modules, kNumLoraTargets,
+                                                       [](LoraTarget l) { return lora_bit(l); });
   o.mark("note");
   o.finish();
   if (!consistent) return t;
@@ -804,6 +810,13 @@ Json to_json(const TrainingSettings& t) {
   if (t.microbatch_group_size_per_vp_stage > 0)
     j["microbatch_group_size_per_vp_stage"] = t.microbatch_group_size_per_vp_stage;
   if (t.document_tokens > 0) j["document_tokens"] = t.document_tokens;
+  if (t.lora()) {
+    j["lora_rank"] = t.lora_rank;
+    std::vector<std::string> targets;
+    for (int i = 0; i < kNumLoraTargets; ++i)
+      if (t.lora_targets(static_cast<LoraTarget>(i))) targets.push_back(to_string(static_cast<LoraTarget>(i)));
+    j["lora_target_modules"] = targets;
+  }
   return j;
 }
 

@@ -111,7 +111,7 @@ std::string fingerprint(const Space& s, std::uint64_t chunk, const SweepOptions&
       << to_string(t.cp_comm_type) << ' ' << t.ulysses_degree_in_cp << ' ' << t.microbatch_group_size_per_vp_stage
       << ' ' << to_string(t.moe_token_dispatcher_type) << ' ' << to_string(t.attention_backend) << ' '
       << to_string(t.fp8_recipe) << ' ' << t.num_layers_at_start_in_bf16 << ' ' << t.num_layers_at_end_in_bf16 << ' '
-      << t.document_tokens;
+      << t.document_tokens << ' ' << t.lora_rank << ' ' << int{t.lora_target_modules};
     for (std::size_t i = 0; i < kNumParams; ++i) d << ' ' << get(sc.params, i);
     d << '\n';
   }

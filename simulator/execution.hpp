@@ -128,6 +128,7 @@ struct Gemm {
   // One of the four linear layers Transformer Engine gives userbuffers (qkv, proj, fc1, fc2: Megatron-core's
   // tp_comm_buffer_name), whose TP collectives tp_comm_overlap pipelines with the GEMM (userbuffers_split).
   bool userbuffers = false;
+  bool adapter = false;  // a LoRA adapter's A or B: trainable, 16-bit (Megatron's own linear layers, outside TE)
 };
 // Whether a GEMM multiplies by a weight (its k x n matrix per batch entry, as sharded on this rank) or by
 // activations (the attention core).
@@ -156,7 +157,9 @@ constexpr double kFp8CastBytesPerElement = 4, kFp8KernelsFwd = 2, kFp8KernelsBwd
 // first (2 bytes per element) and a scale kernel turns it into the scale before the cast: three kernels a cast.
 constexpr double kFp8AmaxReadBytesPerElement = 2, kFp8CurrentScalingKernelsPerCast = 3;
 
-inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role); }
+inline bool runs_fp8(const Ctx& c, const Gemm& g) { return c.fp8 && is_linear(g.role) && !g.adapter; }
+// Under LoRA every base weight is frozen: no weight gradient (TE skips its GEMM when the weight needs none).
+inline bool frozen(const Ctx& c, const Gemm& g) { return c.t.lora() && has_weight(g.role) && !g.adapter; }
 // NVFP4 (precision fp4; TE NVFP4BlockScaling, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149):
 // 4-bit E2M1 values, packed two to a byte, with one E4M3 scale per 16 elements (per 16x16 block for weights) and
 // one fp32 scale per tensor from its amax. Its casts are current scaling's in structure: an amax pass over the
@@ -322,7 +325,7 @@ inline void visit_gemm_calls(const Ctx& c, const Gemm& g, F&& f) {
   }
   f(GemmPass::forward, userbuffers_split(c, g, false), 1.0);
   f(GemmPass::input_grad, userbuffers_split(c, g, true), 1.0);
-  f(GemmPass::weight_grad, UserbuffersSplit{}, 1.0);
+  if (!frozen(c, g)) f(GemmPass::weight_grad, UserbuffersSplit{}, 1.0);
 }
 // A GEMM's time in the schedule: its passes (visit_gemm_calls), plus (FP8) the input and weight casts in the
 // forward and the output-gradient cast in the backward. `call` and `input_grad` are what can hide a TP collective
@@ -603,6 +606,7 @@ struct LayerOp {
   // whole), its bias, a norm's weights (replicated across TP). `expert`: reduced over the expert-DP group, not DP.
   double params = 0;
   bool expert_params = false;
+  bool trainable_params = false;  // a LoRA adapter's: the only ones with gradients under LoRA
 };
 
 // Whether selective recompute replays submodule r: chosen itself, or inside a chosen MoE layer (`moe` covers
@@ -646,7 +650,33 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     o.frees = frees;
     o.params = (has_weight(g.role) ? g.batch * g.n * g.k : 0.0) + extra;
     o.expert_params = g.expert;
+    o.trainable_params = g.adapter;
     f(o);  // GEMM launches are their own (Gemm::launches)
+  };
+  // What a linear layer keeps only for its weight gradient: nothing when LoRA freezes it.
+  const bool frozen_base = c.t.lora();
+  auto wgrad_kept = [&](double bytes) { return frozen_base ? 0.0 : bytes; };
+  // A LoRA adapter on linear layer `base` (Megatron-Bridge's ParallelLinearAdapter: linear_in A, in x r, split
+  // over TP like its base's input side; linear_out B, r x out, like its output side): two 16-bit GEMMs forward,
+  // their input and weight gradients backward, and the add of its scaled output into the base's. It keeps its
+  // 16-bit input (the base's, gathered under SP as Bridge's adapter keeps it; none where the layer's input is kept
+  // anyway, `shared`) and A's output for B's weight gradient. The adapters' small TP collectives are not modelled.
+  auto adapter = [&](const Gemm& base, LoraTarget target, bool shared, R frees) {
+    if (!c.t.lora_targets(target)) return;
+    const double r = static_cast<double>(c.t.lora_rank);
+    const bool column = base.role == OpRole::attn_in || base.role == OpRole::mlp_in;
+    Gemm a{"lora_a", base.role, 1, base.m, column ? r / t : r, base.k, 1, base.module};
+    a.adapter = true;
+    gemm(a, (shared ? 0.0 : 2 * base.m * base.k) + 2 * base.m * r, frees);
+    Gemm b{"lora_b", base.role, 1, base.m, base.n, r, 1, base.module};
+    b.adapter = true;
+    gemm(b);
+    LayerOp o{"lora_add"};
+    o.fwd_bytes = 2 * 3 * base.m * base.n;  // scale the adapter's output (read, write) and add it (read both, write)
+    o.bwd_bytes = 2 * 2 * base.m * base.n;  // scale the output gradient for B
+    o.kernels = 2;
+    o.module = base.module;
+    emit(o);
   };
   // Memory-bound work outside the TP region (divided by sp) or inside it (already per rank).
   auto outside = [&](const char* name, double bytes, double kernels, R module, double stored, R frees = R::none) {
@@ -701,17 +731,18 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     // The down-projections are duplicated across TP (Megatron-core MLA: TE parallel_mode 'duplicated'), each with
     // the norm of its latent.
     if (ql > 0) {
-      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, lin * S * h / sp, R::layernorm, norm_w * ql);
+      gemm(Gemm{"q_down", OpRole::attn_in, 1, S, ql, h}, wgrad_kept(lin * S * h / sp), R::layernorm, norm_w * ql);
       gemm(Gemm{"q_up", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, ql, 1, R::mla_up_proj});
     } else {
-      gemm(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h}, lin * S * h / sp, R::layernorm);
+      gemm(Gemm{"q", OpRole::attn_in, 1, S, c.a * (c.d + rope) / t, h}, wgrad_kept(lin * S * h / sp), R::layernorm);
     }
-    gemm(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h}, 2 * S * (kvl + ql) / t, R::none,
+    gemm(Gemm{"kv_down", OpRole::attn_in, 1, S, kvl + rope, h}, wgrad_kept(2 * S * (kvl + ql) / t), R::none,
          norm_w * kvl);  // keeps the latents
     gemm(Gemm{"kv_up", OpRole::attn_in, 1, S, c.a * (c.d + vd) / t, kvl, 1, R::mla_up_proj});
   } else {
-    gemm(Gemm{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h, 1, R::none, false, true}, lin * S * h / sp,
-         R::layernorm, m.qkv_bias ? (c.a + 2 * c.g) * c.d / t : 0.0);
+    const Gemm qkv{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h, 1, R::none, false, true};
+    gemm(qkv, wgrad_kept(lin * S * h / sp), R::layernorm, m.qkv_bias ? (c.a + 2 * c.g) * c.d / t : 0.0);
+    adapter(qkv, LoraTarget::linear_qkv, false, R::layernorm);
   }
   if (m.qk_norm) {  // one norm of head_dim each for q and k, shared by the heads, replicated across TP
     LayerOp o{"qk_norm"};
@@ -776,8 +807,11 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   }
   // The out-projection keeps its input, the attention output; flash attention keeps its own 16-bit copy besides
   // an FP8 one.
-  gemm(Gemm{"out", OpRole::attn_out, 1, S, h, c.a * vd / t, 1, R::none, false, true},
-       (c.fp8 && c.t.flash_attention ? 2 + lin : lin) * S * c.a * vd / t);
+  const Gemm out{"out", OpRole::attn_out, 1, S, h, c.a * vd / t, 1, R::none, false, true};
+  // Flash attention keeps its 16-bit output; the out-projection keeps its input (the same tensor when 16-bit).
+  const double flash_out = c.t.flash_attention ? 2.0 : 0.0, out_in = wgrad_kept(lin);
+  gemm(out, (c.t.flash_attention && !c.fp8 ? std::max(flash_out, out_in) : flash_out + out_in) * S * c.a * vd / t);
+  adapter(out, LoraTarget::linear_proj, c.t.flash_attention, R::none);
   // The residual adds (two reads, one write each); with hidden dropout a 1-byte mask is written and kept. Fused
   // kernels do the bias-dropout-add in one pass (3 or 3.5 tensors); unfused, dropout is its own kernel (2.5 tensors).
   outside("residual", c.t.hidden_dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act, 0, R::none,
@@ -790,10 +824,13 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   const double gate = m.is_gated() ? 2.0 : 1.0;
   const double gate_in = m.is_gated() ? (fused ? 3.0 : 5.0) : 2.0;
   if (!moe) {
-    gemm(Gemm{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, R::mlp, false, true}, lin * S * h / sp, R::layernorm);
+    const Gemm fc1{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, R::mlp, false, true};
+    gemm(fc1, wgrad_kept(lin * S * h / sp), R::layernorm);
+    adapter(fc1, LoraTarget::linear_fc1, false, R::layernorm);
     inside("activation", gate_in * S * c.f / t * 2, 1, R::mlp, 2 * S * c.f * gate, R::mlp);  // keeps FC1's output
-    gemm(Gemm{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, R::mlp, false, true}, (lin + unfused_gate) * S * c.f / t,
-         R::mlp);
+    const Gemm fc2{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, R::mlp, false, true};
+    gemm(fc2, (wgrad_kept(lin) + unfused_gate) * S * c.f / t, R::mlp);
+    adapter(fc2, LoraTarget::linear_fc2, false, R::mlp);
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);
@@ -812,7 +849,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     const double rows = tokens * topk * c.ep / experts * share;
     const double routed = tokens * topk * share;  // expert rows this rank computes
     // The router scores the rank's own tokens (SP-sharded with SP, all S duplicated over TP without).
-    gemm(Gemm{"router", OpRole::router, 1, S / sp, experts, h, 1, R::moe}, lin * S * h / sp, R::layernorm);
+    gemm(Gemm{"router", OpRole::router, 1, S / sp, experts, h, 1, R::moe}, wgrad_kept(lin * S * h / sp), R::layernorm);
     // Permutation, dispatch bookkeeping and router softmax / top-k; kept: the dispatched tokens (the experts' FC1
     // input), the router's fp32 probabilities over all experts, and each routed row's probability. Megatron-core
     // (since 0.13, "memory efficient token permutation") weights an expert's output by its probability inside the
@@ -840,20 +877,20 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     o.bwd_bytes = permutes + 1.5 * 3 * S / sp * experts * 4;
     o.kernels = kMoeExtraKernels;
     o.module = R::moe;
-    o.stored = routed * (h * lin + 4) + S * experts * 4 / sp;
+    o.stored = routed * (wgrad_kept(h * lin) + 4) + S * experts * 4 / sp;
     o.frees = R::moe;
     emit(o);
     gemm(Gemm{"expert_fc1", OpRole::mlp_in, local_experts, rows, gate * fm / et, h, expert_launches, R::moe, true});
     // (`inside` divides what it keeps by t; the experts' share is 1/etp.)
     inside("expert_activation", gate_in * routed * fm / et * 2, 1, R::moe_act, routed * 2 * fm * gate * t / et, R::moe);
     gemm(Gemm{"expert_fc2", OpRole::mlp_out, local_experts, rows, h, fm / et, expert_launches, R::moe, true},
-         routed * (lin + unfused_gate) * fm / et, R::moe_act);
+         routed * (wgrad_kept(lin) + unfused_gate) * fm / et, R::moe_act);
     if (m.num_shared_experts > 0) {
       const double fs = fm * static_cast<double>(m.num_shared_experts);
       gemm(Gemm{"shared_fc1", OpRole::mlp_in, 1, S, gate * fs / t, h, 1, R::shared_experts});
       inside("shared_activation", gate_in * S * fs / t * 2, 1, R::shared_experts, 2 * S * fs * gate, R::shared_experts);
       gemm(Gemm{"shared_fc2", OpRole::mlp_out, 1, S, h, fs / t, 1, R::shared_experts},
-           (lin + unfused_gate) * S * fs / t, R::shared_experts);
+           (wgrad_kept(lin) + unfused_gate) * S * fs / t, R::shared_experts);
     }
   }
   // Kernels launched per layer forward besides GEMMs and collectives that no op above names (residual adds,

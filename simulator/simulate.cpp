@@ -153,6 +153,7 @@ Ctx make_ctx(const Model& m, const Strategy& s, const System& sys, const Trainin
 // expert-data-parallel group).
 struct StageParams {
   double dense, expert;
+  double trainable = 0;  // under LoRA the adapters' (dense-class: reduced over dp·cp); the rest is frozen
 };
 
 // What one layer keeps for backward (per micro-batch) and owns, on one rank: one fold over its ops.
@@ -170,6 +171,7 @@ LayerFootprint layer_footprint(const Ctx& c, bool moe) {
     a.full += o.stored;
     if (o.frees != RecomputeModule::none) a.module[static_cast<std::size_t>(o.frees)] += o.stored;
     (o.expert_params ? a.params.expert : a.params.dense) += o.params;
+    if (o.trainable_params) a.params.trainable += o.params;
   });
   // A layer's input: split over TP under SP, and with --distribute-saved-activations (which needs SP off).
   a.checkpoint = 2 * c.tokens * c.h / (c.r.distribute_saved_activations ? c.tp : c.sp_div);
@@ -250,7 +252,7 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     if (runs_fp8(c, g)) lt.fp8_gemms += g.batch;
     call[role_index(g.role)] += gt.call;
     input_grad[role_index(g.role)] += gt.input_grad;
-    if (has_weight(g.role)) {
+    if (has_weight(g.role) && !frozen(c, g)) {
       weights += o.params;
       weight_gemms += g.launches;
     }
@@ -588,6 +590,12 @@ Overlapped overlap_beside_pass(double comm_s, double slack_s, const PassWindow& 
 }
 
 // A rank of a stage: its layers (MTP modules are layers too), plus the embedding, the final norm and the head.
+// The parameters with gradients, optimizer state and data-parallel traffic: all of them, or under LoRA only the
+// adapters (dense-class; the frozen base has none).
+StageParams with_gradients(const TrainingSettings& t, const StageParams& sp) {
+  return t.lora() ? StageParams{sp.trainable, 0, sp.trainable} : sp;
+}
+
 StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const StageParams& moe_layer,
                          const StageLayers& sl, const StageCounts& n, bool is_first, bool is_last) {
   const Model& m = *c.m;
@@ -600,7 +608,7 @@ StageParams stage_params(const Ctx& c, const StageParams& dense_layer, const Sta
   if (is_last) dense += final_norm + ((!m.tied_embeddings || c.pp > 1) ? head : 0.0);
   // An untied model's MTP stage keeps an embedding copy beside its output layer (keeps_embedding_copy).
   if (is_last && !m.tied_embeddings && sl.mtp > 0 && keeps_embedding_copy(c)) dense += head;
-  return {dense, expert};
+  return {dense, expert, n.dense * dense_layer.trainable + n.moe * moe_layer.trainable};
 }
 
 }  // namespace detail
@@ -826,8 +834,9 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double p2p_exposed = p2p_beyond + nccl_contention_share(c) * (p2p - p2p_beyond);
     st.pp_comm_s = vpp * p2p_exposed;
     st.pp_comm_overlapped_s = vpp * (p2p - p2p_exposed);
-    const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, is_first, is_last);
-    const double params = sp.dense + sp.expert;
+    const StageParams all = stage_params(c, dense_params, moe_params, sl, n, is_first, is_last);
+    const StageParams sp = with_gradients(t, all);
+    const double params = sp.dense + sp.expert, weights = all.dense + all.expert;
     // Data-parallel traffic of the stage: its gradient reduction and (distributed optimizer) parameter gather.
     if (sp.dense != dp_key.dense || sp.expert != dp_key.expert) {  // stages often share their parameter counts
       dp_key = sp;
@@ -874,7 +883,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     // Under FSDP a rank keeps its shard plus the gathered parameters of the layer it computes and of the one it
     // prefetches, and one layer's unsharded gradients before their reduce-scatter.
     const double layer_params = params / std::max(1.0, static_cast<double>(sl.layers + sl.mtp));
-    st.weight_bytes = weight_bytes * (c.r.fsdp ? owned + 2 * layer_params : params);
+    st.weight_bytes = weight_bytes * (c.r.fsdp ? owned + 2 * layer_params : weights);
     st.gradient_bytes = grad_bytes * (c.r.fsdp ? owned + layer_params : params);
     st.optimizer_bytes = optimizer_state_bytes_per_param(t) * owned;
     // Full recompute keeps its checkpoints and, where it leaves layers unreplayed (block), their whole activations;
@@ -960,9 +969,10 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
     const double grad_hidden = grad.hidden_s, param_hidden = param.hidden_s;
     grad_exposed[static_cast<std::size_t>(i)] = grad.exposed_s;
     param_exposed[static_cast<std::size_t>(i)] = param.exposed_s;
-    visit_embedding_collectives(c, is_first, is_last, [&](const DpCollective& k) {
-      grad_exposed[static_cast<std::size_t>(i)] += collective_time_s(c, k.prim, k.group, k.bytes);
-    });
+    if (!t.lora())  // a frozen embedding has no gradient to reduce
+      visit_embedding_collectives(c, is_first, is_last, [&](const DpCollective& k) {
+        grad_exposed[static_cast<std::size_t>(i)] += collective_time_s(c, k.prim, k.group, k.bytes);
+      });
     st.dp_comm_exposed_s = grad_exposed[static_cast<std::size_t>(i)] + param_exposed[static_cast<std::size_t>(i)] +
                            static_cast<double>(mb) * w.fsdp_exposed;
     st.dp_comm_overlapped_s = grad_hidden + param_hidden + static_cast<double>(mb) * w.fsdp_hidden;
@@ -1267,13 +1277,15 @@ std::vector<CollectiveRecord> collective_diagnostics(const Model& m, const Strat
         c, [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline * (k.fwd + k.bwd)); });
     visit_chunk_collectives(c, (n.dense * dense_fp8 + n.moe * moe_fp8) / s.virtual_pipeline,
                             [&](const Collective& k) { add(k.prim, k.group, k.bytes, mb * s.virtual_pipeline); });
-    const StageParams sp = stage_params(c, dense_params, moe_params, sl, n, i == 0, i == s.pipeline_parallel - 1);
+    const StageParams sp =
+        with_gradients(t, stage_params(c, dense_params, moe_params, sl, n, i == 0, i == s.pipeline_parallel - 1));
     // Once per iteration; with FSDP per micro-batch, the gather twice (forward and backward).
     visit_dp_collectives(c, sp.dense, sp.expert, [&](const DpCollective& k) {
       add(k.prim, k.group, k.bytes, c.r.fsdp ? mb * (k.grad ? 1 : 2) : 1);
     });
-    visit_embedding_collectives(c, i == 0, i == s.pipeline_parallel - 1,
-                                [&](const DpCollective& k) { add(k.prim, k.group, k.bytes, 1); });
+    if (!t.lora())
+      visit_embedding_collectives(c, i == 0, i == s.pipeline_parallel - 1,
+                                  [&](const DpCollective& k) { add(k.prim, k.group, k.bytes, 1); });
   }
   return out;
 }

@@ -72,6 +72,16 @@ const char* to_string(Fp8Recipe r) {
   return "?";
 }
 
+const char* to_string(LoraTarget l) {
+  switch (l) {
+    case LoraTarget::linear_qkv: return "linear_qkv";
+    case LoraTarget::linear_proj: return "linear_proj";
+    case LoraTarget::linear_fc1: return "linear_fc1";
+    case LoraTarget::linear_fc2: return "linear_fc2";
+  }
+  return "?";
+}
+
 std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
   auto bad = [](const char* field, std::string why) { return SettingsProblem{field, std::move(why)}; };
   if (t.seq_length <= 0 || t.seq_length > (1LL << 24)) return bad("seq_length", "seq_length must be in [1, 16777216]");
@@ -111,6 +121,12 @@ std::optional<SettingsProblem> settings_problem(const TrainingSettings& t) {
     return bad("document_tokens",
                "packed documents need flash attention: Megatron-core runs them through the fused kernel's "
                "variable-length (THD) form");
+  if (t.lora_rank < 0) return bad("lora_rank", "lora_rank must be >= 0 (0: full training)");
+  if (t.lora() && (t.lora_target_modules == 0 || t.lora_target_modules > kAllLoraTargets))
+    return bad("lora_target_modules",
+               "lora_target_modules must name at least one of " + names_of<LoraTarget>(kNumLoraTargets));
+  if (t.lora() && t.fsdp)
+    return bad("lora_rank", "LoRA under fsdp is not modelled: its frozen base would be sharded and gathered too");
   if (t.num_layers_at_start_in_bf16 < 0 || t.num_layers_at_end_in_bf16 < 0)
     return bad("num_layers_at_start_in_bf16", "num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 must be >= 0");
   if (t.runs_bf16_ends() && t.precision == Precision::fp8 && t.fp8_recipe == Fp8Recipe::delayed)

@@ -103,6 +103,13 @@ enum class Fp8Recipe : std::uint8_t { delayed, tensorwise, mxfp8, blockwise };
 constexpr int kNumFp8Recipes = 4;
 const char* to_string(Fp8Recipe r);
 
+// The linear layers LoRA can adapt (Megatron-Bridge's LoRA target_modules, Megatron-core's module names).
+enum class LoraTarget : std::uint8_t { linear_qkv, linear_proj, linear_fc1, linear_fc2 };
+constexpr int kNumLoraTargets = 4;
+const char* to_string(LoraTarget l);
+constexpr std::uint8_t lora_bit(LoraTarget l) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(l)); }
+constexpr std::uint8_t kAllLoraTargets = (1u << kNumLoraTargets) - 1;
+
 // The value of an enum (its values 0 .. count-1) whose to_string() is `name`; and the names, comma-separated, for
 // messages. Readers of every format parse enum names through these, so a name is spelled in one place.
 template <class E>
@@ -262,6 +269,15 @@ struct TrainingSettings {
   // Megatron-Bridge's fine-tuning recipes pack their datasets so) and document masking does; 0: one document a
   // sequence, attending causally over all of it. Needs flash attention (the fused kernel's variable-length form).
   std::int64_t document_tokens = 0;
+  // LoRA fine-tuning (Hu et al. 2021, arXiv 2106.09685; Megatron-Bridge's peft LoRA with its `dim` and
+  // `target_modules`): the base model is frozen and each targeted linear layer of the dense layers gains a rank-r
+  // adapter (x·A·B, A in x r, B r x out) whose output is added to the layer's. Only the adapters have gradients,
+  // optimizer state and data-parallel traffic; frozen linear layers run no weight-gradient GEMM and keep no input
+  // for one (Transformer Engine saves it only when the weight requires a gradient). 0: full training.
+  std::int64_t lora_rank = 0;
+  std::uint8_t lora_target_modules = kAllLoraTargets;  // bits of lora_bit; Bridge's default: all four
+  bool lora() const { return lora_rank > 0; }
+  bool lora_targets(LoraTarget l) const { return lora() && (lora_target_modules & lora_bit(l)) != 0; }
   // The layers at the start / end of the model that run in BF16: the counts under FP8 with first_last_layers_bf16.
   std::int64_t bf16_layers_at_start() const { return runs_bf16_ends() ? num_layers_at_start_in_bf16 : 0; }
   std::int64_t bf16_layers_at_end() const { return runs_bf16_ends() ? num_layers_at_end_in_bf16 : 0; }

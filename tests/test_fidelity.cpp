@@ -701,6 +701,81 @@ TEST(Fidelity, PackedDocumentsAttendWithinEachDocument) {
   EXPECT_FALSE(validate(t).empty());
 }
 
+// LoRA (lora_rank r, Megatron-Bridge's peft LoRA): the base model is frozen, so its GEMMs run forward and input
+// gradient only, it keeps no input for a weight gradient, and only the adapters (A: in x r, B: r x out on each
+// targeted linear layer) have gradients, optimizer state and data-parallel traffic. An adapter runs two 16-bit
+// GEMMs each pass and keeps its 16-bit input and A's output.
+TEST(Fidelity, LoraFreezesTheBaseModelAndTrainsOnlyItsAdapters) {
+  const Model& m = preset("Llama-3-8B");  // h 4096, 32 heads, 8 KV heads of 128, f 14336, 32 layers
+  const Strategy s = strat(4, 1, 1);
+  const PlatformParams p;
+  TrainingSettings full = run_settings(4096, 64);
+  TrainingSettings lora = full;
+  lora.lora_rank = 16;
+  lora.lora_target_modules = lora_bit(LoraTarget::linear_qkv);
+  ASSERT_EQ(validate(lora), "");
+  const Prediction a = simulate(m, s, h100(), full, p), b = simulate(m, s, h100(), lora, p);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double h = 4096, f = 14336, r = 16, layers = 32, S = 4096;
+  const double adapters = layers * (h * r + r * (32 + 2 * 8) * 128);
+  const double base = a.stages[0].weight_bytes / 2;  // bf16 weights
+  EXPECT_NEAR(b.stages[0].weight_bytes, a.stages[0].weight_bytes + 2 * adapters, 1e-6 * base);
+  EXPECT_NEAR(b.stages[0].gradient_bytes, a.stages[0].gradient_bytes / base * adapters, 1e-6 * adapters);
+  EXPECT_NEAR(b.stages[0].optimizer_bytes, a.stages[0].optimizer_bytes / base * adapters, 1e-6 * adapters);
+  auto dp_bytes = [&](const TrainingSettings& t) {
+    return bytes_of(collective_diagnostics(m, s, h100(), t, p), "reduce_scatter", "dp");
+  };
+  EXPECT_NEAR(dp_bytes(lora), dp_bytes(full) / base * adapters, 1e-6 * dp_bytes(full));
+  // Calls per iteration: a base GEMM twice a micro-batch where it ran three times; each adapter GEMM three times.
+  auto calls = [&](const TrainingSettings& t) {
+    std::map<std::string, double> n;
+    for (const auto& g : gemm_diagnostics(m, s, h100(), t, p)) {
+      n[g.name] += g.count;
+      if (g.name == "lora_a" || g.name == "lora_b") {
+        EXPECT_EQ(g.dtype, Precision::bf16);
+      }
+    }
+    return n;
+  };
+  const auto ca = calls(full), cb = calls(lora);
+  for (const char* name : {"qkv", "out", "fc1", "fc2", "lm_head"})
+    EXPECT_NEAR(cb.at(name), ca.at(name) * 2 / 3, 1e-9) << name;
+  EXPECT_NEAR(cb.at("lora_a"), ca.at("qkv"), 1e-9);
+  EXPECT_NEAR(cb.at("lora_b"), ca.at("qkv"), 1e-9);
+  EXPECT_EQ(ca.count("lora_a"), 0u);
+  // Kept per layer: no QKV, FC1 or FC2 input for a weight gradient (the out-projection's is flash attention's
+  // output, kept anyway); the QKV adapter keeps its input and A's output.
+  const double kept_full = layer_activation(m, s, full, p, false).stored_bytes;
+  const double kept_lora = layer_activation(m, s, lora, p, false).stored_bytes;
+  EXPECT_NEAR(kept_full - kept_lora, (2 * S * h + 2 * S * h + 2 * S * f) - (2 * S * h + 2 * S * r), 1e-9 * kept_full);
+  EXPECT_LT(b.iteration_time_s, a.iteration_time_s);
+  // Every target: four adapters a layer, more adapter work than one.
+  lora.lora_target_modules = kAllLoraTargets;
+  EXPECT_GT(simulate(m, s, h100(), lora, p).iteration_time_s, b.iteration_time_s);
+  const TrainingSettings back = io::settings_from_json(io::to_json(lora), "settings.json");
+  EXPECT_EQ(back.lora_rank, 16);
+  EXPECT_EQ(back.lora_target_modules, kAllLoraTargets);
+  // A tied embedding split over the pipeline all-reduces its gradient between the two ends; frozen, it has none.
+  const Model& tied = preset("Qwen3-0.6B");
+  ASSERT_TRUE(tied.tied_embeddings);
+  auto embedding_calls = [&](const TrainingSettings& t) {
+    double n = 0;
+    for (const auto& k : collective_diagnostics(tied, strat(2, 1, 2), h100(), t, p)) n += k.group == "embedding";
+    return n;
+  };
+  EXPECT_GT(embedding_calls(full), 0);
+  EXPECT_EQ(embedding_calls(lora), 0);
+  // Refused: no target, a negative rank, FSDP.
+  lora.lora_target_modules = 0;
+  EXPECT_NE(validate(lora).find("lora_target_modules"), std::string::npos);
+  lora.lora_target_modules = kAllLoraTargets;
+  lora.fsdp = true;
+  EXPECT_FALSE(validate(lora).empty());
+  lora.fsdp = false;
+  lora.lora_rank = -1;
+  EXPECT_FALSE(validate(lora).empty());
+}
+
 // Flash attention keeps per head and token what its backward needs: an fp32 log-sum-exp on NVIDIA, npu_fusion_
 // attention's softmax max and sum ([b, n, s, 8] fp32 each) on Ascend, 60 bytes more per head and token.
 TEST(Fidelity, FlashAttentionKeepsTheDevicesSoftmaxStatistics) {
