@@ -246,9 +246,10 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     const Gemm& g = o.gemm;
     const GemmTime gt = gemm_time(c, g);
     module_gemm_fwd[static_cast<std::size_t>(g.module)] += gt.forward;
-    // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks.
+    // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks, and a frozen
+    // (LoRA) GEMM's forward and input gradient only.
     const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
-    lt.model_flops += 3 * 2 * g.batch * g.m * g.n * g.k * causal;
+    lt.model_flops += (frozen(c, g) ? 2 : 3) * 2 * g.batch * g.m * g.n * g.k * causal;
     if (runs_fp8(c, g)) lt.fp8_gemms += g.batch;
     call[role_index(g.role)] += gt.call;
     input_grad[role_index(g.role)] += gt.input_grad;
@@ -779,7 +780,7 @@ Prediction simulate(const Model& m, const Strategy& s, const System& sys, const 
   const LinkLoad dense_load = link_load(dense_t), moe_load = two_kinds ? link_load(moe_t) : dense_load;
   StageParams dp_key{-1, -1};
   double grad_time = 0, param_time = 0, grad_share = 0, param_share = 0;
-  const double head_flops = 3 * 2 * c.tokens * c.vocab_padded / c.tp * c.h;
+  const double head_flops = (t.lora() ? 2 : 3) * 2 * c.tokens * c.vocab_padded / c.tp * c.h;  // frozen: no wgrad
   auto stage_work = [&](const StageLayers& sl, bool is_first, bool is_last, StageResult& st) {
     StageWork w{};
     // MTP modules: one layer each plus another pass through the LM head and loss.

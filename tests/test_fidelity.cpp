@@ -743,12 +743,26 @@ TEST(Fidelity, LoraFreezesTheBaseModelAndTrainsOnlyItsAdapters) {
   EXPECT_NEAR(cb.at("lora_a"), ca.at("qkv"), 1e-9);
   EXPECT_NEAR(cb.at("lora_b"), ca.at("qkv"), 1e-9);
   EXPECT_EQ(ca.count("lora_a"), 0u);
+  // Under FP8 the base linear layers run in FP8, the adapters (Megatron's own linear layers) in 16 bits.
+  TrainingSettings fp8 = lora;
+  fp8.precision = Precision::fp8;
+  for (const auto& g : gemm_diagnostics(m, s, h100(), fp8, p)) {
+    if (g.name == "qkv") {
+      EXPECT_EQ(g.dtype, Precision::fp8);
+    }
+    if (g.name == "lora_a" || g.name == "lora_b") {
+      EXPECT_EQ(g.dtype, Precision::bf16);
+    }
+  }
   // Kept per layer: no QKV, FC1 or FC2 input for a weight gradient (the out-projection's is flash attention's
   // output, kept anyway); the QKV adapter keeps its input and A's output.
   const double kept_full = layer_activation(m, s, full, p, false).stored_bytes;
   const double kept_lora = layer_activation(m, s, lora, p, false).stored_bytes;
   EXPECT_NEAR(kept_full - kept_lora, (2 * S * h + 2 * S * h + 2 * S * f) - (2 * S * h + 2 * S * r), 1e-9 * kept_full);
   EXPECT_LT(b.iteration_time_s, a.iteration_time_s);
+  // Model FLOPs: a frozen GEMM's forward and input gradient, 2/3 of a trained one's (attention's cores unchanged).
+  EXPECT_LT(b.model_flops_per_device / a.model_flops_per_device, 0.8);
+  EXPECT_GT(b.model_flops_per_device / a.model_flops_per_device, 2.0 / 3);
   // Every target: four adapters a layer, more adapter work than one.
   lora.lora_target_modules = kAllLoraTargets;
   EXPECT_GT(simulate(m, s, h100(), lora, p).iteration_time_s, b.iteration_time_s);
