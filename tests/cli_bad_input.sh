@@ -255,6 +255,12 @@ expect 2 "field '--vary': seq_length has its own option: --seq" predict --model 
   --strategy dp8 --vary seq_length=1024,2048
 expect 2 "h100_sxm_80g: field 'fp8_recipe': system has no MXFP8 tensor cores" predict --model Qwen3-0.6B \
   --system h100_sxm_80g --strategy dp8 --set precision=fp8 --set fp8_recipe=mxfp8
+expect 2 "--set: field 'lora_target_modules': \"linear_q\" is not one of linear_qkv" predict --model Qwen3-0.6B \
+  --system h100_sxm_80g --strategy dp8 --set lora_rank=8 --set 'lora_target_modules=["linear_q"]'
+expect 2 "--set: field 'lora_rank': LoRA under fsdp is not modelled" predict --model Qwen3-0.6B \
+  --system h100_sxm_80g --strategy dp8 --set lora_rank=8 --set fsdp=true
+expect 2 "--set: field 'document_tokens': packed documents need flash attention" predict --model Qwen3-0.6B \
+  --system h100_sxm_80g --strategy dp8 --set document_tokens=512 --set flash_attention=false
 expect 2 "h100_sxm_80g: field 'peak_tflops': system has no fp4 throughput" predict --model Qwen3-0.6B \
   --system h100_sxm_80g --strategy dp8 --set precision=fp4
 expect 2 "field '--vary': v100_sxm2_32g, precision=fp8: system has no fp8 throughput" predict --model Qwen3-0.6B \
