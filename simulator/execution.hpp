@@ -606,7 +606,6 @@ struct LayerOp {
   // whole), its bias, a norm's weights (replicated across TP). `expert`: reduced over the expert-DP group, not DP.
   double params = 0;
   bool expert_params = false;
-  bool trainable_params = false;  // a LoRA adapter's: the only ones with gradients under LoRA
 };
 
 // Whether selective recompute replays submodule r: chosen itself, or inside a chosen MoE layer (`moe` covers
@@ -644,13 +643,12 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
     f(o);
   };
   // `extra`: parameters besides the weight (a bias, the norm of a down-projection's output).
-  auto gemm = [&](Gemm g, double stored = 0, R frees = R::none, double extra = 0) {
+  auto gemm = [&](const Gemm& g, double stored = 0, R frees = R::none, double extra = 0) {
     LayerOp o{g.name, true, g};
     o.stored = stored;
     o.frees = frees;
     o.params = (has_weight(g.role) ? g.batch * g.n * g.k : 0.0) + extra;
     o.expert_params = g.expert;
-    o.trainable_params = g.adapter;
     f(o);  // GEMM launches are their own (Gemm::launches)
   };
   // What a linear layer keeps only for its weight gradient: nothing when LoRA freezes it.
@@ -742,7 +740,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   } else {
     const Gemm qkv{"qkv", OpRole::attn_in, 1, S, (c.a + 2 * c.g) * c.d / t, h, 1, R::none, false, true};
     gemm(qkv, wgrad_kept(lin * S * h / sp), R::layernorm, m.qkv_bias ? (c.a + 2 * c.g) * c.d / t : 0.0);
-    adapter(qkv, LoraTarget::linear_qkv, false, R::layernorm);
+    if (frozen_base) adapter(qkv, LoraTarget::linear_qkv, false, R::layernorm);
   }
   if (m.qk_norm) {  // one norm of head_dim each for q and k, shared by the heads, replicated across TP
     LayerOp o{"qk_norm"};
@@ -811,7 +809,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // Flash attention keeps its 16-bit output; the out-projection keeps its input (the same tensor when 16-bit).
   const double flash_out = c.t.flash_attention ? 2.0 : 0.0, out_in = wgrad_kept(lin);
   gemm(out, (c.t.flash_attention && !c.fp8 ? std::max(flash_out, out_in) : flash_out + out_in) * S * c.a * vd / t);
-  adapter(out, LoraTarget::linear_proj, c.t.flash_attention, R::none);
+  if (frozen_base) adapter(out, LoraTarget::linear_proj, c.t.flash_attention, R::none);
   // The residual adds (two reads, one write each); with hidden dropout a 1-byte mask is written and kept. Fused
   // kernels do the bias-dropout-add in one pass (3 or 3.5 tensors); unfused, dropout is its own kernel (2.5 tensors).
   outside("residual", c.t.hidden_dropout ? (fused ? 7.0 : 11.0) * act : 6.0 * act, 0, R::none,
@@ -826,11 +824,11 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   if (!moe) {
     const Gemm fc1{"fc1", OpRole::mlp_in, 1, S, gate * c.f / t, h, 1, R::mlp, false, true};
     gemm(fc1, wgrad_kept(lin * S * h / sp), R::layernorm);
-    adapter(fc1, LoraTarget::linear_fc1, false, R::layernorm);
+    if (frozen_base) adapter(fc1, LoraTarget::linear_fc1, false, R::layernorm);
     inside("activation", gate_in * S * c.f / t * 2, 1, R::mlp, 2 * S * c.f * gate, R::mlp);  // keeps FC1's output
     const Gemm fc2{"fc2", OpRole::mlp_out, 1, S, h, c.f / t, 1, R::mlp, false, true};
     gemm(fc2, (wgrad_kept(lin) + unfused_gate) * S * c.f / t, R::mlp);
-    adapter(fc2, LoraTarget::linear_fc2, false, R::mlp);
+    if (frozen_base) adapter(fc2, LoraTarget::linear_fc2, false, R::mlp);
   } else {
     const double fm = static_cast<double>(m.moe_ffn_hidden_size);
     const double experts = static_cast<double>(m.num_experts), topk = static_cast<double>(m.experts_per_token);

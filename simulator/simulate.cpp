@@ -171,7 +171,7 @@ LayerFootprint layer_footprint(const Ctx& c, bool moe) {
     a.full += o.stored;
     if (o.frees != RecomputeModule::none) a.module[static_cast<std::size_t>(o.frees)] += o.stored;
     (o.expert_params ? a.params.expert : a.params.dense) += o.params;
-    if (o.trainable_params) a.params.trainable += o.params;
+    if (o.is_gemm && o.gemm.adapter) a.params.trainable += o.params;  // LoRA's: the only ones with gradients
   });
   // A layer's input: split over TP under SP, and with --distribute-saved-activations (which needs SP off).
   a.checkpoint = 2 * c.tokens * c.h / (c.r.distribute_saved_activations ? c.tp : c.sp_div);
@@ -249,11 +249,12 @@ LayerTime layer_time(const Ctx& c, bool moe) {
     // Model FLOPs count causal attention at half whether or not the kernel skips the masked blocks, and a frozen
     // (LoRA) GEMM's forward and input gradient only.
     const double causal = (g.role == OpRole::attn_core && !c.t.flash_attention) ? 0.5 : 1.0;
-    lt.model_flops += (frozen(c, g) ? 2 : 3) * 2 * g.batch * g.m * g.n * g.k * causal;
+    const bool fixed = frozen(c, g);
+    lt.model_flops += (fixed ? 2 : 3) * 2 * g.batch * g.m * g.n * g.k * causal;
     if (runs_fp8(c, g)) lt.fp8_gemms += g.batch;
     call[role_index(g.role)] += gt.call;
     input_grad[role_index(g.role)] += gt.input_grad;
-    if (has_weight(g.role) && !frozen(c, g)) {
+    if (has_weight(g.role) && !fixed) {
       weights += o.params;
       weight_gemms += g.launches;
     }
