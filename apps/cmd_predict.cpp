@@ -88,9 +88,7 @@ std::string settings_summary(const Strategy& s, const TrainingSettings& t, const
     out += ", packed documents of " + std::to_string(t.document_tokens) + " tokens (attention within each)";
   if (t.lora()) {
     std::string targets;
-    for (int i = 0; i < kNumLoraTargets; ++i)
-      if (t.lora_targets(static_cast<LoraTarget>(i)))
-        targets += std::string(targets.empty() ? "" : " ") + to_string(static_cast<LoraTarget>(i));
+    for (const std::string& name : io::lora_target_names(t)) targets += (targets.empty() ? "" : " ") + name;
     out += ", LoRA rank " + std::to_string(t.lora_rank) + " on " + targets + " (base frozen)";
   }
   if (r.sequence_parallel) out += ", SP";

@@ -789,6 +789,13 @@ std::vector<std::string> recompute_module_names(const TrainingSettings& t) {
   return names;
 }
 
+std::vector<std::string> lora_target_names(const TrainingSettings& t) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kNumLoraTargets; ++i)
+    if (t.lora_targets(static_cast<LoraTarget>(i))) names.push_back(to_string(static_cast<LoraTarget>(i)));
+  return names;
+}
+
 Json to_json(const TrainingSettings& t) {
   Json j{{"seq_length", t.seq_length},
          {"global_batch_size", t.global_batch_size},
@@ -812,10 +819,7 @@ Json to_json(const TrainingSettings& t) {
   if (t.document_tokens > 0) j["document_tokens"] = t.document_tokens;
   if (t.lora()) {
     j["lora_rank"] = t.lora_rank;
-    std::vector<std::string> targets;
-    for (int i = 0; i < kNumLoraTargets; ++i)
-      if (t.lora_targets(static_cast<LoraTarget>(i))) targets.push_back(to_string(static_cast<LoraTarget>(i)));
-    j["lora_target_modules"] = targets;
+    j["lora_target_modules"] = lora_target_names(t);
   }
   return j;
 }

@@ -64,6 +64,8 @@ TrainingSettings settings_from_json(const Json& j, const std::string& file, cons
 Json to_json(const TrainingSettings& t);
 // The selective-recompute modules in Megatron's spelling, in enum order (core_attn, layernorm, mlp, ...).
 std::vector<std::string> recompute_module_names(const TrainingSettings& t);
+// The linear layers LoRA adapts (lora_target_modules), by name; empty without LoRA.
+std::vector<std::string> lora_target_names(const TrainingSettings& t);
 // A context-parallel algorithm by Megatron-core's --cp-comm-type name (p2p, a2a, allgather, a2a+p2p) or
 // MindSpeed-LLM's --context-parallel-algo name (megatron_cp_algo, ulysses_cp_algo, kvallgather_cp_algo,
 // hybrid_cp_algo); nullopt otherwise, and then why, for the message (MindSpeed's adaptive CP is named as not

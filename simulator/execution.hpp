@@ -170,6 +170,8 @@ inline bool frozen(const Ctx& c, const Gemm& g) { return c.t.lora() && has_weigh
 // model's linear layers, autocast minus pre-quantized per-layer times) puts NVFP4's quantization at 2.689 ms
 // against current scaling's 2.335 ms, so an NVFP4 cast is taken as current scaling's cast times their ratio.
 constexpr double kNvfp4ValueBytes = 0.5, kNvfp4BlockElements = 16, kNvfp4CastVsCurrentScaling = 2.689 / 2.335;
+// An NVFP4 element with its share of the block scale, wherever one is kept or moved.
+constexpr double kNvfp4BytesPerElement = kNvfp4ValueBytes + 1 / kNvfp4BlockElements;
 // The recipes whose every cast reads its input for the amax first and whose sequence-parallel casts all-reduce it
 // over TP (TE's quantizers with amax_reduction_group: Float8CurrentScalingQuantizer, NVFP4Quantizer).
 inline bool amax_before_cast(const Ctx& c) { return c.nvfp4 || (c.fp8 && c.t.fp8_recipe == Fp8Recipe::tensorwise); }
@@ -182,7 +184,7 @@ inline bool block_scaled(const Ctx& c) {
 // an NVFP4 one half a byte an element and one 8-bit scale per 16 (_all_gather_nvfp4).
 constexpr double kMxfp8BlockElements = 32, kFp8BlockwiseTileElements = 128, kFp8BlockwiseScaleBytes = 4;
 inline double fp8_gather_bytes_per_element(const Ctx& c) {
-  if (c.nvfp4) return kNvfp4ValueBytes + 1 / kNvfp4BlockElements;
+  if (c.nvfp4) return kNvfp4BytesPerElement;
   switch (c.t.fp8_recipe) {
     case Fp8Recipe::mxfp8: return 1 + 1 / kMxfp8BlockElements;
     case Fp8Recipe::blockwise: return 1 + kFp8BlockwiseScaleBytes / kFp8BlockwiseTileElements;
@@ -629,7 +631,7 @@ void visit_layer(const Ctx& c, bool moe, F&& f) {
   // (TE Linear / LayerNormLinear / LayerNormMLP save the quantized input): 1 byte per element, not 2 (NVFP4: its
   // columnwise copy, half a byte and a scale per 16). Other
   // saved tensors (norm inputs, activation inputs, attention tensors) stay 16-bit.
-  const double lin = c.nvfp4 ? kNvfp4ValueBytes + 1 / kNvfp4BlockElements : c.fp8 ? 1.0 : 2.0;
+  const double lin = c.nvfp4 ? kNvfp4BytesPerElement : c.fp8 ? 1.0 : 2.0;
   // An unfused (PyTorch) RMSNorm keeps the fp32 copy of its input (kept by the square and the scaling) and its
   // normalised output (kept by the weight multiply): 4 + 2 bytes per element where a fused kernel keeps the
   // 2-byte input, so 4 more per normalised element.
@@ -1106,7 +1108,7 @@ inline double grad_bytes_per_param(const TrainingSettings& t) { return t.fp32_gr
 // few non-linear parameters (embedding, norms, router) are counted alike.
 inline double weight_bytes_per_param(const TrainingSettings& t, const ResolvedStrategy& r) {
   if (!quantizes_linear(t.precision)) return 2.0;
-  const double copy = t.precision == Precision::fp4 ? kNvfp4ValueBytes + 1 / kNvfp4BlockElements : 1.0;
+  const double copy = t.precision == Precision::fp4 ? kNvfp4BytesPerElement : 1.0;
   return r.fp8_param_gather ? 2 * copy : 2.0 + copy;
 }
 // Bytes per parameter of the distributed optimizer's parameter all-gather: 16-bit; 8-bit with FP8 parameters; with
